@@ -1,0 +1,6 @@
+/* Umbrella header of gleam's native core: everything Python sees through cffi. */
+#ifndef GLEAM_NATIVE_H
+#define GLEAM_NATIVE_H
+int gl_native_abi_version(void);
+#include "records.h"
+#endif

@@ -1,0 +1,5 @@
+import sys
+
+from gleam.peer.cli import main
+
+sys.exit(main())

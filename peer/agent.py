@@ -1,0 +1,357 @@
+"""The gleam agent: listens, dials, authenticates, keeps links alive, serves control.
+
+One Agent per process. ``run`` owns a nursery holding the TCP listener, the
+control socket, a dialer per static peer and a task per link; cancelling it
+says goodbye to every peer and removes the control socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+import trio
+
+from gleam.peer import control
+from gleam.peer.addresses import DEFAULT_PORT, PeerAddress
+from gleam.peer.link import STREAM_ERRORS, HandshakeFailed, PeerLink, establish
+from gleam.peer.plugin_manager import describe_plugins
+from gleam.peer.protocol import (
+    DEFAULT_MAX_FRAME,
+    PROTOCOL_VERSION,
+    Connection,
+    Hello,
+    LocalIdentity,
+    Role,
+    mesh_id,
+)
+from gleam.peer.state import StateDir
+
+log = logging.getLogger("gleam.agent")
+
+MAX_CAPABILITIES = 32
+DIAL_BACKOFF_MIN = 0.5
+DIAL_BACKOFF_MAX = 5.0
+
+
+class AgentStartError(Exception):
+    """The agent cannot start; the message says why and what to do."""
+
+
+@dataclass
+class AgentConfig:
+    state: StateDir
+    name: str = field(default_factory=socket.gethostname)
+    host: str = "0.0.0.0"
+    port: int = DEFAULT_PORT
+    peers: tuple[PeerAddress, ...] = ()
+    ping_interval: float = 1.0
+    peer_timeout: float = 5.0
+    handshake_timeout: float = 5.0
+    max_frame: int = DEFAULT_MAX_FRAME
+
+
+@dataclass
+class DialTarget:
+    """A static peer we keep dialling, and how the last attempt went."""
+
+    address: PeerAddress
+    state: str = "connecting"
+    error: str | None = None
+    node_id: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class AgentEvent:
+    at: float
+    kind: str
+    text: str
+
+
+def _version() -> str:
+    from gleam.peer import __version__
+
+    return __version__
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, pm: pluggy.PluginManager) -> None:
+        self.config = config
+        self.pm = pm
+        self.state = config.state
+        ident = self.state.node_identity()
+        self.node_id = ident.node_id
+        self.mesh_key = self.state.mesh_key()
+        self.mesh_id = mesh_id(self.mesh_key)
+        self.links: dict[str, PeerLink] = {}
+        self.targets = [DialTarget(a) for a in config.peers]
+        self.events: deque[AgentEvent] = deque(maxlen=50)
+        self.listen_port: int | None = None
+        self.started_at = time.time()
+        self.nursery: trio.Nursery | None = None
+        self._links_changed = trio.Event()
+
+    # ------------------------------------------------------------- identity
+
+    def capabilities(self) -> tuple[str, ...]:
+        seen: list[str] = []
+        for group in self.pm.hook.gleam_capabilities():
+            for cap in group or ():
+                if isinstance(cap, str) and 0 < len(cap) <= 64 and cap not in seen:
+                    seen.append(cap)
+        return tuple(seen[:MAX_CAPABILITIES])
+
+    def identity(self) -> LocalIdentity:
+        return LocalIdentity(
+            node_id=self.node_id,
+            name=self.config.name,
+            mesh_key=self.mesh_key,
+            capabilities=self.capabilities(),
+            listen_port=self.listen_port,
+        )
+
+    def record(self, kind: str, text: str) -> None:
+        self.events.append(AgentEvent(time.time(), kind, text))
+
+    # -------------------------------------------------------------- running
+
+    async def run(self, *, task_status: trio.TaskStatus[Agent] = trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await self._open_tcp()
+        self.listen_port = listeners[0].socket.getsockname()[1]
+        try:
+            control_listener = await control.open_control_listener(self.state.control_socket)
+        except control.AgentAlreadyRunning as exc:
+            for listener in listeners:
+                await listener.aclose()
+            raise AgentStartError(str(exc)) from exc
+        try:
+            async with trio.open_nursery() as nursery:
+                self.nursery = nursery
+                nursery.start_soon(self._serve_tcp, listeners)
+                nursery.start_soon(self._serve_control, control_listener)
+                for target in self.targets:
+                    nursery.start_soon(self._dial_forever, target)
+                log.info(
+                    "agent %s (%s) listening on %s:%d, mesh %s",
+                    self.config.name, self.node_id[:8], self.config.host,
+                    self.listen_port, self.mesh_id,
+                )
+                self.record("start", f"listening on port {self.listen_port}")
+                self.pm.hook.gleam_agent_started(agent=self)
+                task_status.started(self)
+                await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._stop()
+                await control_listener.aclose()
+                self.state.control_socket.unlink(missing_ok=True)
+
+    async def _stop(self) -> None:
+        # Links say their own goodbyes as their tasks are cancelled.
+        self.pm.hook.gleam_agent_stopping(agent=self)
+
+    async def _open_tcp(self) -> list[trio.SocketListener]:
+        host = self.config.host
+        try:
+            return await trio.open_tcp_listeners(self.config.port, host=host)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise AgentStartError(
+                    f"port {self.config.port} on {host} is already in use "
+                    "(another agent? choose one with --port)"
+                ) from exc
+            raise AgentStartError(f"cannot listen on {host}:{self.config.port}: {exc}") from exc
+
+    async def _serve_tcp(self, listeners: list[trio.SocketListener]) -> None:
+        await trio.serve_listeners(self._accept, listeners)
+
+    async def _serve_control(self, listener: trio.SocketListener) -> None:
+        async def handle(stream: trio.SocketStream) -> None:
+            with contextlib.suppress(*STREAM_ERRORS):
+                await control.serve_control_client(self, stream)
+
+        await trio.serve_listeners(handle, [listener])
+
+    def _new_connection(self, role: Role) -> Connection:
+        return Connection(role, self.identity(), max_frame=self.config.max_frame)
+
+    async def _accept(self, stream: trio.SocketStream) -> None:
+        try:
+            host, port = stream.socket.getpeername()[:2]
+            address = str(PeerAddress(host, port))
+        except OSError:
+            return
+        conn = self._new_connection(Role.RESPONDER)
+        try:
+            peer = await establish(stream, conn, self.config.handshake_timeout)
+        except HandshakeFailed as exc:
+            log.warning("refused connection from %s: %s", address, exc)
+            self.record("refused", f"{address}: {exc}")
+            await stream.aclose()
+            return
+        await self._run_link(stream, conn, peer, address)
+
+    async def _run_link(
+        self, stream: trio.SocketStream, conn: Connection, peer: Hello, address: str
+    ) -> None:
+        link = PeerLink(
+            stream, conn, peer, address,
+            ping_interval=self.config.ping_interval, peer_timeout=self.config.peer_timeout,
+        )
+        if not await self._adopt(link):
+            return
+        log.info("peer %s (%s) authenticated at %s", peer.name, peer.node_id[:8], address)
+        self.record("joined", f"{peer.name} at {address}")
+        self.pm.hook.gleam_peer_authenticated(agent=self, link=link)
+        try:
+            reason = await link.run(self)
+        finally:
+            if self.links.get(link.node_id) is link:
+                del self.links[link.node_id]
+                self._links_changed_now()
+        log.info("link to %s closed: %s", peer.name, reason)
+        self.record("left", f"{peer.name}: {reason}")
+        self.pm.hook.gleam_peer_lost(agent=self, link=link, reason=reason)
+
+    def _initiator_of(self, link: PeerLink) -> str:
+        return self.node_id if link.role is Role.INITIATOR else link.node_id
+
+    async def _adopt(self, link: PeerLink) -> bool:
+        """Make ``link`` the link to its peer, unless a preferred one exists.
+
+        When two peers dial each other at once, both keep the connection
+        dialled by the smaller node id, so they agree without talking.
+        """
+        existing = self.links.get(link.node_id)
+        if existing is not None and not existing.closed:
+            preferred = min(self.node_id, link.node_id)
+            if self._initiator_of(existing) == preferred != self._initiator_of(link):
+                await link.close("duplicate connection")
+                await link.io.aclose()
+                return False
+            await existing.close("replaced by a newer connection")
+        self.links[link.node_id] = link
+        self._links_changed_now()
+        return True
+
+    # -------------------------------------------------------------- status
+
+    def link_to(self, node_id_prefix: str) -> PeerLink | None:
+        """The link whose node id or name matches; None if none or ambiguous."""
+        matches = [
+            link for link in self.links.values()
+            if link.node_id.startswith(node_id_prefix) or link.peer.name == node_id_prefix
+        ]
+        return matches[0] if len(matches) == 1 else None
+
+    def snapshot(self) -> dict[str, Any]:
+        """The status document (``gleam-peer status --json``)."""
+        peers: list[dict[str, Any]] = []
+        for link in sorted(self.links.values(), key=lambda item: item.peer.name):
+            rtt = link.rtt.summary()
+            peers.append({
+                "id": link.node_id,
+                "name": link.peer.name,
+                "address": link.address,
+                "authenticated": True,
+                "state": "connected",
+                "direction": "outgoing" if link.role is Role.INITIATOR else "incoming",
+                "rtt_ms": rtt.ewma_ms,
+                "rtt_p50_ms": rtt.p50_ms,
+                "rtt_p90_ms": rtt.p90_ms,
+                "capabilities": list(link.peer.capabilities),
+                "bytes_sent": link.bytes_sent,
+                "bytes_received": link.bytes_received,
+            })
+        for target in self.targets:
+            if target.node_id in self.links:
+                continue
+            peers.append({
+                "id": target.node_id,
+                "name": target.name,
+                "address": str(target.address),
+                "authenticated": False,
+                "state": target.state,
+                "error": target.error,
+                "rtt_ms": None,
+            })
+        doc: dict[str, Any] = {
+            "node": {
+                "id": self.node_id,
+                "name": self.config.name,
+                "port": self.listen_port,
+                "version": _version(),
+                "protocol": PROTOCOL_VERSION,
+                "mesh_id": self.mesh_id,
+                "uptime_s": round(time.time() - self.started_at, 1),
+                "state_dir": str(self.state.path),
+            },
+            "peers": peers,
+            "plugins": [p.as_dict() for p in describe_plugins(self.pm)],
+            "events": [
+                {"at": e.at, "kind": e.kind, "text": e.text} for e in list(self.events)[-20:]
+            ],
+        }
+        for extra in self.pm.hook.gleam_status(agent=self):
+            for key, value in (extra or {}).items():
+                doc.setdefault(key, value)
+        return doc
+
+    async def _dial_forever(self, target: DialTarget) -> None:
+        backoff = DIAL_BACKOFF_MIN
+        while True:
+            if target.node_id and target.node_id in self.links:
+                # Already linked (perhaps the peer dialled us): wait for that to end.
+                target.state = "connected"
+                await self._wait_links_change()
+                continue
+            target.state = "connecting"
+            reason = await self._dial_once(target)
+            if reason is None:
+                backoff = DIAL_BACKOFF_MIN
+                continue
+            await trio.sleep(backoff)
+            backoff = min(DIAL_BACKOFF_MAX, backoff * 2)
+
+    async def _dial_once(self, target: DialTarget) -> str | None:
+        """One attempt; returns an error reason, or None after a link that served."""
+        addr = target.address
+        try:
+            with trio.fail_after(self.config.handshake_timeout):
+                stream = await trio.open_tcp_stream(addr.host, addr.port)
+        except (OSError, trio.TooSlowError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            self._dial_failed(target, "unreachable", reason)
+            return reason
+        conn = self._new_connection(Role.INITIATOR)
+        try:
+            peer = await establish(stream, conn, self.config.handshake_timeout)
+        except HandshakeFailed as exc:
+            await stream.aclose()
+            self._dial_failed(target, "refused", str(exc))
+            return str(exc)
+        target.node_id, target.name, target.error = peer.node_id, peer.name, None
+        target.state = "connected"
+        await self._run_link(stream, conn, peer, str(addr))
+        return None
+
+    def _dial_failed(self, target: DialTarget, state: str, reason: str) -> None:
+        if target.state != state or target.error != reason:
+            log.warning("cannot connect to %s: %s", target.address, reason)
+            self.record(state, f"{target.address}: {reason}")
+        target.state, target.error = state, reason
+
+    async def _wait_links_change(self) -> None:
+        await self._links_changed.wait()
+
+    def _links_changed_now(self) -> None:
+        self._links_changed.set()
+        self._links_changed = trio.Event()

@@ -1,0 +1,1 @@
+"""Benchmarks behind ``gleam-peer bench``: programs that print a table and JSON."""

@@ -1,0 +1,75 @@
+"""Raw TCP references for the wire benchmark: plain blocking sockets, no framing.
+
+Run as a child process (``python -m gleam.peer.bench.tcp_reference``) so the
+reference, like the agents, gets a process and a core of its own. It listens
+on 127.0.0.1, prints its port, then serves one connection:
+
+* ``sink N``: read N bytes into a reused buffer, then answer one byte.
+* ``echo``: answer every 8-byte message with the same 8 bytes until EOF.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+
+BUFFER = 1 << 20
+
+
+def _serve(mode: str, total: int) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    print(listener.getsockname()[1], flush=True)
+    listener.settimeout(60)
+    conn, _ = listener.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    with conn:
+        if mode == "sink":
+            buf = bytearray(BUFFER)
+            view = memoryview(buf)
+            got = 0
+            while got < total:
+                n = conn.recv_into(view, min(BUFFER, total - got))
+                if n == 0:
+                    return
+                got += n
+            conn.sendall(b"k")
+        else:
+            while msg := conn.recv(8):
+                conn.sendall(msg)
+
+
+def measure_throughput(port: int, total: int, chunk: int) -> float:
+    """Seconds to push ``total`` bytes to a sink and hear it got them all."""
+    payload = bytes(chunk)
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        start = time.perf_counter()
+        sent = 0
+        while sent < total:
+            piece = payload if total - sent >= chunk else payload[: total - sent]
+            sock.sendall(piece)
+            sent += len(piece)
+        sock.recv(1)
+        return time.perf_counter() - start
+
+
+def measure_pingpong(port: int, count: int) -> float:
+    """Seconds for ``count`` sequential 8-byte round trips."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        msg = b"pingpong"
+        start = time.perf_counter()
+        for _ in range(count):
+            sock.sendall(msg)
+            got = b""
+            while len(got) < 8:
+                part = sock.recv(8 - len(got))
+                if not part:
+                    raise ConnectionError("echo reference closed early")
+                got += part
+        return time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0)

@@ -1,0 +1,295 @@
+"""The ``gleam-peer`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gleam.peer import __version__
+
+log = logging.getLogger("gleam")
+
+
+class UserError(Exception):
+    """An error the user can fix; printed as one line, exit status 1."""
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _state(args: argparse.Namespace) -> Any:
+    from gleam.peer.state import StateDir
+
+    return StateDir(args.state_dir)
+
+
+def _add_state_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="agent state directory (node id, mesh key, control socket); "
+        "default $GLEAM_STATE_DIR or ~/.local/state/gleam",
+    )
+
+
+def _print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, sort_keys=True, default=str)
+    sys.stdout.write("\n")
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from gleam.peer.addresses import parse_peer_address
+    from gleam.peer.run_agent import run_agent_main
+
+    try:
+        peers = tuple(parse_peer_address(p) for p in args.peer or ())
+    except ValueError as exc:
+        raise UserError(f"--peer: {exc}") from None
+    if args.name is not None and not 0 < len(args.name) <= 64:
+        raise UserError("--name must be 1 to 64 characters")
+    tui = not args.no_tui and sys.stdout.isatty()
+    return run_agent_main(
+        state_dir=args.state_dir,
+        name=args.name,
+        host=args.host,
+        port=args.port,
+        peers=peers,
+        tui=tui,
+    )
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from gleam.peer import control
+    from gleam.peer.tui import render_status
+
+    state = _state(args)
+    try:
+        doc = control.request(state.control_socket, "status", timeout=10)
+    except control.AgentNotRunning as exc:
+        raise UserError(f"{exc}; start one with `gleam-peer up`") from None
+    except control.ControlError as exc:
+        raise UserError(str(exc)) from None
+    if args.json:
+        _print_json(doc)
+    else:
+        Console().print(render_status(doc))
+    return 0
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gleam.peer.plugin_manager import blocked_plugins, describe_plugins, make_plugin_manager
+
+    pm = make_plugin_manager()
+    infos = describe_plugins(pm)
+    if args.json:
+        _print_json({
+            "plugins": [i.as_dict() for i in infos],
+            "blocked": blocked_plugins(pm),
+        })
+        return 0
+    table = Table(title="gleam plugins")
+    for column in ("name", "project", "version", "hooks"):
+        table.add_column(column)
+    for info in infos:
+        table.add_row(info.name, info.project, info.version, ", ".join(info.hooks))
+    console = Console()
+    console.print(table)
+    blocked = blocked_plugins(pm)
+    if blocked:
+        console.print(f"blocked by $GLEAM_DISABLE_PLUGINS: {', '.join(blocked)}")
+    return 0
+
+
+def cmd_mesh_show(args: argparse.Namespace) -> int:
+    from gleam.peer.joincode import encode_join_code
+    from gleam.peer.protocol import mesh_id
+
+    state = _state(args)
+    key = state.mesh_key()
+    if args.json:
+        _print_json({"join_code": encode_join_code(key), "mesh_id": mesh_id(key)})
+        return 0
+    print(encode_join_code(key))
+    print(
+        f"# mesh id {mesh_id(key)}. On each other device run: gleam-peer mesh import CODE",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_mesh_import(args: argparse.Namespace) -> int:
+    from gleam.peer.joincode import JoinCodeError, decode_join_code
+    from gleam.peer.protocol import mesh_id
+
+    try:
+        key = decode_join_code(args.code)
+    except JoinCodeError as exc:
+        raise UserError(str(exc)) from None
+    state = _state(args)
+    key_file = state.path / "mesh.key"
+    if state.has_mesh_key():
+        old = state.mesh_key()
+        if old == key:
+            print(f"this node is already in mesh {mesh_id(key)}")
+            return 0
+        # Keep the previous key: importing the wrong code must not lose a mesh.
+        backup = key_file.with_name("mesh.key.previous")
+        state.store_mesh_key(old)
+        os.replace(key_file, backup)
+        print(f"previous key (mesh {mesh_id(old)}) saved to {backup}")
+    state.store_mesh_key(key)
+    print(f"joined mesh {mesh_id(key)}; restart a running agent to use the new key")
+    return 0
+
+
+def cmd_bench_wire(args: argparse.Namespace) -> int:
+    from gleam.peer.bench.wire import run_wire_bench
+
+    return run_wire_bench(
+        total_bytes=args.bytes, chunk=args.chunk, pings=args.pings, as_json=args.json
+    )
+
+
+# ---------------------------------------------------------------- parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be positive")
+    return value
+
+
+def _port(text: str) -> int:
+    from gleam.peer.addresses import parse_port
+
+    try:
+        return parse_port(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from gleam.peer.addresses import DEFAULT_PORT
+
+    parser = argparse.ArgumentParser(
+        prog="gleam-peer",
+        description="Share the GPUs of your LAN. Each device runs this agent; agents "
+        "authenticate each other with a shared mesh key and forward CUDA work.",
+    )
+    parser.add_argument("--version", action="version", version=f"gleam-peer {__version__}")
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"],
+        help="log verbosity on stderr (default: info)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    up = sub.add_parser("up", help="run the agent in the foreground",
+                        description="Run the agent in the foreground until Ctrl-C.")
+    _add_state_dir(up)
+    up.add_argument("--port", type=_port, default=DEFAULT_PORT,
+                    help=f"TCP port for peers (default {DEFAULT_PORT}; 0 picks a free one)")
+    up.add_argument("--host", default="0.0.0.0",
+                    help="address to listen on (default 0.0.0.0, all IPv4 interfaces)")
+    up.add_argument("--name", help="name shown to other peers (default: host name)")
+    up.add_argument("--peer", action="append", metavar="HOST:PORT",
+                    help="a peer to connect to directly (repeatable)")
+    up.add_argument("--no-tui", action="store_true",
+                    help="plain log output instead of the live status view")
+    up.set_defaults(func=cmd_up)
+
+    status = sub.add_parser("status", help="ask the running agent for its status",
+                            description="Print the running agent's view of the mesh.")
+    _add_state_dir(status)
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(func=cmd_status)
+
+    plugins = sub.add_parser("plugins", help="list loaded plugins",
+                             description="List plugins (built-in and installed) and their hooks. "
+                             "Block some with GLEAM_DISABLE_PLUGINS=name,...")
+    plugins.add_argument("--json", action="store_true", help="machine-readable output")
+    plugins.set_defaults(func=cmd_plugins)
+
+    mesh = sub.add_parser("mesh", help="show or import the mesh key",
+                          description="The mesh key authenticates your devices to each other.")
+    mesh_sub = mesh.add_subparsers(dest="mesh_command", metavar="ACTION")
+    mesh_sub.required = True
+    show = mesh_sub.add_parser("show", help="print this node's mesh key as a join code",
+                               description="Print the mesh key as a join code (keep it secret).")
+    _add_state_dir(show)
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+    show.set_defaults(func=cmd_mesh_show)
+    imp = mesh_sub.add_parser("import", help="join a mesh with a code from `mesh show`",
+                              description="Store the mesh key from a join code.")
+    _add_state_dir(imp)
+    imp.add_argument("code", help="join code printed by `gleam-peer mesh show` on another device")
+    imp.set_defaults(func=cmd_mesh_import)
+
+    bench = sub.add_parser("bench", help="run a benchmark",
+                           description="Benchmarks print a table (or JSON) with each figure "
+                           "beside a reference measured in the same run.")
+    bench_sub = bench.add_subparsers(dest="bench_command", metavar="BENCH")
+    bench_sub.required = True
+    wire = bench_sub.add_parser("wire", help="control round trips and encrypted bulk throughput",
+                                description="Start two agents on loopback and measure control "
+                                "round trips and encrypted data-plane throughput beside raw TCP.")
+    wire.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    wire.add_argument("--bytes", type=_positive, default=2 << 30,
+                      help="bytes to push per throughput run (default 2 GiB)")
+    wire.add_argument("--chunk", type=_positive, default=1 << 20,
+                      help="batch size in bytes (default 1 MiB)")
+    wire.add_argument("--pings", type=_positive, default=5000,
+                      help="round trips per latency run (default 5000)")
+    wire.set_defaults(func=cmd_bench_wire)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args.log_level)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except UserError as exc:
+        print(f"gleam-peer: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        from gleam.peer.state import StateError
+
+        if isinstance(exc, StateError):
+            print(f"gleam-peer: {exc}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""The local control socket: how commands on this machine talk to the agent.
+
+A Unix socket in the state directory, mode 0600, so only the user who runs
+the agent can ask it anything. Requests and replies are CBOR maps in the
+same length-prefixed frames as the peer protocol, without encryption (the
+file permissions are the access control):
+
+    request  {"op": str, "args": {...}}
+    reply    {"ok": true, "result": {...}}  |  {"ok": false, "error": str}
+
+Operations are answered by the ``gleam_control_request`` hook, so plugins
+add operations the same way the core does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import inspect
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import cbor2
+import trio
+
+from gleam.peer.protocol.framing import FrameBuffer, frame
+
+if TYPE_CHECKING:
+    from gleam.peer.agent import Agent
+
+log = logging.getLogger("gleam.control")
+
+# Control requests are small; a bound keeps a confused client from making
+# the agent buffer without limit.
+MAX_CONTROL_FRAME = 4 * 1024 * 1024
+REQUEST_TIMEOUT = 30.0
+
+
+class RequestError(Exception):
+    """A control request was refused; the message is shown to the user."""
+
+
+class AgentNotRunning(Exception):
+    """No agent answers on the control socket of a state directory."""
+
+
+class ControlError(Exception):
+    """The agent answered a request with an error."""
+
+
+class AgentAlreadyRunning(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- server side
+
+
+def _claim_socket_path(path: Path) -> None:
+    """Remove a stale socket, or refuse if a live agent still answers there."""
+    if not path.exists() and not path.is_symlink():
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(str(path))
+    except OSError:
+        path.unlink(missing_ok=True)  # nobody listens: left over from a crash
+        return
+    finally:
+        probe.close()
+    raise AgentAlreadyRunning(
+        f"an agent is already running with state directory {path.parent}; "
+        "stop it first or pass another --state-dir"
+    )
+
+
+async def open_control_listener(path: Path) -> trio.SocketListener:
+    _claim_socket_path(path)
+    sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+    # umask makes the socket 0600 from the moment it exists; chmod is a
+    # second line in case the platform ignores umask for sockets.
+    old = os.umask(0o177)
+    try:
+        await sock.bind(str(path))
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(16)
+    return trio.SocketListener(sock)
+
+
+async def _reply(stream: trio.abc.Stream, body: dict[str, Any]) -> None:
+    await stream.send_all(frame(cbor2.dumps(body)))
+
+
+async def _dispatch(agent: Agent, request: object) -> dict[str, Any]:
+    if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+        return {"ok": False, "error": "malformed request: expected {'op': str, 'args': map}"}
+    op = request["op"]
+    args = request.get("args") or {}
+    if not isinstance(args, dict):
+        return {"ok": False, "error": "malformed request: 'args' must be a map"}
+    try:
+        result = agent.pm.hook.gleam_control_request(agent=agent, op=op, args=args)
+        if inspect.isawaitable(result):
+            result = await result
+    except RequestError as exc:
+        return {"ok": False, "error": str(exc)}
+    if result is None:
+        return {"ok": False, "error": f"unknown operation {op!r}"}
+    return {"ok": True, "result": result}
+
+
+async def serve_control_client(agent: Agent, stream: trio.abc.Stream) -> None:
+    """Answer requests on one control connection until the client closes."""
+    buffer = FrameBuffer(MAX_CONTROL_FRAME)
+    async with stream:
+        while True:
+            body = buffer.next_frame()
+            if body is None:
+                data = await stream.receive_some(65536)
+                if not data:
+                    return
+                try:
+                    buffer.feed(data)
+                except Exception as exc:  # oversized frame: nothing sane follows
+                    log.warning("control client dropped: %s", exc)
+                    return
+                continue
+            try:
+                request = cbor2.loads(body)
+            except Exception:
+                await _reply(stream, {"ok": False, "error": "malformed request (not CBOR)"})
+                return
+            await _reply(stream, await _dispatch(agent, request))
+
+
+# ---------------------------------------------------------------- client side
+
+
+def request(
+    socket_path: Path, op: str, args: dict[str, Any] | None = None, timeout: float = REQUEST_TIMEOUT
+) -> Any:
+    """Send one request to the agent at ``socket_path`` and return its result.
+
+    Blocking, for the CLI and tools. Raises AgentNotRunning or ControlError.
+    """
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        try:
+            sock.connect(str(socket_path))
+        except FileNotFoundError as exc:
+            raise AgentNotRunning(
+                f"no agent is running (no control socket at {socket_path})"
+            ) from exc
+        except OSError as exc:
+            if exc.errno in (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK):
+                raise AgentNotRunning(
+                    f"no agent is running (nothing answers at {socket_path})"
+                ) from exc
+            raise AgentNotRunning(f"cannot reach the agent at {socket_path}: {exc}") from exc
+        sock.sendall(frame(cbor2.dumps({"op": op, "args": args or {}})))
+        buffer = FrameBuffer(MAX_CONTROL_FRAME * 16)
+        while (body := buffer.next_frame()) is None:
+            data = sock.recv(1 << 20)
+            if not data:
+                raise ControlError("the agent closed the control connection without answering")
+            buffer.feed(data)
+    except TimeoutError as exc:
+        raise ControlError(f"the agent did not answer {op!r} within {timeout:.0f} s") from exc
+    finally:
+        with contextlib.suppress(OSError):
+            sock.close()
+    reply = cbor2.loads(body)
+    if not reply.get("ok"):
+        raise ControlError(str(reply.get("error", "unknown error")))
+    return reply.get("result")

@@ -1,0 +1,106 @@
+"""Hook specifications of gleam (pluggy project ``gleam``).
+
+Plugins are found through the ``gleam`` entry-point group; gleam's own
+features are registered the same way (see ``pyproject.toml``). Every hook
+name starts with ``gleam_``. Hooks marked *firstresult* stop at the first
+implementation that returns something other than ``None``.
+
+Arguments are passed by keyword; an implementation may accept any subset.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from gleam.peer.agent import Agent
+    from gleam.peer.link import PeerLink
+    from gleam.peer.protocol import Message
+
+hookspec = pluggy.HookspecMarker("gleam")
+hookimpl = pluggy.HookimplMarker("gleam")
+
+
+@hookspec
+def gleam_capabilities() -> list[str]:
+    """Capabilities this node announces in its hello.
+
+    Returns a list of short strings (at most 64 characters each, 32 in all
+    across plugins). All results are concatenated. Added in 0.1.
+    """
+
+
+@hookspec
+def gleam_agent_started(agent: Agent) -> None:
+    """Called once the agent listens and its control socket is open.
+
+    :param agent: the running agent; plugins may keep a reference to it.
+    Added in 0.1.
+    """
+
+
+@hookspec
+def gleam_agent_stopping(agent: Agent) -> None:
+    """Called once when the agent begins shutting down. Added in 0.1."""
+
+
+@hookspec
+def gleam_peer_authenticated(agent: Agent, link: PeerLink) -> None:
+    """A peer passed the mesh-key handshake and its link is now in service.
+
+    :param link: the live link; ``link.peer`` is the peer's hello.
+    Added in 0.1.
+    """
+
+
+@hookspec
+def gleam_peer_lost(agent: Agent, link: PeerLink, reason: str) -> None:
+    """An authenticated link closed. ``reason`` says why. Added in 0.1."""
+
+
+@hookspec(firstresult=True)
+def gleam_control_message(agent: Agent, link: PeerLink, message: Message) -> bool | None:
+    """Handle a control message from an authenticated peer that the core
+    does not handle itself (the core answers ping, pong, error and goodbye).
+
+    *firstresult*: return ``True`` when handled. A message nobody handles is
+    logged and dropped. Runs on the Trio thread: do not block.
+    Added in 0.1.
+    """
+
+
+@hookspec(firstresult=True)
+def gleam_data_batch(agent: Agent, link: PeerLink, payload: bytes) -> bool | None:
+    """Consume an opaque data-plane batch received from an authenticated peer.
+
+    *firstresult*: return ``True`` when consumed. This is the hot path:
+    return quickly and hand heavy work to a thread. Added in 0.1.
+    """
+
+
+@hookspec(firstresult=True)
+def gleam_control_request(
+    agent: Agent, op: str, args: dict[str, Any]
+) -> dict[str, Any] | Awaitable[dict[str, Any]] | None:
+    """Answer a request that arrived on the local control socket.
+
+    :param op: the operation name, e.g. ``"status"``.
+    :param args: the request's arguments (untrusted: validate them).
+    *firstresult*: return a CBOR-encodable dict (or an awaitable giving one)
+    for an ``op`` this plugin owns, ``None`` otherwise. Raise
+    :class:`gleam.peer.control.RequestError` for a bad request; its message
+    reaches the user. Added in 0.1.
+    """
+
+
+@hookspec
+def gleam_status(agent: Agent) -> dict[str, Any]:
+    """Contribute top-level sections to ``gleam-peer status --json``.
+
+    Returns a dict merged into the status document; keys must not collide
+    with the core's (``node``, ``peers``, ``plugins``). Added in 0.1.
+    """

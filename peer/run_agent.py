@@ -1,0 +1,96 @@
+"""Running an agent in the foreground: signals, the live view, clean exit."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+
+import trio
+
+from gleam.peer.addresses import PeerAddress
+from gleam.peer.agent import Agent, AgentConfig, AgentStartError
+from gleam.peer.memory import tune_allocator_for_bulk
+from gleam.peer.plugin_manager import make_plugin_manager
+from gleam.peer.state import StateDir, StateError
+
+log = logging.getLogger("gleam")
+
+TUI_REFRESH = 0.5
+
+
+async def _live_view(agent: Agent) -> None:
+    """Redraw the status view from the Trio loop (never from rich's thread)."""
+    from rich.console import Console
+    from rich.live import Live
+    from rich.logging import RichHandler
+
+    from gleam.peer.tui import render_status
+
+    console = Console()
+    root = logging.getLogger()
+    # Route logs through the live console so they print above the view
+    # instead of tearing it.
+    handler = RichHandler(console=console, show_path=False)
+    old_handlers = root.handlers[:]
+    root.handlers = [handler]
+    try:
+        with Live(render_status(agent.snapshot()), console=console, auto_refresh=False) as live:
+            while True:
+                await trio.sleep(TUI_REFRESH)
+                live.update(render_status(agent.snapshot()), refresh=True)
+    finally:
+        root.handlers = old_handlers
+
+
+async def _run(config: AgentConfig, tui: bool) -> None:
+    tune_allocator_for_bulk()
+    agent = Agent(config, make_plugin_manager())
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(agent.run)
+            if tui:
+                nursery.start_soon(_live_view, agent)
+            async for signum in signals:
+                log.info("received %s, shutting down", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+
+
+def run_agent_main(
+    *,
+    state_dir: str | None,
+    name: str | None,
+    host: str,
+    port: int,
+    peers: tuple[PeerAddress, ...],
+    tui: bool,
+) -> int:
+    """Run until SIGINT/SIGTERM; return the process exit status."""
+    try:
+        config = AgentConfig(
+            state=StateDir(state_dir),
+            name=name or socket.gethostname(),
+            host=host,
+            port=port,
+            peers=peers,
+        )
+        trio.run(_run, config, tui)
+    except (AgentStartError, StateError) as exc:
+        log.error("%s", exc)
+        return 1
+    except BaseExceptionGroup as group:
+        # Start-up errors surface through the nursery wrapped in a group.
+        expected = group.subgroup(lambda e: isinstance(e, (AgentStartError, StateError)))
+        if expected is None:
+            raise
+        log.error("%s", _first_leaf(expected))
+        return 1
+    return 0
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test job: bootstrap, lint, then the whole test suite. Extra arguments go to pytest.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
+cd "$root"
+echo "== ruff" >&2
+ruff check peer discovery plugins cffi_build tests
+echo "== pytest" >&2
+exec python -m pytest -q "$@"

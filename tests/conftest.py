@@ -1,0 +1,74 @@
+"""Shared fixtures: state directories, in-process agents, and child-process meshes."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from gleam.peer.agent import Agent, AgentConfig
+from gleam.peer.localmesh import LocalMesh, local_mesh
+from gleam.peer.plugin_manager import make_plugin_manager
+from gleam.peer.state import StateDir
+
+
+@pytest.fixture
+def mesh_key() -> bytes:
+    return secrets.token_bytes(32)
+
+
+@pytest.fixture
+def state_factory(tmp_path: Path):
+    counter = iter(range(1000))
+
+    def make(key: bytes | None = None) -> StateDir:
+        # Unix socket paths are limited to ~107 bytes; keep them short.
+        state = StateDir(tmp_path / f"s{next(counter)}")
+        state.ensure()
+        if key is not None:
+            state.store_mesh_key(key)
+        return state
+
+    return make
+
+
+class AgentStarter:
+    """Starts in-process agents in a nursery, on loopback, with fast timers."""
+
+    def __init__(self, nursery: trio.Nursery, state_factory) -> None:
+        self.nursery = nursery
+        self.state_factory = state_factory
+
+    async def start(self, name: str, key: bytes, *, peers=(), plugins=(), **config) -> Agent:
+        cfg = AgentConfig(
+            state=self.state_factory(key), name=name, host="127.0.0.1", port=0,
+            peers=tuple(peers), ping_interval=0.2, peer_timeout=2.0, handshake_timeout=3.0,
+            **config,
+        )
+        pm = make_plugin_manager(disabled=(), extra=plugins)
+        agent = Agent(cfg, pm)
+        await self.nursery.start(agent.run)
+        return agent
+
+
+@pytest.fixture
+async def agents(state_factory) -> AsyncIterator[AgentStarter]:
+    async with trio.open_nursery() as nursery:
+        yield AgentStarter(nursery, state_factory)
+        nursery.cancel_scope.cancel()
+
+
+@pytest.fixture
+def process_mesh(tmp_path: Path) -> Iterator[LocalMesh]:
+    with local_mesh(tmp_path) as mesh:
+        yield mesh
+
+
+async def wait_until(predicate, timeout: float = 10.0) -> None:
+    """Wait for ``predicate()`` to hold, checking as the event loop runs."""
+    with trio.fail_after(timeout):
+        while not predicate():
+            await trio.sleep(0.02)
