@@ -235,7 +235,6 @@ class Agent:
             preferred = min(self.node_id, link.node_id)
             if self._initiator_of(existing) == preferred != self._initiator_of(link):
                 await link.close("duplicate connection")
-                await link.io.aclose()
                 return False
             await existing.close("replaced by a newer connection")
         self.links[link.node_id] = link

@@ -168,7 +168,8 @@ def cmd_bench_wire(args: argparse.Namespace) -> int:
     from gleam.peer.bench.wire import run_wire_bench
 
     return run_wire_bench(
-        total_bytes=args.bytes, chunk=args.chunk, pings=args.pings, as_json=args.json
+        total_bytes=args.bytes, chunk=args.chunk, pings=args.pings, rounds=args.rounds,
+        as_json=args.json,
     )
 
 
@@ -266,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="batch size in bytes (default 1 MiB)")
     wire.add_argument("--pings", type=_positive, default=5000,
                       help="round trips per latency run (default 5000)")
+    wire.add_argument("--rounds", type=_positive, default=3,
+                      help="alternating agent/raw rounds; medians are reported (default 3)")
     wire.set_defaults(func=cmd_bench_wire)
     return parser
 

@@ -77,8 +77,12 @@ def gleam_control_message(agent: Agent, link: PeerLink, message: Message) -> boo
 def gleam_data_batch(agent: Agent, link: PeerLink, payload: bytes) -> bool | None:
     """Consume an opaque data-plane batch received from an authenticated peer.
 
-    *firstresult*: return ``True`` when consumed. This is the hot path:
-    return quickly and hand heavy work to a thread. Added in 0.1.
+    *firstresult*: return ``True`` when consumed. This is the hot path and,
+    unlike every other hook, it runs on the link's reader thread, not on the
+    Trio thread: implementations must be thread-safe, must not touch Trio
+    objects (use ``trio.from_thread`` or a token), and should return quickly,
+    since the link reads nothing else meanwhile. Batches of one link arrive
+    in order. Added in 0.1.
     """
 
 

@@ -1,9 +1,10 @@
-"""A live, authenticated link to one peer: the Trio side of a protocol Connection.
+"""A live, authenticated link to one peer.
 
-The protocol state machine (``gleam.peer.protocol``) decides what bytes mean;
-this module only moves them. One reader task drains events, one pinger keeps
-the link measured and notices a silent peer, and a lock serialises writers so
-frames never interleave.
+``establish`` runs the mesh-key handshake on a Trio stream. Then a
+``PeerLink`` hands the socket to its two I/O threads (``linkio``) and keeps
+the decisions on the Trio thread: it dispatches received events to the
+agent's hooks, measures round trips, notices a silent peer, and closes with
+a goodbye that says why.
 """
 
 from __future__ import annotations
@@ -12,24 +13,22 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import trio
 
-from gleam.peer.linkio import LinkIO
+from gleam.peer.linkio import LinkIO, PongAt
 from gleam.peer.protocol import (
     NEED_DATA,
     Connection,
     ConnectionClosed,
-    DataBatch,
     ErrorMessage,
     Goodbye,
     Hello,
     Message,
     PeerAuthenticated,
     Ping,
-    Pong,
     ProtocolError,
     Role,
 )
@@ -40,16 +39,32 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gleam.link")
 
-# Large reads keep bulk transfers cheap per byte; control traffic is tiny and
-# unaffected.
-RECEIVE_SIZE = 1 << 20
-
 # What a stream raises when the other end or the network is gone.
 STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+# Bulk senders wait for the queue to drain below this before adding more.
+MAX_QUEUED_BYTES = 32 * 1024 * 1024
+# How long a closing link waits for its goodbye to go out.
+CLOSE_TIMEOUT = 2.0
+
+
+@dataclass
+class _PingWait:
+    start: float
+    done: trio.Event | None  # None for the pinger's own pings: nobody waits
+    rtt: float | None = None
+
+
+@dataclass(frozen=True)
+class _IoEnded:
+    reason: str
 
 
 class HandshakeFailed(Exception):
     """The peer could not be authenticated; the message says why."""
+
+
+class LinkClosed(Exception):
+    """The link closed before the operation could complete."""
 
 
 async def _flush(stream: trio.abc.Stream, conn: Connection) -> None:
@@ -58,9 +73,7 @@ async def _flush(stream: trio.abc.Stream, conn: Connection) -> None:
         await stream.send_all(out)
 
 
-async def establish(
-    stream: trio.abc.Stream, conn: Connection, timeout: float
-) -> Hello:
+async def establish(stream: trio.abc.Stream, conn: Connection, timeout: float) -> Hello:
     """Run the mesh-key handshake on ``stream``; return the peer's hello.
 
     Raises HandshakeFailed with a reason fit for the log. Whatever the
@@ -74,16 +87,10 @@ async def establish(
                 if event is NEED_DATA:
                     await _flush(stream, conn)
                     data = await stream.receive_some(65536)
-                    if not data:
-                        raise HandshakeFailed("the peer closed the connection during the handshake")
                     conn.receive_data(data)
                 elif isinstance(event, PeerAuthenticated):
                     await _flush(stream, conn)
                     return event.peer
-                elif isinstance(event, ErrorMessage):
-                    raise HandshakeFailed(f"the peer refused us: {event.message}")
-                elif isinstance(event, ConnectionClosed):
-                    raise HandshakeFailed("the peer closed the connection during the handshake")
     except ProtocolError as exc:
         with trio.move_on_after(1), contextlib.suppress(*STREAM_ERRORS):
             await _flush(stream, conn)
@@ -99,17 +106,14 @@ class PeerLink:
 
     def __init__(
         self,
-        stream: trio.abc.Stream,
+        stream: trio.SocketStream,
         conn: Connection,
         peer: Hello,
         address: str,
         *,
         ping_interval: float,
         peer_timeout: float,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.stream = stream
-        self.io = LinkIO(stream)
         self.conn = conn
         self.peer = peer
         self.address = address
@@ -117,17 +121,21 @@ class PeerLink:
         self.ping_interval = ping_interval
         self.peer_timeout = peer_timeout
         self.rtt = RttEstimator()
-        self.connected_at = clock()
-        self.bytes_sent = 0
-        self.bytes_received = 0
+        self.connected_at = time.monotonic()
         self.batches_received = 0
-        self._clock = clock
-        self._last_heard = clock()
-        self._send_lock = trio.Lock()
         self._ping_seq = itertools.count(1)
-        self._ping_sent: dict[int, tuple[float, trio.Event]] = {}
+        self._ping_sent: dict[int, _PingWait] = {}
         self._closed_reason: str | None = None
-        self._cancel = trio.CancelScope()
+        self._ended = trio.Event()
+        self._room: trio.Event | None = None
+        self._agent: Agent | None = None
+        self._inbox_send, self._inbox = trio.open_memory_channel[list[object] | _IoEnded](
+            float("inf")
+        )
+        self.io = LinkIO.from_stream(
+            stream, conn, self._inbox_send.send_nowait, self._io_ended, self._on_batch,
+            name=f"link-{peer.name[:12]}",
+        )
 
     @property
     def node_id(self) -> str:
@@ -137,144 +145,156 @@ class PeerLink:
     def closed(self) -> bool:
         return self._closed_reason is not None
 
+    @property
+    def bytes_sent(self) -> int:
+        return self.io.bytes_sent
+
+    @property
+    def bytes_received(self) -> int:
+        return self.io.bytes_received
+
     # ---------------------------------------------------------------- sending
 
-    async def _write(self, data: bytes) -> None:
-        async with self._send_lock:
-            await self.io.send_all(data)
-        self.bytes_sent += len(data)
+    def _check_open(self) -> None:
+        if self._closed_reason is not None:
+            raise LinkClosed(f"link to {self.peer.name} is closed: {self._closed_reason}")
 
     async def send(self, message: Message) -> None:
-        """Send one control message (sealed)."""
-        async with self._send_lock:
-            data = self.conn.send(message)
-            await self.io.send_all(data)
-        self.bytes_sent += len(data)
+        """Queue one control message (sealed and sent by the writer thread)."""
+        self._check_open()
+        self.io.submit(message)
+        await trio.lowlevel.checkpoint()
 
-    async def send_batch(self, payload: bytes | memoryview) -> None:
-        """Send one opaque data-plane batch (sealed)."""
-        async with self._send_lock:
-            data = self.conn.send_batch(payload)
-            await self.io.send_all(data)
-        self.bytes_sent += len(data)
+    async def send_batch(self, payload: bytes) -> None:
+        """Queue one opaque data-plane batch; waits while too much is queued.
+
+        ``payload`` must not be modified afterwards (pass ``bytes``).
+        """
+        self._check_open()
+        while self.io.queued_bytes > MAX_QUEUED_BYTES:
+            room = self._room = trio.Event()
+            self.io.on_room(room.set, below=MAX_QUEUED_BYTES // 2)
+            await room.wait()
+            self._check_open()
+        self.io.submit_batch(payload)
+        await trio.lowlevel.checkpoint()
 
     async def ping(self, timeout: float = 5.0) -> float:
-        """Send a ping and wait for its pong; return the round trip in seconds."""
+        """Send a ping and wait for its pong; return the round trip in seconds.
+
+        The pong follows everything queued before the ping, so it also
+        proves the peer has read all of that.
+        """
         seq = next(self._ping_seq)
-        done = trio.Event()
-        start = self._clock()
-        self._ping_sent[seq] = (start, done)
+        wait = self._ping_sent[seq] = _PingWait(time.monotonic(), trio.Event())
         try:
             await self.send(Ping(seq=seq))
             with trio.fail_after(timeout):
-                await done.wait()
+                await wait.done.wait()  # type: ignore[union-attr]
         finally:
             self._ping_sent.pop(seq, None)
-        return self._clock() - start
+        if wait.rtt is None:
+            self._check_open()
+            raise LinkClosed(f"link to {self.peer.name} closed before the pong")
+        return wait.rtt
 
     # ---------------------------------------------------------------- running
 
     async def run(self, agent: Agent) -> str:
         """Serve the link until it closes; return the reason."""
+        self._agent = agent
+        self.io.start()
         try:
-            with self._cancel:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._pinger)
-                    await self._reader(agent)
-                    nursery.cancel_scope.cancel()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._pinger)
+                nursery.start_soon(self._dispatch, agent)
+                await self._ended.wait()
+                nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
-                if self._closed_reason is None:
-                    # Cancelled from outside: only the agent's shutdown does that.
-                    await self.close("agent shutting down")
-                await self.io.aclose()
+                # Cancelled from outside: only the agent's shutdown does that.
+                await self.close("agent shutting down")
         return self._closed_reason or "closed"
 
     async def close(self, reason: str, *, tell_peer: bool = True) -> None:
         """Close the link; the peer is told why with a goodbye."""
-        if self._closed_reason is not None:
-            return
-        self._closed_reason = reason
-        if tell_peer:
-            with trio.move_on_after(1) as scope, contextlib.suppress(*STREAM_ERRORS, ProtocolError):
-                scope.shield = True
-                await self.send(Goodbye(reason=reason[:200]))
-        self._cancel.cancel()
-
-    def _end(self, reason: str) -> None:
         if self._closed_reason is None:
             self._closed_reason = reason
+            if tell_peer:
+                self.io.submit(Goodbye(reason=reason[:200]))
+        self._ended.set()
+        if self._room is not None:
+            self._room.set()
+        for wait in self._ping_sent.values():
+            if wait.done is not None:
+                wait.done.set()
+        self.io.stop()
+        await trio.to_thread.run_sync(self.io.join, CLOSE_TIMEOUT, abandon_on_cancel=True)
+
+    def _on_batch(self, payload: bytes) -> None:
+        """Runs on the link's reader thread (see the gleam_data_batch hook)."""
+        self.batches_received += 1
+        agent = self._agent
+        if agent is None or not agent.pm.hook.gleam_data_batch(
+            agent=agent, link=self, payload=payload
+        ):
+            log.debug("dropped a data batch from %s: no plugin consumed it", self.peer.name)
+
+    def _io_ended(self, reason: str) -> None:
+        # In band, after the events read before the end (a goodbye among them).
+        self._inbox_send.send_nowait(_IoEnded(reason))
+
+    def _finish(self, reason: str) -> None:
+        if self._closed_reason is None:
+            self._closed_reason = reason
+        self._ended.set()
 
     async def _pinger(self) -> None:
         while True:
             await trio.sleep(self.ping_interval)
-            silent = self._clock() - self._last_heard
+            silent = time.monotonic() - self.io.last_heard
             if silent > self.peer_timeout:
-                self._end(f"peer stopped answering ({silent:.1f} s silent)")
-                self._cancel.cancel()
+                self._finish(f"peer stopped answering ({silent:.1f} s silent)")
                 return
             seq = next(self._ping_seq)
-            self._ping_sent[seq] = (self._clock(), trio.Event())
+            self._ping_sent[seq] = _PingWait(time.monotonic(), None)
             # Forget pings that will never be answered, so the map stays small.
             for old in [s for s in self._ping_sent if s < seq - 64]:
                 del self._ping_sent[old]
-            try:
-                await self.send(Ping(seq=seq))
-            except STREAM_ERRORS as exc:
-                self._end(f"send failed: {exc}")
-                self._cancel.cancel()
-                return
+            self.io.submit(Ping(seq=seq))
 
-    async def _reader(self, agent: Agent) -> None:
-        while True:
-            try:
-                event = self.conn.next_event()
-            except ProtocolError as exc:
-                log.warning("closing link to %s (%s): %s", self.peer.name, self.address, exc)
-                self._end(f"protocol error: {exc}")
-                with trio.move_on_after(1), contextlib.suppress(*STREAM_ERRORS):
-                    await self._write(self.conn.data_to_send())
+    async def _dispatch(self, agent: Agent) -> None:
+        async for item in self._inbox:
+            if isinstance(item, _IoEnded):
+                if item.reason.startswith("protocol error") and self._closed_reason is None:
+                    log.warning("closing link to %s (%s): %s",
+                                self.peer.name, self.address, item.reason)
+                self._finish(item.reason)
                 return
-            if event is NEED_DATA:
-                # Read straight into the protocol's frame buffer: no copy.
-                with self.conn.receive_buffer(RECEIVE_SIZE) as space:
-                    try:
-                        size = await self.io.receive_into(space)
-                    except STREAM_ERRORS as exc:
-                        self._end(f"connection lost: {exc}")
+            try:
+                for event in item:
+                    if not self._handle(agent, event):
                         return
-                self._last_heard = self._clock()
-                self.bytes_received += size
-                self.conn.receive_commit(size)
-                continue
-            if not await self._handle(agent, event):
-                return
+            finally:
+                self.io.batch_handled()
 
-    async def _handle(self, agent: Agent, event: object) -> bool:
-        """Act on one event; False when the link is over."""
-        if isinstance(event, DataBatch):
-            self.batches_received += 1
-            if not agent.pm.hook.gleam_data_batch(agent=agent, link=self, payload=event.payload):
-                log.debug("dropped a data batch from %s: no plugin consumed it", self.peer.name)
-        elif isinstance(event, Ping):
-            try:
-                await self.send(Pong(seq=event.seq))
-            except STREAM_ERRORS as exc:
-                self._end(f"send failed: {exc}")
-                return False
-        elif isinstance(event, Pong):
-            sent = self._ping_sent.pop(event.seq, None)
-            if sent is not None:
-                self.rtt.add(self._clock() - sent[0])
-                sent[1].set()
+    def _handle(self, agent: Agent, event: object) -> bool:
+        """Act on one event (on the Trio thread); False when the link is over."""
+        if isinstance(event, PongAt):
+            wait = self._ping_sent.pop(event.seq, None)
+            if wait is not None:
+                wait.rtt = event.at - wait.start
+                self.rtt.add(wait.rtt)
+                if wait.done is not None:
+                    wait.done.set()
         elif isinstance(event, Goodbye):
-            self._end(f"peer said goodbye: {event.reason}")
+            self._finish(f"peer said goodbye: {event.reason}")
             return False
         elif isinstance(event, ErrorMessage):
-            self._end(f"peer reported an error: {event.code}: {event.message}")
+            self._finish(f"peer reported an error: {event.code}: {event.message}")
             return False
         elif isinstance(event, ConnectionClosed):
-            self._end("connection closed by the peer")
+            self._finish("connection closed by the peer")
             return False
         elif isinstance(event, Message):
             handled = agent.pm.hook.gleam_control_message(agent=agent, link=self, message=event)

@@ -81,7 +81,7 @@ async def test_peer_that_goes_away_is_dropped(agents, mesh_key, state_factory):
         await wait_until(lambda: b.node_id in a.links)
         nursery.cancel_scope.cancel()
     await wait_until(lambda: b.node_id not in a.links)
-    assert any(e.kind == "left" and "goodbye" in e.text for e in a.events)
+    assert any(e.kind == "left" and "goodbye" in e.text for e in a.events), list(a.events)
 
 
 async def test_data_batches_reach_plugins(agents, mesh_key):

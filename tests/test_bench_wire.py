@@ -8,7 +8,7 @@ import sys
 def test_bench_wire_json():
     out = subprocess.run(
         [sys.executable, "-m", "gleam.peer", "bench", "wire", "--json",
-         "--bytes", str(32 << 20), "--pings", "200"],
+         "--bytes", str(32 << 20), "--pings", "200", "--rounds", "2"],
         capture_output=True, text=True, timeout=180, check=True,
     )
     doc = json.loads(out.stdout)
@@ -21,3 +21,4 @@ def test_bench_wire_json():
     bulk = measures["bulk data plane (AES-256-GCM)"]
     assert bulk["met"] == (bulk["ratio"] >= 0.5) == doc["target_met"]
     assert doc["params"]["bytes"] == 32 << 20
+    assert len(doc["samples"]["agent_bulk_bytes_per_s"]) == 2

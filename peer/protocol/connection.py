@@ -163,6 +163,7 @@ class Connection:
         self._frames = FrameBuffer(max_frame)
         self._expect = _Expect.HELLO
         self._outgoing = bytearray()
+        self._pending_notice: bytes | None = None
         self._our_hello: bytes | None = None  # frame body as sent: kind | CBOR
         self._our_nonce = b""
         self._peer_hello: Hello | None = None
@@ -201,9 +202,18 @@ class Connection:
 
     def data_to_send(self) -> bytes:
         """Bytes that receiving produced (our Auth, an error for the peer); send them now."""
+        self._seal_pending_notice()
         out = bytes(self._outgoing)
         self._outgoing.clear()
         return out
+
+    def _seal_pending_notice(self) -> None:
+        # Sealing happens on the sending side only, so a link may receive on
+        # one thread and send on another without both touching the nonce
+        # counter: a failure found while receiving is sealed when sent.
+        if self._pending_notice is not None and self._sealer is not None:
+            self._outgoing += self._sealer.seal(FrameKind.CONTROL, self._pending_notice)
+            self._pending_notice = None
 
     def send(self, msg: Message) -> bytes:
         """One sealed control frame (preceded by anything still queued for the peer).
@@ -260,6 +270,7 @@ class Connection:
 
     def _flush_with(self, data: bytes | memoryview) -> bytes | memoryview:
         # Frames queued by receiving (our Auth) must reach the peer first.
+        self._seal_pending_notice()
         if not self._outgoing:
             return data
         out = bytes(self._outgoing) + data
@@ -363,7 +374,7 @@ class Connection:
         if self._sealer is None:
             self._outgoing += frame(bytes((FrameKind.ERROR,)) + encode_message(notice))
         else:
-            self._outgoing += self._sealer.seal(FrameKind.CONTROL, encode_message(notice))
+            self._pending_notice = encode_message(notice)
 
     def _refuse(self, code: ErrorCode, reason: str, tell_peer: str) -> ProtocolError:
         self._tell_peer = tell_peer
