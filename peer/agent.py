@@ -55,6 +55,7 @@ class AgentConfig:
     ping_interval: float = 1.0
     peer_timeout: float = 5.0
     handshake_timeout: float = 5.0
+    probe_interval: float = 30.0
     max_frame: int = DEFAULT_MAX_FRAME
 
 
@@ -74,6 +75,14 @@ class AgentEvent:
     at: float
     kind: str
     text: str
+
+
+def _bits(bytes_per_s: float | None) -> float | None:
+    return None if bytes_per_s is None else round(bytes_per_s * 8)
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 def _version() -> str:
@@ -205,6 +214,7 @@ class Agent:
         link = PeerLink(
             stream, conn, peer, address,
             ping_interval=self.config.ping_interval, peer_timeout=self.config.peer_timeout,
+            probe_interval=self.config.probe_interval,
         )
         if not await self._adopt(link):
             return
@@ -266,6 +276,8 @@ class Agent:
                 "rtt_ms": rtt.ewma_ms,
                 "rtt_p50_ms": rtt.p50_ms,
                 "rtt_p90_ms": rtt.p90_ms,
+                "bandwidth_bps": _bits(link.bandwidth.bytes_per_s),
+                "bandwidth_age_s": _rounded(link.bandwidth.age()),
                 "capabilities": list(link.peer.capabilities),
                 "bytes_sent": link.bytes_sent,
                 "bytes_received": link.bytes_received,

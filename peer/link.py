@@ -12,12 +12,20 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import random
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import trio
 
+from gleam.peer.bandwidth import (
+    PROBE_FRAMES,
+    BandwidthEstimate,
+    BandwidthSample,
+    ProbeRequest,
+    probe_frames,
+)
 from gleam.peer.linkio import LinkIO, PongAt
 from gleam.peer.protocol import (
     NEED_DATA,
@@ -113,6 +121,7 @@ class PeerLink:
         *,
         ping_interval: float,
         peer_timeout: float,
+        probe_interval: float = 30.0,
     ) -> None:
         self.conn = conn
         self.peer = peer
@@ -121,6 +130,10 @@ class PeerLink:
         self.ping_interval = ping_interval
         self.peer_timeout = peer_timeout
         self.rtt = RttEstimator()
+        self.bandwidth = BandwidthEstimate()
+        self.probe_interval = probe_interval
+        self._probes = itertools.count(1)
+        self._last_probe_served = -1e9
         self.connected_at = time.monotonic()
         self.batches_received = 0
         self._ping_seq = itertools.count(1)
@@ -207,6 +220,7 @@ class PeerLink:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._pinger)
+                nursery.start_soon(self._prober)
                 nursery.start_soon(self._dispatch, agent)
                 await self._ended.wait()
                 nursery.cancel_scope.cancel()
@@ -256,12 +270,36 @@ class PeerLink:
             if silent > self.peer_timeout:
                 self._finish(f"peer stopped answering ({silent:.1f} s silent)")
                 return
+            sample = self.io.flush_meter()
+            if sample is not None:
+                self.bandwidth.add(sample)
             seq = next(self._ping_seq)
             self._ping_sent[seq] = _PingWait(time.monotonic(), None)
             # Forget pings that will never be answered, so the map stays small.
             for old in [s for s in self._ping_sent if s < seq - 64]:
                 del self._ping_sent[old]
             self.io.submit(Ping(seq=seq))
+
+    async def _prober(self) -> None:
+        """Ask the peer for a probe train when no bulk data has been measured lately."""
+        if self.probe_interval <= 0:
+            return
+        # The first estimate soon after joining; then only when stale.
+        await trio.sleep(min(1.0, self.probe_interval))
+        while True:
+            age = self.bandwidth.age()
+            if age is None or age >= self.probe_interval:
+                self.io.submit(ProbeRequest(probe=next(self._probes), count=PROBE_FRAMES))
+            await trio.sleep(self.probe_interval * random.uniform(0.9, 1.1))
+
+    def _serve_probe(self, request: ProbeRequest) -> None:
+        # A peer may ask at most once a second: probes are bounded load.
+        now = time.monotonic()
+        if now - self._last_probe_served < 1.0:
+            return
+        self._last_probe_served = now
+        for frame in probe_frames(request.probe, request.count):
+            self.io.submit(frame)
 
     async def _dispatch(self, agent: Agent) -> None:
         async for item in self._inbox:
@@ -280,7 +318,11 @@ class PeerLink:
 
     def _handle(self, agent: Agent, event: object) -> bool:
         """Act on one event (on the Trio thread); False when the link is over."""
-        if isinstance(event, PongAt):
+        if isinstance(event, BandwidthSample):
+            self.bandwidth.add(event)
+        elif isinstance(event, ProbeRequest):
+            self._serve_probe(event)
+        elif isinstance(event, PongAt):
             wait = self._ping_sent.pop(event.seq, None)
             if wait is not None:
                 wait.rtt = event.at - wait.start

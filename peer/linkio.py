@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import trio
 
+from gleam.peer.bandwidth import BandwidthProbe, BandwidthSample, TrainMeter
 from gleam.peer.protocol import (
     NEED_DATA,
     Connection,
@@ -104,6 +105,8 @@ class LinkIO:
         self._in_flight = threading.Semaphore(MAX_BATCHES_IN_FLIGHT)
         self._ended = threading.Event()
         self._closing = threading.Event()
+        self._train = TrainMeter()
+        self._meter_lock = threading.Lock()
         self._reader = threading.Thread(target=self._read_loop, name=f"{name}-rx", daemon=True)
         self._writer = threading.Thread(target=self._write_loop, name=f"{name}-tx", daemon=True)
 
@@ -185,6 +188,17 @@ class LinkIO:
             self._ended.set()
             self._to_trio(self._ended_callback, reason)  # type: ignore[arg-type]
 
+    def _meter(self, size: int, events: list[object]) -> None:
+        with self._meter_lock:
+            sample = self._train.observe(size, time.monotonic())
+        if sample is not None:
+            events.append(sample)
+
+    def flush_meter(self) -> BandwidthSample | None:
+        """A train that has gone quiet, measured; call now and then from Trio."""
+        with self._meter_lock:
+            return self._train.flush(time.monotonic())
+
     def _wait_for_room(self) -> bool:
         """Block until Trio has room for another batch; False once closing."""
         while not self._in_flight.acquire(timeout=0.2):
@@ -204,10 +218,13 @@ class LinkIO:
                 events: list[object] = []
                 while (event := conn.next_event()) is not NEED_DATA:
                     if isinstance(event, DataBatch):
+                        self._meter(len(event.payload), events)
                         # The data plane's consumer runs here, not on Trio:
                         # a hop to the event loop per batch cost more than
                         # the AES that protects it.
                         self._on_batch(event.payload)
+                    elif isinstance(event, BandwidthProbe):
+                        self._meter(len(event.pad), events)
                     elif isinstance(event, Ping):
                         self._outbox.put(Pong(seq=event.seq))
                     elif isinstance(event, Pong):

@@ -1,47 +1,144 @@
-"""Rendering the status document with rich: a pure function of the snapshot."""
+"""The status view: a pure function from a status document to rich renderables.
+
+The agent's live view (``gleam-peer up``) and ``gleam-peer status [--watch]``
+render the same document (``Agent.snapshot()``, also ``status --json``), so
+what a user sees on either terminal is the same, and tests can pin it as
+text at a fixed width.
+"""
 
 from __future__ import annotations
 
+import io
+import time
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+STATE_STYLES = {
+    "alive": "green", "connected": "green", "suspect": "yellow", "connecting": "yellow",
+    "dead": "red", "refused": "red", "unreachable": "red", "foreign": "magenta",
+}
 
-def _fmt_ms(value: float | None) -> str:
+
+def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} ms"
 
 
-def render_status(doc: dict[str, Any]) -> RenderableType:
-    """The whole status view for one status document (no I/O, no clock)."""
+def _bits(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value:.0f} bit/s"
+
+
+def _bytes(value: float | None) -> str:
+    if not value:
+        return "0 B"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
+def _gpu_cell(gpus: list[dict[str, Any]]) -> tuple[str, str, str]:
+    """(device, utilization, memory) cells for a peer's GPU list."""
+    if not gpus:
+        return "-", "-", "-"
+    names, utils, mems = [], [], []
+    for gpu in gpus:
+        name = gpu.get("name", "?")
+        if gpu.get("backend") == "host":
+            speed = gpu.get("gflops")
+            name = f"host {speed:.1f} GFLOP/s" if speed else "host"
+        names.append(name)
+        utils.append(f"{gpu.get('utilization', 0):.0f}%")
+        total = gpu.get("memory_total") or 0
+        mems.append(f"{_bytes(gpu.get('memory_used'))}/{_bytes(total)}")
+    return "\n".join(names), "\n".join(utils), "\n".join(mems)
+
+
+def _header(doc: dict[str, Any]) -> Text:
     node = doc.get("node", {})
-    header = Text.assemble(
+    backend = doc.get("backend", {})
+    return Text.assemble(
         ("gleam ", "bold"),
         (f"{node.get('name', '?')} ", "bold cyan"),
         f"id {str(node.get('id', '?'))[:8]}  port {node.get('port')}  "
-        f"mesh {node.get('mesh_id', '?')}  v{node.get('version', '?')}",
+        f"mesh {node.get('mesh_id', '?')}  v{node.get('version', '?')}  "
+        f"backend {backend.get('name', '?')}",
     )
-    peers = Table(title="peers", expand=True, title_justify="left")
-    for column in ("name", "id", "address", "state", "auth", "rtt", "error"):
-        peers.add_column(column, overflow="fold")
-    for peer in doc.get("peers", []):
-        state = peer.get("state", "?")
-        style = "green" if state == "connected" else "yellow" if state == "connecting" else "red"
-        peers.add_row(
-            peer.get("name") or "-",
-            (peer.get("id") or "-")[:8],
+
+
+def _peers(doc: dict[str, Any]) -> Table:
+    table = Table(title="peers", expand=True, title_justify="left")
+    for column in ("name", "address", "GPU", "util", "memory", "sess", "RTT", "bandwidth",
+                   "state", "trust"):
+        table.add_column(column, overflow="fold")
+    peers = doc.get("peers", [])
+    for peer in peers:
+        state = str(peer.get("state", "?"))
+        device, util, memory = _gpu_cell(peer.get("gpus") or [])
+        trust = "foreign" if peer.get("foreign") else (
+            "trusted" if peer.get("authenticated") else "untrusted")
+        table.add_row(
+            peer.get("name") or (peer.get("id") or "?")[:8],
             peer.get("address") or "-",
-            Text(state, style=style),
-            "yes" if peer.get("authenticated") else "no",
-            _fmt_ms(peer.get("rtt_ms")),
-            peer.get("error") or "",
+            device, util, memory,
+            str(peer.get("sessions", 0)),
+            _ms(peer.get("rtt_ms")),
+            _bits(peer.get("bandwidth_bps")),
+            Text(state, style=STATE_STYLES.get(state, "")),
+            trust,
         )
-    if not doc.get("peers"):
-        peers.add_row("(no peers yet)", "", "", "", "", "", "")
-    events = Table(title="recent events", expand=True, title_justify="left", show_header=False)
-    events.add_column("kind", width=9)
-    events.add_column("text", overflow="fold")
+    if not peers:
+        table.add_row("(no peers yet)", *[""] * 9)
+    return table
+
+
+def _sessions(doc: dict[str, Any]) -> Table:
+    table = Table(title="sessions", expand=True, title_justify="left")
+    for column in ("id", "role", "peer", "calls", "bytes", "cache hits"):
+        table.add_column(column)
+    sessions = doc.get("sessions", [])
+    for s in sessions:
+        hits = s.get("cache_hits")
+        table.add_row(
+            str(s.get("id", "?"))[:8], s.get("role", "?"), s.get("peer", "?"),
+            f"{s.get('calls', 0):,}", _bytes(s.get("bytes")), "-" if hits is None else str(hits),
+        )
+    if not sessions:
+        table.add_row("(none)", "", "", "", "", "")
+    return table
+
+
+def _events(doc: dict[str, Any], now: float | None) -> Table:
+    table = Table(title="recent events", expand=True, title_justify="left", show_header=False)
+    table.add_column("when", width=8)
+    table.add_column("kind", width=9)
+    table.add_column("text", overflow="fold")
     for event in doc.get("events", [])[-8:]:
-        events.add_row(event.get("kind", ""), event.get("text", ""))
-    return Group(header, peers, events)
+        at = event.get("at")
+        when = time.strftime("%H:%M:%S", time.localtime(at)) if at and now is None else (
+            f"-{now - at:.0f}s" if at and now else "")
+        table.add_row(when, event.get("kind", ""), event.get("text", ""))
+    return table
+
+
+def render_status(doc: dict[str, Any], *, now: float | None = None) -> RenderableType:
+    """The whole status view for one status document.
+
+    ``now`` shows event times relative to it (for tests and for watching
+    from another clock); without it they are local wall-clock times.
+    """
+    return Group(_header(doc), _peers(doc), _sessions(doc), _events(doc, now))
+
+
+def render_text(doc: dict[str, Any], width: int = 120, now: float | None = None) -> str:
+    """The view as plain text at a fixed width (golden tests, logs)."""
+    console = Console(width=width, color_system=None, force_terminal=False, file=io.StringIO())
+    console.print(render_status(doc, now=now))
+    return console.file.getvalue()  # type: ignore[attr-defined]

@@ -118,3 +118,25 @@ async def test_capabilities_travel_in_hello(agents, mesh_key):
     caps = b.links[a.node_id].peer.capabilities
     assert "x-test" in caps and "wire-bench" in caps
     assert len(caps) == len(set(caps)) and "" not in caps
+
+
+async def test_bandwidth_is_estimated_from_a_probe(agents, mesh_key):
+    a = await agents.start("a", mesh_key, probe_interval=0.3)
+    b = await agents.start("b", mesh_key, peers=[addr(a)], probe_interval=0.3)
+    await wait_until(lambda: a.node_id in b.links)
+    await wait_until(lambda: b.snapshot()["peers"][0]["bandwidth_bps"] is not None, timeout=10)
+    # Loopback carries far more than a gigabit even through Python.
+    assert b.snapshot()["peers"][0]["bandwidth_bps"] > 1e8
+
+
+async def test_bulk_transfers_are_measured_without_probes(agents, mesh_key):
+    a = await agents.start("a", mesh_key, probe_interval=0)
+    b = await agents.start("b", mesh_key, peers=[addr(a)], probe_interval=0)
+    await wait_until(lambda: a.node_id in b.links)
+    link = b.links[a.node_id]
+    for _ in range(24):
+        await link.send_batch(b"gleam-bench\x00" + bytes(256 * 1024))
+    await link.ping()
+    a_link = a.links[b.node_id]
+    await wait_until(lambda: a_link.bandwidth.bytes_per_s is not None, timeout=5)
+    assert b.links[a.node_id].bandwidth.bytes_per_s is None  # nothing came the other way

@@ -3,4 +3,5 @@
 #define GLEAM_NATIVE_H
 int gl_native_abi_version(void);
 #include "records.h"
+#include "hostspeed.h"
 #endif

@@ -140,7 +140,16 @@ def _shown(text: str, limit: int = 200) -> str:
 
 
 class Connection:
-    """The protocol state of one TCP connection to a peer."""
+    """The protocol state of one TCP connection to a peer.
+
+    Not thread-safe as a whole, but its two halves are independent once the
+    handshake is done: one thread may drive the receiving half
+    (``receive_data``/``receive_buffer``/``receive_commit``/``next_event``)
+    while another drives the sending half (``send``/``send_batch``/
+    ``data_to_send``). Only the sending half touches the sealing key and its
+    nonce counter; an error notice produced by receiving is sealed when the
+    sending half next runs.
+    """
 
     def __init__(
         self,

@@ -1,0 +1,1 @@
+"""Test and benchmark labs: real hosts in network namespaces on this machine."""

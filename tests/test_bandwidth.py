@@ -1,0 +1,48 @@
+"""The train meter: bandwidth from frame arrivals, with a virtual clock."""
+
+import pytest
+
+from gleam.peer.bandwidth import MIN_FRAME, TRAIN_GAP, BandwidthProbe, TrainMeter, probe_frames
+
+
+def feed(meter: TrainMeter, frames: int, size: int, rate: float, start: float = 0.0):
+    samples = []
+    for i in range(frames):
+        sample = meter.observe(size, start + i * size / rate)
+        if sample:
+            samples.append(sample)
+    return samples
+
+
+def test_a_train_measures_its_rate_excluding_the_first_frame():
+    meter = TrainMeter()
+    assert feed(meter, 9, 256 * 1024, rate=12.5e6) == []  # 100 Mbit/s
+    sample = meter.flush(now=10.0)
+    assert sample is not None
+    assert sample.nbytes == 8 * 256 * 1024
+    assert sample.bytes_per_s == pytest.approx(12.5e6)
+
+
+def test_small_frames_and_short_trains_say_nothing():
+    meter = TrainMeter()
+    assert feed(meter, 100, MIN_FRAME - 1, rate=1e9) == []
+    assert meter.flush(10.0) is None
+    assert feed(meter, 3, 256 * 1024, rate=1e9) == []  # 512 KiB after the first: too little
+    assert meter.flush(20.0) is None
+
+
+def test_a_pause_ends_one_train_and_starts_another():
+    meter = TrainMeter()
+    feed(meter, 9, 256 * 1024, rate=1e8)
+    samples = feed(meter, 9, 256 * 1024, rate=5e7, start=1.0 + TRAIN_GAP)
+    assert len(samples) == 1 and samples[0].bytes_per_s == pytest.approx(1e8)
+    assert meter.flush(100.0).bytes_per_s == pytest.approx(5e7)
+
+
+def test_probe_frames_are_bounded_and_validated():
+    frames = probe_frames(7)
+    assert [f.index for f in frames] == list(range(len(frames)))
+    with pytest.raises(ValueError):
+        BandwidthProbe(probe=1, index=5, count=5, pad=b"")
+    with pytest.raises(ValueError):
+        BandwidthProbe(probe=1, index=0, count=1000, pad=b"")
