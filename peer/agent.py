@@ -21,18 +21,21 @@ import trio
 
 from gleam.peer import control
 from gleam.peer.addresses import DEFAULT_PORT, PeerAddress
+from gleam.peer.gossip import GossipConfig, GossipMessage
+from gleam.peer.gpus import GpuInventory
 from gleam.peer.link import STREAM_ERRORS, HandshakeFailed, PeerLink, establish
-from gleam.peer.plugin_manager import describe_plugins
+from gleam.peer.meshview import MeshGossip
 from gleam.peer.protocol import (
     DEFAULT_MAX_FRAME,
-    PROTOCOL_VERSION,
     Connection,
     Hello,
     LocalIdentity,
+    Message,
     Role,
     mesh_id,
 )
 from gleam.peer.state import StateDir
+from gleam.peer.status import build_status
 
 log = logging.getLogger("gleam.agent")
 
@@ -57,6 +60,7 @@ class AgentConfig:
     handshake_timeout: float = 5.0
     probe_interval: float = 30.0
     max_frame: int = DEFAULT_MAX_FRAME
+    gossip: GossipConfig = field(default_factory=GossipConfig)
 
 
 @dataclass
@@ -77,22 +81,11 @@ class AgentEvent:
     text: str
 
 
-def _bits(bytes_per_s: float | None) -> float | None:
-    return None if bytes_per_s is None else round(bytes_per_s * 8)
-
-
-def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 1)
-
-
-def _version() -> str:
-    from gleam.peer import __version__
-
-    return __version__
-
-
 class Agent:
-    def __init__(self, config: AgentConfig, pm: pluggy.PluginManager) -> None:
+    def __init__(
+        self, config: AgentConfig, pm: pluggy.PluginManager,
+        inventory: GpuInventory | None = None,
+    ) -> None:
         self.config = config
         self.pm = pm
         self.state = config.state
@@ -107,6 +100,8 @@ class Agent:
         self.started_at = time.time()
         self.nursery: trio.Nursery | None = None
         self._links_changed = trio.Event()
+        self.inventory = inventory if inventory is not None else GpuInventory()
+        self.mesh = MeshGossip(self, config.gossip, self.inventory)
 
     # ------------------------------------------------------------- identity
 
@@ -144,6 +139,7 @@ class Agent:
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
+                await nursery.start(self.mesh.run)
                 nursery.start_soon(self._serve_tcp, listeners)
                 nursery.start_soon(self._serve_control, control_listener)
                 for target in self.targets:
@@ -221,12 +217,14 @@ class Agent:
         log.info("peer %s (%s) authenticated at %s", peer.name, peer.node_id[:8], address)
         self.record("joined", f"{peer.name} at {address}")
         self.pm.hook.gleam_peer_authenticated(agent=self, link=link)
+        self.mesh.link_up(link)
         try:
             reason = await link.run(self)
         finally:
             if self.links.get(link.node_id) is link:
                 del self.links[link.node_id]
                 self._links_changed_now()
+                self.mesh.link_down(link)
         log.info("link to %s closed: %s", peer.name, reason)
         self.record("left", f"{peer.name}: {reason}")
         self.pm.hook.gleam_peer_lost(agent=self, link=link, reason=reason)
@@ -251,6 +249,18 @@ class Agent:
         self._links_changed_now()
         return True
 
+    def on_message(self, link: PeerLink, message: Message) -> None:
+        """A control message the link itself does not handle."""
+        if isinstance(message, GossipMessage):
+            self.mesh.receive(link, message)
+            return
+        if not self.pm.hook.gleam_control_message(agent=self, link=link, message=message):
+            log.debug("no plugin handles %s from %s", type(message).__name__, link.peer.name)
+
+    def session_count(self) -> int:
+        """Sessions this node runs or serves (forwarding adds them)."""
+        return 0
+
     # -------------------------------------------------------------- status
 
     def link_to(self, node_id_prefix: str) -> PeerLink | None:
@@ -263,58 +273,15 @@ class Agent:
 
     def snapshot(self) -> dict[str, Any]:
         """The status document (``gleam-peer status --json``)."""
-        peers: list[dict[str, Any]] = []
-        for link in sorted(self.links.values(), key=lambda item: item.peer.name):
-            rtt = link.rtt.summary()
-            peers.append({
-                "id": link.node_id,
-                "name": link.peer.name,
-                "address": link.address,
-                "authenticated": True,
-                "state": "connected",
-                "direction": "outgoing" if link.role is Role.INITIATOR else "incoming",
-                "rtt_ms": rtt.ewma_ms,
-                "rtt_p50_ms": rtt.p50_ms,
-                "rtt_p90_ms": rtt.p90_ms,
-                "bandwidth_bps": _bits(link.bandwidth.bytes_per_s),
-                "bandwidth_age_s": _rounded(link.bandwidth.age()),
-                "capabilities": list(link.peer.capabilities),
-                "bytes_sent": link.bytes_sent,
-                "bytes_received": link.bytes_received,
-            })
-        for target in self.targets:
-            if target.node_id in self.links:
-                continue
-            peers.append({
-                "id": target.node_id,
-                "name": target.name,
-                "address": str(target.address),
-                "authenticated": False,
-                "state": target.state,
-                "error": target.error,
-                "rtt_ms": None,
-            })
-        doc: dict[str, Any] = {
-            "node": {
-                "id": self.node_id,
-                "name": self.config.name,
-                "port": self.listen_port,
-                "version": _version(),
-                "protocol": PROTOCOL_VERSION,
-                "mesh_id": self.mesh_id,
-                "uptime_s": round(time.time() - self.started_at, 1),
-                "state_dir": str(self.state.path),
-            },
-            "peers": peers,
-            "plugins": [p.as_dict() for p in describe_plugins(self.pm)],
-            "events": [
-                {"at": e.at, "kind": e.kind, "text": e.text} for e in list(self.events)[-20:]
-            ],
-        }
-        for extra in self.pm.hook.gleam_status(agent=self):
-            for key, value in (extra or {}).items():
-                doc.setdefault(key, value)
-        return doc
+        return build_status(self)
+
+    def discovered_adverts(self) -> list[dict[str, Any]]:
+        """Peers seen through discovery: id, name, address, foreign."""
+        return []
+
+    def session_rows(self) -> list[dict[str, Any]]:
+        """Local and served sessions for the status view (forwarding adds them)."""
+        return []
 
     async def _dial_forever(self, target: DialTarget) -> None:
         backoff = DIAL_BACKOFF_MIN

@@ -75,23 +75,59 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+def _fetch_status(state: Any) -> dict[str, Any]:
     from gleam.peer import control
-    from gleam.peer.tui import render_status
 
-    state = _state(args)
     try:
-        doc = control.request(state.control_socket, "status", timeout=10)
+        return control.request(state.control_socket, "status", timeout=10)  # type: ignore[no-any-return]
     except control.AgentNotRunning as exc:
         raise UserError(f"{exc}; start one with `gleam-peer up`") from None
     except control.ControlError as exc:
         raise UserError(str(exc)) from None
+
+
+def _watch_status(state: Any, interval: float) -> int:
+    """Redraw the status view until Ctrl-C; survive the agent going away."""
+    import time
+
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
+
+    from gleam.peer.tui import render_status
+
+    console = Console()
+    with Live(Text("asking the agent..."), console=console, auto_refresh=False) as live:
+        try:
+            while True:
+                try:
+                    view = render_status(_fetch_status(state), width=console.width)
+                except UserError as exc:
+                    view = Text(f"{exc} (retrying every {interval:g} s; Ctrl-C to stop)")
+                live.update(view, refresh=True)
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from gleam.peer.tui import render_status
+
+    state = _state(args)
+    if args.interval <= 0:
+        raise UserError("--interval must be positive")
+    if args.watch:
+        if args.json:
+            raise UserError("--watch shows the live view; use --json without --watch")
+        return _watch_status(state, args.interval)
+    doc = _fetch_status(state)
     if args.json:
         _print_json(doc)
     else:
-        Console().print(render_status(doc))
+        console = Console()
+        console.print(render_status(doc, width=console.width))
     return 0
 
 
@@ -229,6 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
                             description="Print the running agent's view of the mesh.")
     _add_state_dir(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--watch", action="store_true",
+                        help="keep the view open and refresh it (Ctrl-C to stop)")
+    status.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
+                        help="refresh period for --watch (default 1)")
     status.set_defaults(func=cmd_status)
 
     plugins = sub.add_parser("plugins", help="list loaded plugins",

@@ -56,6 +56,14 @@ def host_device(gflops: float, load: float = 0.0) -> GpuInfo:
     )
 
 
+def _cpu_load() -> float:
+    """Run-queue load as a percentage of the cores (the host device's utilization)."""
+    try:
+        return 100.0 * os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        return 0.0
+
+
 class NvmlInventory:
     """NVIDIA GPUs through NVML; ``available`` is False without a driver."""
 
@@ -126,12 +134,7 @@ class GpuInventory:
                 return []
         if self._host_gflops is None:
             self._host_gflops = self._measure()
-        load = 0.0
-        try:
-            load = 100.0 * os.getloadavg()[0] / (os.cpu_count() or 1)
-        except OSError:
-            pass
-        return [host_device(self._host_gflops, load)]
+        return [host_device(self._host_gflops, _cpu_load())]
 
     def close(self) -> None:
         self._nvml.close()

@@ -108,3 +108,16 @@ def gleam_status(agent: Agent) -> dict[str, Any]:
     Returns a dict merged into the status document; keys must not collide
     with the core's (``node``, ``peers``, ``plugins``). Added in 0.1.
     """
+
+
+@hookspec
+def gleam_gossip_fields(agent: Agent) -> dict[str, Any]:
+    """Contribute fields to this node's record in the mesh's gossip.
+
+    Returns a dict of plain CBOR values (text keys). All results are merged
+    into the record's ``extra`` map, which every peer sees in its view (and
+    ``status --json`` shows under each peer's ``extra``). Keep it small: the
+    whole map is bounded (see ``gleam.peer.gossip.records``) and spread to
+    every member; fields that do not fit are dropped with a warning.
+    Called on the Trio thread about once per gossip refresh. Added in 0.1.
+    """

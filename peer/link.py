@@ -339,7 +339,5 @@ class PeerLink:
             self._finish("connection closed by the peer")
             return False
         elif isinstance(event, Message):
-            handled = agent.pm.hook.gleam_control_message(agent=agent, link=self, message=event)
-            if not handled:
-                log.debug("no plugin handles %s from %s", type(event).__name__, self.peer.name)
+            agent.on_message(self, event)
         return True

@@ -21,7 +21,7 @@ TUI_REFRESH = 0.5
 
 async def _live_view(agent: Agent) -> None:
     """Redraw the status view from the Trio loop (never from rich's thread)."""
-    from rich.console import Console
+    from rich.console import Console, RenderableType
     from rich.live import Live
     from rich.logging import RichHandler
 
@@ -35,10 +35,13 @@ async def _live_view(agent: Agent) -> None:
     old_handlers = root.handlers[:]
     root.handlers = [handler]
     try:
-        with Live(render_status(agent.snapshot()), console=console, auto_refresh=False) as live:
+        def view() -> RenderableType:
+            return render_status(agent.snapshot(), width=console.width)
+
+        with Live(view(), console=console, auto_refresh=False) as live:
             while True:
                 await trio.sleep(TUI_REFRESH)
-                live.update(render_status(agent.snapshot()), refresh=True)
+                live.update(view(), refresh=True)
     finally:
         root.handlers = old_handlers
 

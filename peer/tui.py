@@ -56,8 +56,8 @@ def _gpu_cell(gpus: list[dict[str, Any]]) -> tuple[str, str, str]:
             name = f"host {speed:.1f} GFLOP/s" if speed else "host"
         names.append(name)
         utils.append(f"{gpu.get('utilization', 0):.0f}%")
-        total = gpu.get("memory_total") or 0
-        mems.append(f"{_bytes(gpu.get('memory_used'))}/{_bytes(total)}")
+        used, total = gpu.get("memory_used") or 0, gpu.get("memory_total") or 0
+        mems.append(f"{used / 2**30:.1f}/{total / 2**30:.0f}G")
     return "\n".join(names), "\n".join(utils), "\n".join(mems)
 
 
@@ -73,36 +73,49 @@ def _header(doc: dict[str, Any]) -> Text:
     )
 
 
-def _peers(doc: dict[str, Any]) -> Table:
+def _peers(doc: dict[str, Any], compact: bool) -> Table:
     table = Table(title="peers", expand=True, title_justify="left")
-    for column in ("name", "address", "GPU", "util", "memory", "sess", "RTT", "bandwidth",
-                   "state", "trust"):
-        table.add_column(column, overflow="fold")
+    wide = () if compact else ("address",)
+    table.add_column("name", overflow="fold", min_width=8)
+    for column in wide:
+        table.add_column(column, no_wrap=True)
+    table.add_column("GPU", overflow="fold", min_width=10)
+    numbers = ("util", "memory", "RTT", "bandwidth", "state") if compact else (
+        "util", "memory", "sess", "RTT", "bandwidth", "state")
+    for column in numbers:
+        table.add_column(column, no_wrap=column in ("util", "sess", "state", "memory"),
+                         overflow="fold")
+    if not compact:
+        table.add_column("trust", no_wrap=True)
     peers = doc.get("peers", [])
     for peer in peers:
         state = str(peer.get("state", "?"))
         device, util, memory = _gpu_cell(peer.get("gpus") or [])
         trust = "foreign" if peer.get("foreign") else (
             "trusted" if peer.get("authenticated") else "untrusted")
-        table.add_row(
-            peer.get("name") or (peer.get("id") or "?")[:8],
-            peer.get("address") or "-",
-            device, util, memory,
-            str(peer.get("sessions", 0)),
+        cells: list[Any] = [peer.get("name") or (peer.get("id") or "?")[:8]]
+        if not compact:
+            cells.append(peer.get("address") or "-")
+        cells += [device, util, memory]
+        if not compact:
+            cells.append(str(peer.get("sessions", 0)))
+        cells += [
             _ms(peer.get("rtt_ms")),
             _bits(peer.get("bandwidth_bps")),
             Text(state, style=STATE_STYLES.get(state, "")),
-            trust,
-        )
+        ]
+        if not compact:
+            cells.append(trust)
+        table.add_row(*cells)
     if not peers:
-        table.add_row("(no peers yet)", *[""] * 9)
+        table.add_row("(no peers yet)", *[""] * (len(table.columns) - 1))
     return table
 
 
 def _sessions(doc: dict[str, Any]) -> Table:
     table = Table(title="sessions", expand=True, title_justify="left")
     for column in ("id", "role", "peer", "calls", "bytes", "cache hits"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=True, ratio=2 if column == "peer" else None)
     sessions = doc.get("sessions", [])
     for s in sessions:
         hits = s.get("cache_hits")
@@ -117,9 +130,9 @@ def _sessions(doc: dict[str, Any]) -> Table:
 
 def _events(doc: dict[str, Any], now: float | None) -> Table:
     table = Table(title="recent events", expand=True, title_justify="left", show_header=False)
-    table.add_column("when", width=8)
-    table.add_column("kind", width=9)
-    table.add_column("text", overflow="fold")
+    table.add_column("when", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("text", overflow="fold", ratio=1)
     for event in doc.get("events", [])[-8:]:
         at = event.get("at")
         when = time.strftime("%H:%M:%S", time.localtime(at)) if at and now is None else (
@@ -128,17 +141,24 @@ def _events(doc: dict[str, Any], now: float | None) -> Table:
     return table
 
 
-def render_status(doc: dict[str, Any], *, now: float | None = None) -> RenderableType:
-    """The whole status view for one status document.
+COMPACT_BELOW = 110
+
+
+def render_status(
+    doc: dict[str, Any], *, now: float | None = None, width: int = 120
+) -> RenderableType:
+    """The whole status view for one status document, laid out for ``width`` columns.
 
     ``now`` shows event times relative to it (for tests and for watching
     from another clock); without it they are local wall-clock times.
+    Narrow terminals get a compact peers table (no address or trust column).
     """
-    return Group(_header(doc), _peers(doc), _sessions(doc), _events(doc, now))
+    compact = width < COMPACT_BELOW
+    return Group(_header(doc), _peers(doc, compact), _sessions(doc), _events(doc, now))
 
 
 def render_text(doc: dict[str, Any], width: int = 120, now: float | None = None) -> str:
     """The view as plain text at a fixed width (golden tests, logs)."""
     console = Console(width=width, color_system=None, force_terminal=False, file=io.StringIO())
-    console.print(render_status(doc, now=now))
+    console.print(render_status(doc, now=now, width=width))
     return console.file.getvalue()  # type: ignore[attr-defined]

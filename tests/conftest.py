@@ -10,6 +10,7 @@ import pytest
 import trio
 
 from gleam.peer.agent import Agent, AgentConfig
+from gleam.peer.gpus import GpuInventory
 from gleam.peer.localmesh import LocalMesh, local_mesh
 from gleam.peer.plugin_manager import make_plugin_manager
 from gleam.peer.state import StateDir
@@ -49,7 +50,8 @@ class AgentStarter:
             **config,
         )
         pm = make_plugin_manager(disabled=(), extra=plugins)
-        agent = Agent(cfg, pm)
+        # A fixed host speed: measuring it costs 0.2 s per agent.
+        agent = Agent(cfg, pm, inventory=GpuInventory(measure=lambda: 10.0))
         await self.nursery.start(agent.run)
         return agent
 

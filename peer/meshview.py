@@ -1,0 +1,145 @@
+"""The agent's side of gossip: feeds the sans-I/O ``Membership`` and sends what it says.
+
+One task per agent runs the rounds: it refreshes this node's record (GPUs and
+load from the inventory, links measured by the links themselves, plugin
+fields), ticks the membership and hands each outgoing message to the link of
+its target. Received gossip arrives here from the links. Membership events
+become the agent's recent events, which the status view shows.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from gleam.peer.gossip import (
+    GossipConfig,
+    GossipMessage,
+    GpuInfo,
+    InvalidRecord,
+    Link,
+    Member,
+    Membership,
+    Outgoing,
+    PeerRecord,
+)
+from gleam.peer.gpus import GpuInventory
+
+if TYPE_CHECKING:
+    from gleam.peer.agent import Agent
+    from gleam.peer.link import PeerLink
+
+log = logging.getLogger("gleam.gossip")
+
+
+def gpu_dict(gpu: GpuInfo) -> dict[str, Any]:
+    return {
+        "name": gpu.name,
+        "backend": gpu.backend,
+        "compute_capability": ".".join(map(str, gpu.compute_capability))
+        if gpu.compute_capability else None,
+        "memory_total": gpu.memory_total,
+        "memory_used": gpu.memory_used,
+        "utilization": gpu.utilization,
+        "gflops": gpu.gflops,
+    }
+
+
+class MeshGossip:
+    def __init__(self, agent: Agent, config: GossipConfig, inventory: GpuInventory) -> None:
+        self.agent = agent
+        self.config = config
+        self.inventory = inventory
+        self.gpus: list[GpuInfo] = []
+        self.membership = Membership(
+            PeerRecord(node_id=agent.node_id, name=agent.config.name), config=config
+        )
+        self._clock = time.monotonic
+
+    # ------------------------------------------------------------ running
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self.gpus = await trio.to_thread.run_sync(self.inventory.sample)
+        self._refresh_local()
+        task_status.started()
+        last_sample = self._clock()
+        while True:
+            await trio.sleep(self.config.interval)
+            now = self._clock()
+            if now - last_sample >= self.config.refresh_interval:
+                self.gpus = await trio.to_thread.run_sync(self.inventory.sample)
+                last_sample = now
+            self._refresh_local()
+            self._send(self.membership.tick(self._clock()))
+            self._drain_events()
+
+    def _refresh_local(self) -> None:
+        agent = self.agent
+        extra: dict[str, Any] = {}
+        for fields in agent.pm.hook.gleam_gossip_fields(agent=agent):
+            if isinstance(fields, dict):
+                extra.update(fields)
+        changes: dict[str, Any] = {
+            "name": agent.config.name,
+            "port": agent.listen_port,
+            "gpus": tuple(self.gpus),
+            "sessions": agent.session_count(),
+            "queue_depth": 0,
+            "links": tuple(self._links()),
+        }
+        try:
+            self.membership.update_local(self._clock(), extra=extra, **changes)
+        except (InvalidRecord, TypeError) as exc:
+            # Plugin fields are the only part we do not control: drop them.
+            log.warning("plugin gossip fields refused (%s); publishing without them", exc)
+            self.membership.update_local(self._clock(), extra={}, **changes)
+
+    def _links(self) -> list[Link]:
+        links = []
+        for link in self.agent.links.values():
+            rtt = link.rtt.summary()
+            if rtt.ewma_ms is None or rtt.p50_ms is None or rtt.p90_ms is None:
+                continue
+            links.append(Link(
+                peer=link.node_id, rtt_ewma_ms=rtt.ewma_ms, rtt_p50_ms=rtt.p50_ms,
+                rtt_p90_ms=rtt.p90_ms, bandwidth=link.bandwidth.bytes_per_s,
+                bandwidth_measured_at=link.bandwidth.measured_at,
+            ))
+        return links[: self.config.max_links]
+
+    def _send(self, outgoing: Outgoing) -> None:
+        for node_id, message in outgoing:
+            link = self.agent.links.get(node_id)
+            if link is not None and not link.closed:
+                link.io.submit(message)
+
+    def _drain_events(self) -> None:
+        for event in self.membership.drain_events():
+            member = self.membership.view().get(event.node_id)
+            name = member.record.name if member and member.record.name else event.node_id[:8]
+            self.agent.record(event.kind, f"{name} ({event.node_id[:8]})")
+
+    # ------------------------------------------------------------ from links
+
+    def link_up(self, link: PeerLink) -> None:
+        self._send(self.membership.link_up(link.node_id, self._clock()))
+        self._drain_events()
+
+    def link_down(self, link: PeerLink) -> None:
+        self._send(self.membership.link_down(link.node_id, self._clock()))
+        self._drain_events()
+
+    def receive(self, link: PeerLink, message: GossipMessage) -> None:
+        self._send(self.membership.receive(link.node_id, message, self._clock()))
+
+    # ------------------------------------------------------------ for status
+
+    def members(self) -> dict[str, Member]:
+        return {k: v for k, v in self.membership.view().items() if k != self.agent.node_id}
+
+    def links_of(self, node_id: str) -> tuple[Link, ...]:
+        member = self.membership.view().get(node_id)
+        return member.links if member else ()

@@ -1,0 +1,143 @@
+"""The status document: what ``gleam-peer status --json`` prints and the view renders.
+
+Built from the agent's live state in one pass on the Trio thread, so the
+document is a consistent snapshot; everything in it is plain data.
+Peers are merged by node id from every source that knows of them: the
+gossip view (members, their GPUs and load), our own links (RTT,
+bandwidth), static ``--peer`` targets (connection errors) and discovery
+(foreign meshes, peers not yet connected).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from gleam.peer.meshview import gpu_dict
+from gleam.peer.plugin_manager import describe_plugins
+from gleam.peer.protocol import PROTOCOL_VERSION, Role
+
+if TYPE_CHECKING:
+    from gleam.peer.agent import Agent
+    from gleam.peer.link import PeerLink
+
+CORE_KEYS = ("node", "backend", "gpus", "peers", "links", "sessions", "plugins", "events")
+
+
+def _bits(bytes_per_s: float | None) -> float | None:
+    return None if bytes_per_s is None else round(bytes_per_s * 8)
+
+
+def _rounded(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _version() -> str:
+    from gleam.peer import __version__
+
+    return __version__
+
+
+def _link_fields(link: PeerLink) -> dict[str, Any]:
+    rtt = link.rtt.summary()
+    return {
+        "address": link.address,
+        "authenticated": True,
+        "direction": "outgoing" if link.role is Role.INITIATOR else "incoming",
+        "rtt_ms": rtt.ewma_ms,
+        "rtt_p50_ms": rtt.p50_ms,
+        "rtt_p90_ms": rtt.p90_ms,
+        "bandwidth_bps": _bits(link.bandwidth.bytes_per_s),
+        "bandwidth_age_s": _rounded(link.bandwidth.age()),
+        "capabilities": list(link.peer.capabilities),
+        "bytes_sent": link.bytes_sent,
+        "bytes_received": link.bytes_received,
+    }
+
+
+def _blank(node_id: str | None) -> dict[str, Any]:
+    return {
+        "id": node_id, "name": None, "address": None, "authenticated": False,
+        "state": "unknown", "foreign": False, "rtt_ms": None, "bandwidth_bps": None,
+        "gpus": [], "sessions": 0, "queue_depth": 0, "via": None,
+    }
+
+
+def _peers(agent: Agent) -> list[dict[str, Any]]:
+    peers: dict[str, dict[str, Any]] = {}
+    for node_id, member in agent.mesh.members().items():
+        entry = peers.setdefault(node_id, _blank(node_id))
+        record = member.record
+        entry.update(
+            name=record.name or None, state=member.status, authenticated=True,
+            gpus=[gpu_dict(g) for g in record.gpus], sessions=record.sessions,
+            queue_depth=record.queue_depth, extra=record.to_wire()["extra"], via="gossip",
+            incarnation=member.incarnation,
+        )
+    for node_id, link in agent.links.items():
+        entry = peers.setdefault(node_id, _blank(node_id))
+        entry.update(_link_fields(link), via="link")
+        entry["name"] = entry["name"] or link.peer.name
+        if entry["state"] == "unknown":
+            entry["state"] = "connected"
+    for target in agent.targets:
+        if target.node_id in peers:
+            continue
+        entry = peers.setdefault(target.node_id or str(target.address), _blank(target.node_id))
+        entry.update(name=target.name, address=str(target.address), state=target.state,
+                     error=target.error, via="static")
+    for advert in agent.discovered_adverts():
+        known = peers.get(advert["id"])
+        if known is not None:
+            known["address"] = known["address"] or advert["address"]
+            continue
+        entry = peers.setdefault(advert["id"], _blank(advert["id"]))
+        entry.update(name=advert["name"], address=advert["address"],
+                     state="foreign" if advert["foreign"] else "discovered",
+                     foreign=advert["foreign"], via="mdns")
+    return sorted(peers.values(), key=lambda p: (p["foreign"], p["name"] or "", p["id"] or ""))
+
+
+def _links(agent: Agent) -> list[dict[str, Any]]:
+    rows = []
+    for link in agent.links.values():
+        rtt = link.rtt.summary()
+        rows.append({
+            "peer": link.node_id, "name": link.peer.name, "rtt_ms": rtt.ewma_ms,
+            "rtt_p50_ms": rtt.p50_ms, "rtt_p90_ms": rtt.p90_ms, "rtt_samples": rtt.samples,
+            "bandwidth_bps": _bits(link.bandwidth.bytes_per_s),
+            "bandwidth_age_s": _rounded(link.bandwidth.age()),
+            "bandwidth_samples": link.bandwidth.samples,
+        })
+    return sorted(rows, key=lambda r: r["name"])
+
+
+def build_status(agent: Agent) -> dict[str, Any]:
+    """The status document of ``agent`` (see docs/status.md for the schema)."""
+    doc: dict[str, Any] = {
+        "node": {
+            "id": agent.node_id,
+            "name": agent.config.name,
+            "port": agent.listen_port,
+            "version": _version(),
+            "protocol": PROTOCOL_VERSION,
+            "mesh_id": agent.mesh_id,
+            "uptime_s": round(time.time() - agent.started_at, 1),
+            "state_dir": str(agent.state.path),
+            "incarnation": agent.mesh.membership.incarnation,
+        },
+        "backend": {"name": agent.inventory.backend, "why": agent.inventory.why_host},
+        "gpus": [gpu_dict(g) for g in agent.mesh.gpus],
+        "peers": _peers(agent),
+        "links": _links(agent),
+        "sessions": agent.session_rows(),
+        "plugins": [p.as_dict() for p in describe_plugins(agent.pm)],
+        "events": [
+            {"at": e.at, "kind": e.kind, "text": e.text} for e in list(agent.events)[-20:]
+        ],
+    }
+    for extra in agent.pm.hook.gleam_status(agent=agent):
+        for key, value in (extra or {}).items():
+            if key not in CORE_KEYS:
+                doc.setdefault(key, value)
+    return doc

@@ -1,0 +1,57 @@
+"""The status view is a pure function of the status document: pinned as text."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gleam.peer.tui import render_text
+
+GOLDEN = Path(__file__).parent / "golden"
+NOW = 1_800_000_000.0
+
+DOC = {
+    "node": {"id": "a1b2c3d4" * 4, "name": "desk", "port": 47470, "version": "0.1.0",
+             "mesh_id": "0123456789abcdef"},
+    "backend": {"name": "cuda", "why": None},
+    "gpus": [],
+    "peers": [
+        {"id": "b" * 32, "name": "laptop", "address": "10.0.0.7:47470", "authenticated": True,
+         "state": "alive", "foreign": False, "rtt_ms": 1.234, "bandwidth_bps": 94_300_000,
+         "sessions": 1, "gpus": [{"name": "host", "backend": "host", "gflops": 21.5,
+                                  "utilization": 12.0, "memory_used": 0,
+                                  "memory_total": 16 << 30}]},
+        {"id": "c" * 32, "name": "tower", "address": "10.0.0.9:47470", "authenticated": True,
+         "state": "suspect", "foreign": False, "rtt_ms": None, "bandwidth_bps": 941_000_000,
+         "sessions": 0, "gpus": [{"name": "NVIDIA GeForce RTX 4090", "backend": "cuda",
+                                  "utilization": 87.0, "memory_used": 20 << 30,
+                                  "memory_total": 24 << 30}]},
+        {"id": "d" * 32, "name": "neighbour", "address": "10.0.0.23:47470",
+         "authenticated": False, "state": "foreign", "foreign": True, "rtt_ms": None,
+         "bandwidth_bps": None, "sessions": 0, "gpus": []},
+    ],
+    "sessions": [
+        {"id": "5e55" * 8, "role": "client", "peer": "tower", "calls": 123456,
+         "bytes": 3 << 30, "cache_hits": 7},
+    ],
+    "events": [
+        {"at": NOW - 65, "kind": "joined", "text": "laptop at 10.0.0.7:47470"},
+        {"at": NOW - 3, "kind": "suspect", "text": "tower stopped answering"},
+    ],
+}
+
+
+@pytest.mark.parametrize("width", [120, 80])
+def test_status_view_golden(width):
+    text = render_text(DOC, width=width, now=NOW)
+    path = GOLDEN / f"status_{width}.txt"
+    if os.environ.get("GLEAM_UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+def test_empty_mesh_renders():
+    text = render_text({"node": {"name": "solo"}}, width=100)
+    assert "(no peers yet)" in text and "(none)" in text
