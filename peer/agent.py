@@ -21,6 +21,7 @@ import trio
 
 from gleam.peer import control
 from gleam.peer.addresses import DEFAULT_PORT, PeerAddress
+from gleam.peer.discovering import Discovering
 from gleam.peer.gossip import GossipConfig, GossipMessage
 from gleam.peer.gpus import GpuInventory
 from gleam.peer.link import STREAM_ERRORS, HandshakeFailed, PeerLink, establish
@@ -61,6 +62,8 @@ class AgentConfig:
     probe_interval: float = 30.0
     max_frame: int = DEFAULT_MAX_FRAME
     gossip: GossipConfig = field(default_factory=GossipConfig)
+    mdns: bool = False
+    interfaces: tuple[str, ...] = ()
 
 
 @dataclass
@@ -102,6 +105,7 @@ class Agent:
         self._links_changed = trio.Event()
         self.inventory = inventory if inventory is not None else GpuInventory()
         self.mesh = MeshGossip(self, config.gossip, self.inventory)
+        self.discovering = Discovering(self, enabled=config.mdns, interfaces=config.interfaces)
 
     # ------------------------------------------------------------- identity
 
@@ -144,6 +148,7 @@ class Agent:
                 nursery.start_soon(self._serve_control, control_listener)
                 for target in self.targets:
                     nursery.start_soon(self._dial_forever, target)
+                await nursery.start(self.discovering.run)
                 log.info(
                     "agent %s (%s) listening on %s:%d, mesh %s",
                     self.config.name, self.node_id[:8], self.config.host,
@@ -277,7 +282,26 @@ class Agent:
 
     def discovered_adverts(self) -> list[dict[str, Any]]:
         """Peers seen through discovery: id, name, address, foreign."""
-        return []
+        return self.discovering.rows()
+
+    async def dial_discovered(
+        self, node_id: str, name: str, addresses: list[PeerAddress]
+    ) -> None:
+        """Keep a discovered peer linked, trying each advertised address in turn."""
+        target = DialTarget(addresses[0], node_id=node_id, name=name)
+        backoff = DIAL_BACKOFF_MIN
+        while True:
+            if node_id in self.links:
+                await self._wait_links_change()
+                continue
+            for address in addresses:
+                target.address = address
+                if await self._dial_once(target) is None:
+                    backoff = DIAL_BACKOFF_MIN
+                    break
+            else:
+                await trio.sleep(backoff)
+                backoff = min(DIAL_BACKOFF_MAX, backoff * 2)
 
     def session_rows(self) -> list[dict[str, Any]]:
         """Local and served sessions for the status view (forwarding adds them)."""

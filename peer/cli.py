@@ -64,6 +64,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise UserError(f"--peer: {exc}") from None
     if args.name is not None and not 0 < len(args.name) <= 64:
         raise UserError("--name must be 1 to 64 characters")
+    if args.probe_interval < 0:
+        raise UserError("--probe-interval cannot be negative")
     tui = not args.no_tui and sys.stdout.isatty()
     return run_agent_main(
         state_dir=args.state_dir,
@@ -72,6 +74,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         port=args.port,
         peers=peers,
         tui=tui,
+        mdns=not args.no_mdns,
+        interfaces=tuple(args.interface or ()),
+        probe_interval=args.probe_interval,
     )
 
 
@@ -259,6 +264,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a peer to connect to directly (repeatable)")
     up.add_argument("--no-tui", action="store_true",
                     help="plain log output instead of the live status view")
+    up.add_argument("--no-mdns", action="store_true",
+                    help="do not advertise or discover peers with mDNS (use --peer)")
+    up.add_argument("--interface", action="append", metavar="IF",
+                    help="advertise and discover on this interface (name or address; "
+                    "repeatable). Default: every usable one, skipping container and VPN "
+                    "bridges")
+    up.add_argument("--probe-interval", type=float, default=30.0, metavar="SECONDS",
+                    help="measure each link's bandwidth with a small probe when no bulk "
+                    "transfer was seen for this long (default 30; 0 disables)")
     up.set_defaults(func=cmd_up)
 
     status = sub.add_parser("status", help="ask the running agent for its status",

@@ -87,8 +87,11 @@ class LocalMesh:
         mesh_key: bytes | None = None,
         peers: Sequence[str] = (),
         extra: Sequence[str] = (),
+        mdns: bool = False,
         timeout: float = 20,
     ) -> LocalAgent:
+        """Start an agent on loopback. With ``mdns`` it discovers on ``lo`` only:
+        agents started here never multicast on the machine's real interfaces."""
         state = StateDir(self.root / name)
         state.ensure()
         if mesh_key is not None:
@@ -99,6 +102,7 @@ class LocalMesh:
             "--host", "127.0.0.1", "--port", "0", "--state-dir", str(state.path),
             "--name", name,
         ]
+        cmd += ["--interface", "lo"] if mdns else ["--no-mdns"]
         for peer in peers:
             cmd += ["--peer", peer]
         cmd += list(extra)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 import signal
 import socket
+from typing import Any
 
 import trio
 
 from gleam.peer.addresses import PeerAddress
 from gleam.peer.agent import Agent, AgentConfig, AgentStartError
+from gleam.peer.discovering import IdentityChanged
+from gleam.peer.gpus import GpuInventory
 from gleam.peer.memory import tune_allocator_for_bulk
 from gleam.peer.plugin_manager import make_plugin_manager
 from gleam.peer.state import StateDir, StateError
@@ -19,11 +22,12 @@ log = logging.getLogger("gleam")
 TUI_REFRESH = 0.5
 
 
-async def _live_view(agent: Agent) -> None:
+async def _live_view(current: list[Agent]) -> None:
     """Redraw the status view from the Trio loop (never from rich's thread)."""
     from rich.console import Console, RenderableType
     from rich.live import Live
     from rich.logging import RichHandler
+    from rich.text import Text
 
     from gleam.peer.tui import render_status
 
@@ -36,7 +40,9 @@ async def _live_view(agent: Agent) -> None:
     root.handlers = [handler]
     try:
         def view() -> RenderableType:
-            return render_status(agent.snapshot(), width=console.width)
+            if not current or current[0].listen_port is None:
+                return Text("starting...")
+            return render_status(current[0].snapshot(), width=console.width)
 
         with Live(view(), console=console, auto_refresh=False) as live:
             while True:
@@ -48,16 +54,34 @@ async def _live_view(agent: Agent) -> None:
 
 async def _run(config: AgentConfig, tui: bool) -> None:
     tune_allocator_for_bulk()
-    agent = Agent(config, make_plugin_manager())
+    pm = make_plugin_manager()
+    inventory = GpuInventory()
+    current: list[Agent] = []
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            await nursery.start(agent.run)
+            nursery.start_soon(_stop_on_signal, signals, nursery.cancel_scope)
             if tui:
-                nursery.start_soon(_live_view, agent)
-            async for signum in signals:
-                log.info("received %s, shutting down", signal.Signals(signum).name)
-                nursery.cancel_scope.cancel()
-                break
+                nursery.start_soon(_live_view, current)
+            while True:
+                # A node that finds its id in use elsewhere takes a new one and
+                # starts again; everything else ends the agent.
+                agent = Agent(config, pm, inventory)
+                current[:] = [agent]
+                restart = False
+                try:
+                    await agent.run()
+                except* IdentityChanged as group:
+                    log.warning("restarting with a new node id: %s", group.exceptions[0])
+                    restart = True
+                if not restart:
+                    return
+
+
+async def _stop_on_signal(signals: Any, scope: trio.CancelScope) -> None:
+    async for signum in signals:
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        scope.cancel()
+        return
 
 
 def run_agent_main(
@@ -68,6 +92,9 @@ def run_agent_main(
     port: int,
     peers: tuple[PeerAddress, ...],
     tui: bool,
+    mdns: bool = True,
+    interfaces: tuple[str, ...] = (),
+    probe_interval: float = 30.0,
 ) -> int:
     """Run until SIGINT/SIGTERM; return the process exit status."""
     try:
@@ -77,6 +104,9 @@ def run_agent_main(
             host=host,
             port=port,
             peers=peers,
+            mdns=mdns,
+            interfaces=interfaces,
+            probe_interval=probe_interval,
         )
         trio.run(_run, config, tui)
     except (AgentStartError, StateError) as exc:

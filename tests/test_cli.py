@@ -91,7 +91,8 @@ def test_port_in_use_is_reported(tmp_path):
 
     with socket.create_server(("127.0.0.1", 0)) as busy:
         port = busy.getsockname()[1]
-        result = run("up", "--no-tui", "--host", "127.0.0.1", "--port", str(port), state=tmp_path)
+        result = run("up", "--no-tui", "--no-mdns", "--host", "127.0.0.1", "--port", str(port),
+                     state=tmp_path)
     assert result.returncode == 1
     assert "already in use" in result.stderr
     assert "Traceback" not in result.stderr
