@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
@@ -11,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gleam.peer import __version__
+from gleam.peer.bench import BENCHES
 
 log = logging.getLogger("gleam")
 
@@ -205,26 +207,7 @@ def cmd_mesh_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_bench_wire(args: argparse.Namespace) -> int:
-    from gleam.peer.bench.wire import run_wire_bench
-
-    return run_wire_bench(
-        total_bytes=args.bytes, chunk=args.chunk, pings=args.pings, rounds=args.rounds,
-        as_json=args.json,
-    )
-
-
 # ---------------------------------------------------------------- parser
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be positive")
-    return value
 
 
 def _port(text: str) -> int:
@@ -311,19 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
                            "beside a reference measured in the same run.")
     bench_sub = bench.add_subparsers(dest="bench_command", metavar="BENCH")
     bench_sub.required = True
-    wire = bench_sub.add_parser("wire", help="control round trips and encrypted bulk throughput",
-                                description="Start two agents on loopback and measure control "
-                                "round trips and encrypted data-plane throughput beside raw TCP.")
-    wire.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    wire.add_argument("--bytes", type=_positive, default=2 << 30,
-                      help="bytes to push per throughput run (default 2 GiB)")
-    wire.add_argument("--chunk", type=_positive, default=1 << 20,
-                      help="batch size in bytes (default 1 MiB)")
-    wire.add_argument("--pings", type=_positive, default=5000,
-                      help="round trips per latency run (default 5000)")
-    wire.add_argument("--rounds", type=_positive, default=3,
-                      help="alternating agent/raw rounds; medians are reported (default 3)")
-    wire.set_defaults(func=cmd_bench_wire)
+    for name, module_name in BENCHES.items():
+        module = importlib.import_module(module_name)
+        one = bench_sub.add_parser(name, help=module.HELP, description=module.DESCRIPTION)
+        one.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        module.add_arguments(one)
+        one.set_defaults(func=module.main)
     return parser
 
 

@@ -121,3 +121,11 @@ def gleam_gossip_fields(agent: Agent) -> dict[str, Any]:
     every member; fields that do not fit are dropped with a warning.
     Called on the Trio thread about once per gossip refresh. Added in 0.1.
     """
+
+
+# ---------------------------------------------------------------- compression
+# (hook specs of the gradient compression family go here)
+
+
+# ---------------------------------------------------------------- batch tuning
+# (hook specs of batch-size tuning go here)

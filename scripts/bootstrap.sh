@@ -26,7 +26,10 @@ if [ "$(cat "$venv/.gleam-stamp" 2>/dev/null)" != "$stamp" ] \
     || ! "$venv/bin/python" -c 'import gleam.peer._native' 2>/dev/null; then
     echo "== installing gleam (editable) and building the native core" >&2
     "$venv/bin/python" -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
-    "$venv/bin/python" -m pip install --quiet -e "$root[test]"
+    # torch comes pinned to the CPU build this machine kind keeps on disk;
+    # a bare "torch" would fetch a multi-GB CUDA build.
+    "$venv/bin/python" -m pip install --quiet "torch==${GLEAM_TORCH_VERSION:-2.13.0}"
+    "$venv/bin/python" -m pip install --quiet -e "$root[test,train]"
     echo "$stamp" > "$venv/.gleam-stamp"
 fi
 export PATH="$venv/bin:$PATH"

@@ -1,1 +1,11 @@
-"""Benchmarks behind ``gleam-peer bench``: programs that print a table and JSON."""
+"""Benchmarks behind ``gleam-peer bench``: programs that print a table and JSON.
+
+Each benchmark is a module listed in ``BENCHES`` that provides ``HELP`` (one
+line), ``DESCRIPTION``, ``add_arguments(parser)`` and ``main(args) -> int``;
+``--json`` is added for every one. Each figure is printed beside a reference
+measured in the same run (``gleam.peer.bench.report``).
+"""
+
+BENCHES = {
+    "wire": "gleam.peer.bench.wire",
+}

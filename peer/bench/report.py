@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -65,3 +66,14 @@ def print_report(
     console = Console()
     console.print(table)
     console.print_json(json.dumps(doc))
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a positive integer, with a clear message otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be positive")
+    return value

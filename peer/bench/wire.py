@@ -12,6 +12,7 @@ reference (child process, plain blocking sockets) are measured back to back:
 
 from __future__ import annotations
 
+import argparse
 import secrets
 import statistics
 import subprocess
@@ -22,10 +23,32 @@ from pathlib import Path
 from rich.console import Console
 
 from gleam.peer.bench import tcp_reference
-from gleam.peer.bench.report import Row, print_report
+from gleam.peer.bench.report import Row, positive_int, print_report
 from gleam.peer.localmesh import local_mesh, wait_for
 
 BULK_TARGET = 0.5  # encrypted agent path ≥ 50% of raw TCP
+
+HELP = "control round trips and encrypted bulk throughput"
+DESCRIPTION = (
+    "Start two agents on loopback and measure control round trips and encrypted "
+    "data-plane throughput beside raw TCP, alternating the two for several rounds."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bytes", type=positive_int, default=2 << 30,
+                        help="bytes to push per throughput run (default 2 GiB)")
+    parser.add_argument("--chunk", type=positive_int, default=1 << 20,
+                        help="batch size in bytes (default 1 MiB)")
+    parser.add_argument("--pings", type=positive_int, default=5000,
+                        help="round trips per latency run (default 5000)")
+    parser.add_argument("--rounds", type=positive_int, default=3,
+                        help="alternating agent/raw rounds; medians are reported (default 3)")
+
+
+def main(args: argparse.Namespace) -> int:
+    return run_wire_bench(total_bytes=args.bytes, chunk=args.chunk, pings=args.pings,
+                          rounds=args.rounds, as_json=args.json)
 
 
 def _reference(mode: str, total: int = 0) -> tuple[subprocess.Popen[str], int]:

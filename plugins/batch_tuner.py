@@ -1,0 +1,1 @@
+"""Built-in plugin: reinforcement-learned batch-size tuning."""

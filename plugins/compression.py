@@ -1,0 +1,1 @@
+"""Built-in plugin: lossless homomorphic compression of sparse gradients."""
