@@ -142,6 +142,33 @@ def _events(doc: dict[str, Any], now: float | None) -> Table:
 
 
 COMPACT_BELOW = 110
+# Sections of the document the view lays out itself; any other dict section
+# (a plugin's, through gleam_status) gets a generic key/value table.
+CORE_SECTIONS = ("node", "backend", "gpus", "peers", "links", "sessions", "plugins", "events")
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list | tuple):
+        return ", ".join(_short(v) for v in value[:8]) + (" ..." if len(value) > 8 else "")
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_short(v)}" for k, v in list(value.items())[:6])
+    return str(value)
+
+
+def _plugin_sections(doc: dict[str, Any]) -> list[Table]:
+    tables = []
+    for key, section in doc.items():
+        if key in CORE_SECTIONS or not isinstance(section, dict) or not section:
+            continue
+        table = Table(title=key, expand=True, title_justify="left", show_header=False)
+        table.add_column("field", no_wrap=True)
+        table.add_column("value", overflow="fold", ratio=1)
+        for field, value in list(section.items())[:12]:
+            table.add_row(str(field), _short(value))
+        tables.append(table)
+    return tables
 
 
 def render_status(
@@ -154,7 +181,8 @@ def render_status(
     Narrow terminals get a compact peers table (no address or trust column).
     """
     compact = width < COMPACT_BELOW
-    return Group(_header(doc), _peers(doc, compact), _sessions(doc), _events(doc, now))
+    return Group(_header(doc), _peers(doc, compact), _sessions(doc), *_plugin_sections(doc),
+                 _events(doc, now))
 
 
 def render_text(doc: dict[str, Any], width: int = 120, now: float | None = None) -> str:

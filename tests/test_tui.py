@@ -55,3 +55,11 @@ def test_status_view_golden(width):
 def test_empty_mesh_renders():
     text = render_text({"node": {"name": "solo"}}, width=100)
     assert "(no peers yet)" in text and "(none)" in text
+
+
+def test_plugin_sections_render_generically():
+    doc = {**DOC, "batch_tuner": {"policy": "ppo", "global_batch": 512, "lr": 0.0125,
+                                  "batches": [64, 128, 256, 64]}}
+    text = render_text(doc, width=120, now=NOW)
+    assert "batch_tuner" in text and "global_batch" in text and "64, 128, 256, 64" in text
+    assert text.startswith(render_text(DOC, width=120, now=NOW).split("recent events")[0][:200])
