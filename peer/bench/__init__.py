@@ -8,4 +8,5 @@ measured in the same run (``gleam.peer.bench.report``).
 
 BENCHES = {
     "wire": "gleam.peer.bench.wire",
+    "gossip": "gleam.peer.bench.gossip",
 }

@@ -16,8 +16,10 @@ class GossipConfig:
 
     interval: call ``Membership.tick`` this often; one gossip round.
     fanout: members each round's rumor goes to.
-    retransmit_mult: a change is relayed ``ceil(retransmit_mult * ln(members + 1))``
-        times by each peer that learns it, then it stops being news.
+    redundant_relays: a peer stops relaying a change once this many of its relays
+        were not news to their receivers (see rumors.py).
+    retransmit_mult: and in any case after ``ceil(retransmit_mult * ln(members + 1))``
+        relays; suspicions and deaths, which get no feedback, use this count.
     push_pull: a rumor asks its receiver for the receiver's own news.
     max_rumor_summaries: most summaries one rumor carries (newest news first).
     suspect_timeout: a suspect that has not refuted is declared dead after this.
@@ -34,6 +36,7 @@ class GossipConfig:
 
     interval: float = 1.0
     fanout: int = 3
+    redundant_relays: int = 5
     retransmit_mult: float = 1.5
     push_pull: bool = True
     max_rumor_summaries: int = 64
@@ -42,10 +45,10 @@ class GossipConfig:
     sync_interval: float = 10.0
     want_timeout: float = 2.0
     refresh_interval: float = 2.0
-    refresh_budget: float = 4000.0
+    refresh_budget: float = 3000.0
     links_refresh_interval: float = 10.0
-    links_budget: float = 1500.0
-    max_links: int = 32
+    links_budget: float = 1000.0
+    max_links: int = 16
     max_members: int = 4096
 
     def __post_init__(self) -> None:
@@ -59,8 +62,10 @@ class GossipConfig:
         for name in ("refresh_interval", "links_refresh_interval"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
                 raise ValueError(f"GossipConfig.{name} must be zero or more")
-        if self.fanout < 1 or self.max_rumor_summaries < 1 or self.max_members < 2:
-            raise ValueError("fanout, max_rumor_summaries must be ≥ 1 and max_members ≥ 2")
+        if min(self.fanout, self.max_rumor_summaries, self.redundant_relays) < 1:
+            raise ValueError("fanout, max_rumor_summaries and redundant_relays must be ≥ 1")
+        if self.max_members < 2:
+            raise ValueError("max_members must be ≥ 2")
         if not 0 <= self.max_links <= 64:
             raise ValueError("max_links must be in 0..64")
 

@@ -10,31 +10,39 @@ peers and would otherwise keep views "different" with nothing to repair.
 from __future__ import annotations
 
 import hashlib
-import struct
+import zlib
 from collections.abc import Iterable
 
-from gleam.peer.gossip.messages import HASH_SIZE, MAX_BUCKETS, Summary
+from gleam.peer.gossip.messages import HASH_SIZE, MAX_BUCKETS
 
-__all__ = ["bucket_count", "bucket_hashes", "bucket_of", "summary_hash"]
-
-_SUMMARY = struct.Struct(">BQqq")
+__all__ = [
+    "bucket_count",
+    "bucket_hashes",
+    "bucket_of",
+    "node_key",
+    "pack_hashes",
+    "summary_hash",
+    "unpack_hashes",
+]
 
 
 def node_key(node_id: str) -> int:
     """A stable 32-bit number for ``node_id`` that picks its bucket at any bucket count."""
-    return int.from_bytes(hashlib.blake2b(node_id.encode(), digest_size=4).digest(), "big")
+    return zlib.crc32(node_id.encode())
 
 
 def bucket_of(key: int, buckets: int) -> int:
     return key & (buckets - 1)
 
 
-def summary_hash(summary: Summary) -> int:
-    packed = _SUMMARY.pack(
-        summary.status, summary.incarnation, summary.peer_version, summary.links_version
+def summary_hash(summary: tuple[str, int, int, int, int]) -> int:
+    """A 64-bit hash of one summary. Cryptographic on purpose: XOR-ing linear
+    hashes (CRCs) lets two different views cancel out to the same bucket hash."""
+    node_id, status, incarnation, peer_version, links_version = summary
+    data = b"%s|%d|%d|%d|%d" % (
+        node_id.encode(), status, incarnation, peer_version, links_version
     )
-    digest = hashlib.blake2b(summary.node_id.encode() + b"\0" + packed, digest_size=HASH_SIZE)
-    return int.from_bytes(digest.digest(), "big")
+    return int.from_bytes(hashlib.blake2b(data, digest_size=HASH_SIZE).digest(), "big")
 
 
 def bucket_count(members: int) -> int:

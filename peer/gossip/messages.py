@@ -11,13 +11,13 @@ those of the records the sender holds *at that incarnation*, or -1 when it
 holds none. Summaries are enough to apply a suspicion or a death; records
 themselves move only when asked for (``GossipWant`` -> ``GossipRecords``).
 
-| type | fields | sent |
-|---|---|---|
-| gossip-rumor | summaries, reply | each round to ``fanout`` members: recent ("hot") changes; ``reply`` asks for the receiver's own hot summaries (push-pull) |
-| gossip-want | wanted: (node_id, kind) pairs | to the sender of a newer summary |
-| gossip-records | records: encoded records (bytes) | in answer to a want |
-| gossip-sync | hashes: 8 bytes per bucket | anti-entropy, every ``sync_interval`` to one member |
-| gossip-digest | buckets, mismatched, summaries, reply | the summaries of the buckets whose hashes differ |
+- ``gossip-rumor`` (summaries, reply): each round to ``fanout`` members, the
+  recent ("hot") changes; ``reply`` asks for the receiver's own (push-pull).
+- ``gossip-want`` (wanted: (node_id, kind) pairs): to the sender of a newer summary.
+- ``gossip-records`` (records: encoded records): the answer to a want.
+- ``gossip-sync`` (hashes: 8 bytes per bucket): anti-entropy, now and then to one member.
+- ``gossip-digest`` (buckets, mismatched, summaries, reply): the summaries of
+  the buckets whose hashes differ.
 """
 
 from __future__ import annotations
