@@ -53,6 +53,8 @@ STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 MAX_QUEUED_BYTES = 32 * 1024 * 1024
 # How long a closing link waits for its goodbye to go out.
 CLOSE_TIMEOUT = 2.0
+# The goodbye of an agent that shuts down (peers drop it at once, no suspicion).
+LEAVING = "agent shutting down"
 
 
 @dataclass
@@ -136,6 +138,7 @@ class PeerLink:
         self._last_probe_served = -1e9
         self.connected_at = time.monotonic()
         self.batches_received = 0
+        self.peer_left = False  # the peer said goodbye because it shut down
         self._ping_seq = itertools.count(1)
         self._ping_sent: dict[int, _PingWait] = {}
         self._closed_reason: str | None = None
@@ -227,7 +230,7 @@ class PeerLink:
         finally:
             with trio.CancelScope(shield=True):
                 # Cancelled from outside: only the agent's shutdown does that.
-                await self.close("agent shutting down")
+                await self.close(LEAVING)
         return self._closed_reason or "closed"
 
     async def close(self, reason: str, *, tell_peer: bool = True) -> None:
@@ -330,6 +333,7 @@ class PeerLink:
                 if wait.done is not None:
                     wait.done.set()
         elif isinstance(event, Goodbye):
+            self.peer_left = event.reason == LEAVING
             self._finish(f"peer said goodbye: {event.reason}")
             return False
         elif isinstance(event, ErrorMessage):

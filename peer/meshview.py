@@ -129,7 +129,10 @@ class MeshGossip:
         self._drain_events()
 
     def link_down(self, link: PeerLink) -> None:
-        self._send(self.membership.link_down(link.node_id, self._clock()))
+        if link.peer_left:
+            self._send(self.membership.left(link.node_id, self._clock()))
+        else:
+            self._send(self.membership.link_down(link.node_id, self._clock()))
         self._drain_events()
 
     def receive(self, link: PeerLink, message: GossipMessage) -> None:

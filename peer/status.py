@@ -69,7 +69,7 @@ def _peers(agent: Agent) -> list[dict[str, Any]]:
         entry = peers.setdefault(node_id, _blank(node_id))
         record = member.record
         entry.update(
-            name=record.name or None, state=member.status, authenticated=True,
+            name=record.name or None, state=member.status,
             gpus=[gpu_dict(g) for g in record.gpus], sessions=record.sessions,
             queue_depth=record.queue_depth, extra=record.to_wire()["extra"], via="gossip",
             incarnation=member.incarnation,

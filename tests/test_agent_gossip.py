@@ -50,8 +50,7 @@ async def test_a_peer_that_dies_leaves_every_view(agents, mesh_key, state_factor
         nursery.cancel_scope.cancel()
     await wait_until(lambda: c.node_id not in peer_ids(a) and c.node_id not in peer_ids(b),
                      timeout=5)
-    kinds = [e.kind for e in a.events]
-    assert "suspected" in kinds or "died" in kinds
+    await wait_until(lambda: {"suspected", "died"} & {e.kind for e in a.events}, timeout=5)
 
 
 async def test_plugins_contribute_gossip_fields(agents, mesh_key):
@@ -65,3 +64,18 @@ async def test_plugins_contribute_gossip_fields(agents, mesh_key):
                            plugins=[("fields", Fields())])
     await wait_until(lambda: peer_ids(a).get(b.node_id, {}).get("extra") == {
         "tuner": {"batch": 64}}, timeout=10)
+
+
+async def test_a_peer_that_shuts_down_leaves_at_once(agents, mesh_key, state_factory):
+    slow_suspicion = GossipConfig(interval=0.1, suspect_timeout=60.0, refresh_interval=0.2)
+    a = await agents.start("a", mesh_key, gossip=slow_suspicion)
+    cfg = AgentConfig(state=state_factory(mesh_key), name="b", host="127.0.0.1", port=0,
+                      peers=(addr(a),), gossip=slow_suspicion)
+    b = Agent(cfg, make_plugin_manager(()), inventory=GpuInventory(measure=lambda: 1.0))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(b.run)
+        await wait_until(lambda: b.node_id in peer_ids(a), timeout=10)
+        nursery.cancel_scope.cancel()
+    # Its goodbye says it shut down: no 60 s suspicion before it leaves the view.
+    await wait_until(lambda: b.node_id not in peer_ids(a), timeout=10)
+    await wait_until(lambda: "died" in [e.kind for e in a.events], timeout=5)

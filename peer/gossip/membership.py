@@ -254,6 +254,18 @@ class Membership:
             self._suspect(node, node.incarnation, now, hot=True)
         return self._flush()
 
+    def left(self, node_id: str, now: float) -> Outgoing:
+        """``node_id`` said goodbye as it shut down: dead at once, and the news spreads.
+
+        A graceful leave needs no suspicion period; the node rejoins later
+        with a higher incarnation like any node declared dead.
+        """
+        out = self.link_down(node_id, now)
+        node = self._nodes.get(node_id)
+        if node is not None and node_id != self.node_id and node.status != DEAD:
+            self._declare_dead(node, node.incarnation, now, hot=True)
+        return out + self._flush()
+
     def tick(self, now: float) -> Outgoing:
         """One gossip round; call every ``config.interval`` seconds."""
         self._observe(now)
