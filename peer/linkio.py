@@ -244,6 +244,9 @@ class LinkIO:
             self._end(f"protocol error: {exc}")
         except OSError as exc:
             self._end(f"connection lost: {exc.strerror or exc}")
+        except Exception as exc:  # a data-plane consumer's bug must not hang the link
+            log.exception("reader of %s failed", self._reader.name)
+            self._end(f"internal error while reading: {exc!r}")
         else:
             self._end("connection closed by the peer")
 
@@ -266,6 +269,9 @@ class LinkIO:
                 self._send(pending)
         except (OSError, ProtocolError) as exc:
             self._end(f"send failed: {exc}")
+        except Exception as exc:
+            log.exception("writer of %s failed", self._writer.name)
+            self._end(f"internal error while sending: {exc!r}")
 
     def _frame(self, item: object, pending: list[bytes | memoryview]) -> None:
         if isinstance(item, Message):

@@ -140,3 +140,18 @@ async def test_bulk_transfers_are_measured_without_probes(agents, mesh_key):
     a_link = a.links[b.node_id]
     await wait_until(lambda: a_link.bandwidth.bytes_per_s is not None, timeout=5)
     assert b.links[a.node_id].bandwidth.bytes_per_s is None  # nothing came the other way
+
+
+async def test_a_failing_data_plane_consumer_closes_only_its_link(agents, mesh_key):
+    class Broken:
+        @hookimpl
+        def gleam_data_batch(self, payload):
+            raise RuntimeError("consumer bug")
+
+    a = await agents.start("a", mesh_key, plugins=[("broken", Broken())])
+    b = await agents.start("b", mesh_key, peers=[addr(a)])
+    await wait_until(lambda: a.node_id in b.links)
+    await b.links[a.node_id].send_batch(b"boom")
+    await wait_until(lambda: any("internal error" in e.text for e in a.events), timeout=5)
+    # The static dialer brings the link back; the agent itself is unharmed.
+    await wait_until(lambda: a.node_id in b.links and b.node_id in a.links, timeout=10)
