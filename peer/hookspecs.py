@@ -127,5 +127,64 @@ def gleam_gossip_fields(agent: Agent) -> dict[str, Any]:
 # (hook specs of the gradient compression family go here)
 
 
+@hookspec
+def gleam_compress_codecs() -> list[str]:
+    """Names of the gradient codecs this plugin provides (e.g. ``["sketch"]``).
+
+    All results are concatenated; :func:`gleam.peer.compress.available_codecs`
+    lists them and :func:`gleam.peer.compress.ddp.register` accepts any of
+    them as ``codec``. Added in 0.1.
+    """
+
+
+@hookspec(firstresult=True)
+def gleam_compress_codec(name: str, options: dict[str, Any]) -> Any | None:
+    """Make a fresh gradient codec called ``name``, or return ``None``.
+
+    :param name: a name this plugin listed in ``gleam_compress_codecs``.
+    :param options: keyword options from the caller (untrusted: validate
+        them; raise ``ValueError`` with a clear message for a bad one).
+    *firstresult*: the first codec returned is used. The object follows
+    :class:`gleam.peer.compress.aggregation.GradientCodec`: a ``name`` and
+    ``aggregate(x, *, world, key)``, a generator that yields
+    :class:`~gleam.peer.compress.aggregation.Reduction` requests (OR or SUM
+    across workers, in place) and returns its
+    :class:`~gleam.peer.compress.stats.AggregationStats`. It must be lossless
+    and ask every worker for the same reductions in the same order. The
+    same codec then runs under the DDP communication hook
+    (:mod:`gleam.peer.compress.ddp`) and any other driver. Called in the
+    training process, not in the agent. Added in 0.1.
+    """
+
+
 # ---------------------------------------------------------------- batch tuning
 # (hook specs of batch-size tuning go here)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gleam.peer.tuning import BatchTuner, Observation
+
+
+@hookspec(firstresult=True)
+def gleam_tune_batch(tuner: BatchTuner, observation: Observation) -> Sequence[int] | None:
+    """Choose every worker's next batch size for a data-parallel job.
+
+    Called in the training process (not in the agent) by
+    :class:`gleam.peer.tuning.BatchTuner` once per observation window (every
+    ``tuner.interval`` iterations, 50 by default).
+
+    :param tuner: the tuner asking; ``tuner.policy_name`` is the policy the
+        user selected (``"ppo"``, ``"pollux"``, ``"static"`` or a custom
+        policy's name), ``tuner.batch_sizes`` the current sizes,
+        ``tuner.min_batch`` / ``tuner.max_batch`` each worker's limits.
+    :param observation: the window just closed: per worker its batch size,
+        samples/s, compute time, communication wait, utilization and links;
+        globally loss and trend, gradient norm and noise scale.
+    *firstresult*: return one batch size per worker (in worker order) to
+    decide, or ``None`` to let the next implementation decide. The built-in
+    ``batch-tuner`` plugin answers last (``trylast``) with the tuner's own
+    policy, so any other implementation that answers replaces it. Results
+    are clamped to each worker's limits. Runs on the training loop's thread:
+    keep it quick. Added in 0.1.
+    """

@@ -9,4 +9,5 @@ measured in the same run (``gleam.peer.bench.report``).
 BENCHES = {
     "wire": "gleam.peer.bench.wire",
     "gossip": "gleam.peer.bench.gossip",
+    "batch": "gleam.peer.bench.batch",
 }
