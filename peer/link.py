@@ -193,7 +193,10 @@ class PeerLink:
             await room.wait()
             self._check_open()
         self.io.submit_batch(payload)
-        await trio.lowlevel.checkpoint()
+        # A cancellation point without a trip through the scheduler: bulk
+        # senders call this per frame, and yielding each time costs the
+        # writer thread the GIL.
+        await trio.lowlevel.checkpoint_if_cancelled()
 
     async def ping(self, timeout: float = 5.0) -> float:
         """Send a ping and wait for its pong; return the round trip in seconds.
