@@ -17,6 +17,13 @@ from gleam.peer.bench import BENCHES
 log = logging.getLogger("gleam")
 
 
+# Commands that live in a module of their own, which provides HELP,
+# DESCRIPTION, add_arguments(parser) and main(args) -> int.
+MODULE_COMMANDS = {
+    "train": "gleam.peer.train",
+}
+
+
 class UserError(Exception):
     """An error the user can fix; printed as one line, exit status 1."""
 
@@ -288,6 +295,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_state_dir(imp)
     imp.add_argument("code", help="join code printed by `gleam-peer mesh show` on another device")
     imp.set_defaults(func=cmd_mesh_import)
+
+    for name, module_name in MODULE_COMMANDS.items():
+        module = importlib.import_module(module_name)
+        command = sub.add_parser(name, help=module.HELP, description=module.DESCRIPTION)
+        module.add_arguments(command)
+        command.set_defaults(func=module.main)
 
     bench = sub.add_parser("bench", help="run a benchmark",
                            description="Benchmarks print a table (or JSON) with each figure "

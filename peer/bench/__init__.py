@@ -9,5 +9,6 @@ measured in the same run (``gleam.peer.bench.report``).
 BENCHES = {
     "wire": "gleam.peer.bench.wire",
     "gossip": "gleam.peer.bench.gossip",
+    "compression": "gleam.peer.bench.compression",
     "batch": "gleam.peer.bench.batch",
 }
