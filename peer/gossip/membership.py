@@ -365,18 +365,28 @@ class Membership:
 
     # ------------------------------------------------------------ receiving
 
-    def _on_rumor(self, sender: str, message: GossipRumor, now: float) -> Outgoing:
+    def _absorb_summaries(
+        self, sender: str, summaries: tuple[Any, ...], now: float, *, rumor: bool
+    ) -> tuple[list[tuple[str, int]], list[_Node], set[str]]:
+        """Take in the summaries of one message: (wants, corrections, ids mentioned)."""
         wants: list[tuple[str, int]] = []
         corrections: list[_Node] = []
         mentioned = set()
         nodes = self._nodes
-        for wire in message.summaries:
+        for wire in summaries:
             node_id = wire[0]
             mentioned.add(node_id)
-            self._rumors.known(node_id, sender)
+            if rumor:
+                self._rumors.known(node_id, sender)
             node = nodes.get(node_id)
             if node is None or node.wire != wire:  # most relays are of what we hold already
-                self._absorb(sender, Summary(*wire), now, True, wants, corrections)
+                self._absorb(sender, Summary(*wire), now, rumor, wants, corrections)
+        return wants, corrections, mentioned
+
+    def _on_rumor(self, sender: str, message: GossipRumor, now: float) -> Outgoing:
+        wants, corrections, mentioned = self._absorb_summaries(
+            sender, message.summaries, now, rumor=True
+        )
         out: Outgoing = []
         if wants:
             out.append((sender, GossipWant(tuple(wants))))
@@ -439,16 +449,9 @@ class Membership:
         return [(sender, GossipDigest(buckets, tuple(mismatched), tuple(summaries), reply=True))]
 
     def _on_digest(self, sender: str, message: GossipDigest, now: float) -> Outgoing:
-        wants: list[tuple[str, int]] = []
-        corrections: list[_Node] = []
-        mentioned = set()
-        nodes = self._nodes
-        for wire in message.summaries:
-            node_id = wire[0]
-            mentioned.add(node_id)
-            node = nodes.get(node_id)
-            if node is None or node.wire != wire:
-                self._absorb(sender, Summary(*wire), now, False, wants, corrections)
+        wants, corrections, mentioned = self._absorb_summaries(
+            sender, message.summaries, now, rumor=False
+        )
         out: Outgoing = []
         if wants:
             out.append((sender, GossipWant(tuple(wants))))
