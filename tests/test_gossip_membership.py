@@ -468,3 +468,19 @@ def test_peers_without_a_link_to_the_dead_learn_it_by_gossip() -> None:
     assert mesh.members["n3"].view()["n5"].status == "alive"  # n3 never had a link to it
     took = mesh.run_until(lambda: all("n5" not in m.view() for m in mesh.members.values()))
     assert took <= CONFIG.suspect_timeout + 2 * CONFIG.interval
+
+
+def test_a_graceful_leave_needs_no_suspicion_period() -> None:
+    mesh = Mesh(["a", "b", "c", "d"])
+    mesh.connect("a", "b")
+    mesh.connect("a", "c")
+    mesh.connect("c", "d")  # d hears of b only through gossip
+    mesh.run(3)
+    assert mesh.everyone_sees("b", lambda m: m.status == "alive")
+    # b says goodbye to its only neighbour as it shuts down.
+    mesh.members.pop("b")
+    mesh.deliver("a", mesh.members["a"].left("b", mesh.now))
+    assert "b" not in mesh.members["a"].view() and "b" in mesh.members["a"].dead()
+    # The news outruns the suspect timeout everywhere.
+    mesh.run(CONFIG.suspect_timeout / 2)
+    assert all("b" not in m.view() for m in mesh.members.values())
