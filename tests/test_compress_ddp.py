@@ -102,6 +102,9 @@ def worker(rank: int, world: int, port: int, out: str) -> None:
     run_sync(SketchCodec(SketchConfig(block=1 << 14)).aggregate(x, world=world),
              emulated.start)
     report["emulated_sum_matches"] = bool(np.array_equal(x, expected.numpy()))
+    # Tear down only when both ranks are done and no DDP reducer holds the group.
+    dist.barrier()
+    del plain, hooked
     dist.destroy_process_group()
     Path(out).write_text(json.dumps(report))
 

@@ -45,6 +45,10 @@ WORKER = textwrap.dedent("""
     torch.save({"plain": plain, "hooked": hooked, "stats": ex.stats,
                 "local": ex.local_sqr_norms, "global": ex.global_sqr_norm,
                 "norms": hook.take_norms()}, out)
+    # Gloo aborts ("terminate called without an active exception") when the
+    # group is torn down while a peer still runs or a DDP reducer still holds it.
+    dist.barrier()
+    del ddp
     dist.destroy_process_group()
 """).replace("SIZES", repr(SIZES))
 
