@@ -3,16 +3,26 @@
 The C lives in real files under ``cffi_build/src``; the declarations that
 Python may call are in ``cffi_build/native.cdef``, a header subset that cffi
 can parse. Adding C to the core is adding a ``.c`` file and its declarations.
+The forwarding code generated from the CUDA API table (``gen_cuda.py``) is
+written to ``cffi_build/generated`` first and compiled in with the rest.
 """
 
 from __future__ import annotations
 
 import pathlib
+import sys
 
 from cffi import FFI
 
 HERE = pathlib.Path(__file__).resolve().parent
 SRC = HERE / "src"
+INCLUDE = HERE / "include"
+GENERATED = HERE / "generated"
+
+sys.path.insert(0, str(HERE))
+from gen_cuda import generate  # noqa: E402
+
+generate(GENERATED)
 
 ffibuilder = FFI()
 ffibuilder.cdef((HERE / "native.cdef").read_text())
@@ -20,11 +30,15 @@ ffibuilder.set_source(
     "gleam.peer._native",
     '#include "gleam_native.h"\n',
     # setuptools wants sources relative to the project root.
-    sources=sorted(str(p.relative_to(HERE.parent)) for p in SRC.glob("*.c")),
-    include_dirs=[str(SRC)],
+    sources=sorted(
+        str(p.relative_to(HERE.parent))
+        for p in [*SRC.glob("*.c"), GENERATED / "gl_dispatch.c"]
+    ),
+    include_dirs=[str(SRC), str(INCLUDE), str(GENERATED)],
     extra_compile_args=[
-        "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror=implicit-function-declaration",
+        "-O2", "-std=gnu11", "-Wall", "-Wextra", "-Werror=implicit-function-declaration",
     ],
+    libraries=["dl", "pthread"],
 )
 
 if __name__ == "__main__":

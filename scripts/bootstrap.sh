@@ -21,7 +21,7 @@ fi
 
 # Everything that changes what pip would build; a new stamp means reinstall.
 stamp="$(cd "$root" && cat pyproject.toml setup.py cffi_build/*.py cffi_build/*.cdef \
-    cffi_build/src/* 2>/dev/null | sha256sum | cut -c1-16)"
+    cffi_build/src/* cffi_build/include/* cffi_build/interposer/* 2>/dev/null | sha256sum | cut -c1-16)"
 if [ "$(cat "$venv/.gleam-stamp" 2>/dev/null)" != "$stamp" ] \
     || ! "$venv/bin/python" -c 'import gleam.peer._native' 2>/dev/null; then
     echo "== installing gleam (editable) and building the native core" >&2

@@ -1,0 +1,303 @@
+"""The forwarded CUDA driver API, declared once.
+
+Every entry point gleam's ``libcuda.so.1`` exports is one row here; the build
+(``gen_cuda.py``) turns the rows into the interposer's stubs, the record
+encoding on both sides and the executor's dispatch (docs/cuda-forwarding.md).
+
+A row is ``Row(name, signature, cls, symbols, roles, ...)``:
+
+``signature``
+    The C parameter list, as in NVIDIA's documentation.
+``cls``
+    LOCAL (answered in the interposer by ``gli_<name>``), CACHED (the same,
+    from the device facts fetched when the session opened), ONEWAY (appended
+    to the batch; returns at once) or WAITING (flushes and waits for the
+    reply). Only ONEWAY and WAITING rows are *wire calls*: they have a call id
+    and a record, and the executor dispatches them.
+``symbols``
+    The names the driver exports for this signature, each with the CUDA
+    version from which ``cuGetProcAddress`` hands it out for the base name,
+    and whether a per-thread-default-stream twin exists (``_ptds`` for
+    synchronous calls, ``_ptsz`` for stream-ordered ones). A row with no
+    symbols is internal: only the interposer's own code emits it.
+``roles``
+    What each pointer or handle parameter means (parameters not named are
+    scalars passed by value):
+
+    ``h:KIND``        a handle of KIND (ctx, mod, func, lib, kernel, stream, event)
+    ``h:KIND!``       the same, and the call destroys it
+    ``mint:KIND``     ``KIND *`` out: the interposer mints the handle; the server
+                      binds its own object to it
+    ``dptr:EXPR``     a device pointer whose ``[p, p + EXPR)`` must lie in the
+                      session's memory (EXPR is C over the other parameters)
+    ``hin:EXPR``      host bytes read by the call: the record's payload
+    ``cstr``          a NUL-terminated string: the record's payload
+    ``out``           a scalar written by the call: a reply value
+    ``hout:EXPR``     host bytes written by the call: the reply's bytes
+``client``
+    ``"custom"``: the exported symbols call the hand-written ``gli_<name>``,
+    which does the local part and calls the generated emitter ``glw_<name>``.
+``server``
+    ``"backend"`` (default): the executor calls the backend's slot for the call,
+    whose signature is the row's with handles translated; ``"exec"``: the
+    hand-written ``gx_<name>`` in the executor does it (allocation tracking).
+``driver``
+    The real driver's symbol with exactly this signature, which the cuda
+    backend calls directly; rows without one have a hand-written ``cb_<name>``.
+``ctx``
+    False for calls that need no current context.
+
+Call ids are the wire rows' positions in ``ROWS``: append new rows at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+LOCAL, CACHED, ONEWAY, WAITING = "local", "cached", "oneway", "waiting"
+
+
+@dataclass(frozen=True)
+class Sym:
+    name: str
+    since: int  # cuGetProcAddress hands this symbol out for versions >= since
+    per_thread: bool = False  # a _ptds/_ptsz twin exists
+
+    @property
+    def twin(self) -> str:
+        return self.name + ("_ptsz" if self.stream_ordered else "_ptds")
+
+    stream_ordered: bool = False
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    signature: str
+    cls: str
+    symbols: tuple[Sym, ...] = ()
+    roles: dict[str, str] = field(default_factory=dict)
+    client: str = "auto"
+    server: str = "backend"
+    driver: str | None = None
+    ctx: bool = True
+    base: str | None = None  # cuGetProcAddress base name (default: name)
+
+    @property
+    def wire(self) -> bool:
+        return self.cls in (ONEWAY, WAITING)
+
+
+def s(name: str, since: int) -> Sym:
+    return Sym(name, since)
+
+
+def ptds(name: str, since: int) -> Sym:
+    return Sym(name, since, per_thread=True)
+
+
+def ptsz(name: str, since: int) -> Sym:
+    return Sym(name, since, per_thread=True, stream_ordered=True)
+
+
+R = Row
+ROWS: tuple[Row, ...] = (
+    # ---------------------------------------------------------- initialisation
+    R("cuInit", "unsigned int Flags", LOCAL, (s("cuInit", 2000),)),
+    R("cuDriverGetVersion", "int *driverVersion", LOCAL, (s("cuDriverGetVersion", 2020),)),
+    R("cuGetProcAddress", "const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags",
+      LOCAL, (s("cuGetProcAddress", 11030),)),
+    R("cuGetProcAddress_v2", "const char *symbol, void **pfn, int cudaVersion, "
+      "cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus",
+      LOCAL, (s("cuGetProcAddress_v2", 12000),), base="cuGetProcAddress"),
+    R("cuGetErrorName", "CUresult error, const char **pStr", LOCAL, (s("cuGetErrorName", 6000),)),
+    R("cuGetErrorString", "CUresult error, const char **pStr", LOCAL,
+      (s("cuGetErrorString", 6000),)),
+    # ------------------------------------------------------------------ devices
+    R("cuDeviceGet", "CUdevice *device, int ordinal", CACHED, (s("cuDeviceGet", 2000),)),
+    R("cuDeviceGetCount", "int *count", CACHED, (s("cuDeviceGetCount", 2000),)),
+    R("cuDeviceGetName", "char *name, int len, CUdevice dev", CACHED,
+      (s("cuDeviceGetName", 2000),)),
+    R("cuDeviceGetAttribute", "int *pi, CUdevice_attribute attrib, CUdevice dev", CACHED,
+      (s("cuDeviceGetAttribute", 2000),)),
+    R("cuDeviceTotalMem", "size_t *bytes, CUdevice dev", CACHED,
+      (s("cuDeviceTotalMem_v2", 3020),)),
+    R("cuDeviceGetUuid", "CUuuid *uuid, CUdevice dev", CACHED,
+      (s("cuDeviceGetUuid", 9020), s("cuDeviceGetUuid_v2", 11040))),
+    R("cuDeviceComputeCapability", "int *major, int *minor, CUdevice dev", CACHED,
+      (s("cuDeviceComputeCapability", 2000),)),
+    # ------------------------------------------------------ primary contexts
+    R("cuDevicePrimaryCtxRetain", "CUcontext *pctx, CUdevice dev", ONEWAY,
+      (s("cuDevicePrimaryCtxRetain", 7000),), {"pctx": "mint:ctx"}, client="custom",
+      driver="cuDevicePrimaryCtxRetain", ctx=False),
+    R("cuDevicePrimaryCtxRelease", "CUdevice dev", ONEWAY,
+      (s("cuDevicePrimaryCtxRelease", 7000), s("cuDevicePrimaryCtxRelease_v2", 11000)),
+      driver="cuDevicePrimaryCtxRelease_v2", ctx=False),
+    R("cuDevicePrimaryCtxSetFlags", "CUdevice dev, unsigned int flags", ONEWAY,
+      (s("cuDevicePrimaryCtxSetFlags", 7000), s("cuDevicePrimaryCtxSetFlags_v2", 11000)),
+      client="custom", driver="cuDevicePrimaryCtxSetFlags_v2", ctx=False),
+    R("cuDevicePrimaryCtxGetState", "CUdevice dev, unsigned int *flags, int *active", LOCAL,
+      (s("cuDevicePrimaryCtxGetState", 7000),)),
+    R("cuDevicePrimaryCtxReset", "CUdevice dev", ONEWAY,
+      (s("cuDevicePrimaryCtxReset", 7000), s("cuDevicePrimaryCtxReset_v2", 11000)),
+      client="custom", driver="cuDevicePrimaryCtxReset_v2", ctx=False),
+    # ---------------------------------------------------------------- contexts
+    R("cuCtxCreate", "CUcontext *pctx, unsigned int flags, CUdevice dev", ONEWAY,
+      (s("cuCtxCreate_v2", 3020),), {"pctx": "mint:ctx"}, client="custom",
+      driver="cuCtxCreate_v2", ctx=False),
+    R("cuCtxCreate_v4", "CUcontext *pctx, CUctxCreateParams *ctxCreateParams, "
+      "unsigned int flags, CUdevice dev", LOCAL, (s("cuCtxCreate_v4", 12050),),
+      base="cuCtxCreate"),
+    R("cuCtxDestroy", "CUcontext ctx", ONEWAY, (s("cuCtxDestroy_v2", 4000),),
+      {"ctx": "h:ctx!"}, client="custom", driver="cuCtxDestroy_v2", ctx=False),
+    R("glCtxSetCurrent", "CUcontext ctx", ONEWAY, (), {"ctx": "h:ctx"},
+      driver="cuCtxSetCurrent", ctx=False),
+    R("cuCtxSetCurrent", "CUcontext ctx", LOCAL, (s("cuCtxSetCurrent", 4000),)),
+    R("cuCtxGetCurrent", "CUcontext *pctx", LOCAL, (s("cuCtxGetCurrent", 4000),)),
+    R("cuCtxPushCurrent", "CUcontext ctx", LOCAL, (s("cuCtxPushCurrent_v2", 4000),)),
+    R("cuCtxPopCurrent", "CUcontext *pctx", LOCAL, (s("cuCtxPopCurrent_v2", 4000),)),
+    R("cuCtxGetDevice", "CUdevice *device", LOCAL, (s("cuCtxGetDevice", 2000),)),
+    R("cuCtxSynchronize", "", WAITING, (s("cuCtxSynchronize", 2000),),
+      driver="cuCtxSynchronize"),
+    # ------------------------------------------------------------------ memory
+    R("cuMemAlloc", "CUdeviceptr *dptr, size_t bytesize", LOCAL, (s("cuMemAlloc_v2", 3020),)),
+    R("glMemAlloc", "CUdeviceptr dptr, size_t bytesize", ONEWAY, (), server="exec"),
+    R("cuMemFree", "CUdeviceptr dptr", LOCAL, (s("cuMemFree_v2", 3020),)),
+    R("glMemFree", "CUdeviceptr dptr", ONEWAY, (), server="exec"),
+    R("cuMemGetInfo", "size_t *free, size_t *total", WAITING, (s("cuMemGetInfo_v2", 3020),),
+      {"free": "out", "total": "out"}, driver="cuMemGetInfo_v2"),
+    R("cuMemGetAddressRange", "CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr", LOCAL,
+      (s("cuMemGetAddressRange_v2", 3020),)),
+    R("cuMemAllocHost", "void **pp, size_t bytesize", LOCAL, (s("cuMemAllocHost_v2", 3020),)),
+    R("cuMemFreeHost", "void *p", LOCAL, (s("cuMemFreeHost", 2000),)),
+    R("cuMemHostAlloc", "void **pp, size_t bytesize, unsigned int Flags", LOCAL,
+      (s("cuMemHostAlloc", 2020),)),
+    R("cuPointerGetAttribute", "void *data, CUpointer_attribute attribute, CUdeviceptr ptr",
+      LOCAL, (s("cuPointerGetAttribute", 4000),)),
+    # ------------------------------------------------------------------ copies
+    R("cuMemcpyHtoD", "CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount", LOCAL,
+      (ptds("cuMemcpyHtoD_v2", 3020),)),
+    R("cuMemcpyHtoDAsync", "CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, "
+      "CUstream hStream", LOCAL, (ptsz("cuMemcpyHtoDAsync_v2", 3020),)),
+    R("glMemcpyHtoD", "CUdeviceptr dst, const void *src, size_t n, CUstream stream", ONEWAY, (),
+      {"dst": "dptr:n", "src": "hin:n", "stream": "h:stream"},
+      driver="cuMemcpyHtoDAsync_v2"),
+    R("cuMemcpyDtoH", "void *dstHost, CUdeviceptr srcDevice, size_t ByteCount", LOCAL,
+      (ptds("cuMemcpyDtoH_v2", 3020),)),
+    R("cuMemcpyDtoHAsync", "void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, "
+      "CUstream hStream", LOCAL, (ptsz("cuMemcpyDtoHAsync_v2", 3020),)),
+    R("glMemcpyDtoH", "void *dst, CUdeviceptr src, size_t n, CUstream stream", WAITING, (),
+      {"dst": "hout:n", "src": "dptr:n", "stream": "h:stream"}),
+    R("cuMemcpyDtoD", "CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount",
+      ONEWAY, (ptds("cuMemcpyDtoD_v2", 3020),),
+      {"dstDevice": "dptr:ByteCount", "srcDevice": "dptr:ByteCount"},
+      driver="cuMemcpyDtoD_v2"),
+    R("cuMemcpyDtoDAsync", "CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, "
+      "CUstream hStream", ONEWAY, (ptsz("cuMemcpyDtoDAsync_v2", 3020),),
+      {"dstDevice": "dptr:ByteCount", "srcDevice": "dptr:ByteCount", "hStream": "h:stream"},
+      driver="cuMemcpyDtoDAsync_v2"),
+    R("cuMemcpy", "CUdeviceptr dst, CUdeviceptr src, size_t ByteCount", LOCAL,
+      (ptds("cuMemcpy", 4000),)),
+    R("cuMemcpyAsync", "CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream",
+      LOCAL, (ptsz("cuMemcpyAsync", 4000),)),
+    # ---------------------------------------------------------------- memsets
+    R("cuMemsetD8", "CUdeviceptr dstDevice, unsigned char uc, size_t N", ONEWAY,
+      (ptds("cuMemsetD8_v2", 3020),), {"dstDevice": "dptr:N"}, driver="cuMemsetD8_v2"),
+    R("cuMemsetD16", "CUdeviceptr dstDevice, unsigned short us, size_t N", ONEWAY,
+      (ptds("cuMemsetD16_v2", 3020),), {"dstDevice": "dptr:N * 2"}, driver="cuMemsetD16_v2"),
+    R("cuMemsetD32", "CUdeviceptr dstDevice, unsigned int ui, size_t N", ONEWAY,
+      (ptds("cuMemsetD32_v2", 3020),), {"dstDevice": "dptr:N * 4"}, driver="cuMemsetD32_v2"),
+    R("cuMemsetD8Async", "CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream",
+      ONEWAY, (ptsz("cuMemsetD8Async", 3020),),
+      {"dstDevice": "dptr:N", "hStream": "h:stream"}, driver="cuMemsetD8Async"),
+    R("cuMemsetD16Async", "CUdeviceptr dstDevice, unsigned short us, size_t N, "
+      "CUstream hStream", ONEWAY, (ptsz("cuMemsetD16Async", 3020),),
+      {"dstDevice": "dptr:N * 2", "hStream": "h:stream"}, driver="cuMemsetD16Async"),
+    R("cuMemsetD32Async", "CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream",
+      ONEWAY, (ptsz("cuMemsetD32Async", 3020),),
+      {"dstDevice": "dptr:N * 4", "hStream": "h:stream"}, driver="cuMemsetD32Async"),
+    # ---------------------------------------------------------------- modules
+    R("cuModuleLoadData", "CUmodule *module, const void *image", LOCAL,
+      (s("cuModuleLoadData", 2000),)),
+    R("cuModuleLoadDataEx", "CUmodule *module, const void *image, unsigned int numOptions, "
+      "CUjit_option *options, void **optionValues", LOCAL, (s("cuModuleLoadDataEx", 2010),)),
+    R("glModuleLoad", "CUmodule *module, const void *image, size_t size", ONEWAY, (),
+      {"module": "mint:mod", "image": "hin:size"}),
+    R("cuModuleUnload", "CUmodule hmod", ONEWAY, (s("cuModuleUnload", 2000),),
+      {"hmod": "h:mod!"}, driver="cuModuleUnload"),
+    R("cuModuleGetFunction", "CUfunction *hfunc, CUmodule hmod, const char *name", ONEWAY,
+      (s("cuModuleGetFunction", 2000),), {"hfunc": "mint:func", "hmod": "h:mod",
+                                          "name": "cstr"},
+      client="custom", driver="cuModuleGetFunction"),
+    R("cuModuleGetGlobal", "CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name",
+      WAITING, (s("cuModuleGetGlobal_v2", 3020),),
+      {"dptr": "out", "bytes": "out", "hmod": "h:mod", "name": "cstr"},
+      client="custom", server="exec"),
+    R("cuLibraryLoadData", "CUlibrary *library, const void *code, CUjit_option *jitOptions, "
+      "void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, "
+      "void **libraryOptionValues, unsigned int numLibraryOptions", LOCAL,
+      (s("cuLibraryLoadData", 12000),)),
+    R("glLibraryLoad", "CUlibrary *library, const void *image, size_t size", ONEWAY, (),
+      {"library": "mint:lib", "image": "hin:size"}),
+    R("cuLibraryUnload", "CUlibrary library", ONEWAY, (s("cuLibraryUnload", 12000),),
+      {"library": "h:lib!"}, driver="cuLibraryUnload"),
+    R("cuLibraryGetKernel", "CUkernel *pKernel, CUlibrary library, const char *name", ONEWAY,
+      (s("cuLibraryGetKernel", 12000),), {"pKernel": "mint:kernel", "library": "h:lib",
+                                          "name": "cstr"},
+      client="custom", driver="cuLibraryGetKernel"),
+    R("cuKernelGetFunction", "CUfunction *pFunc, CUkernel kernel", ONEWAY,
+      (s("cuKernelGetFunction", 12000),), {"pFunc": "mint:func", "kernel": "h:kernel"},
+      client="custom", driver="cuKernelGetFunction"),
+    R("cuFuncGetAttribute", "int *pi, CUfunction_attribute attrib, CUfunction hfunc", WAITING,
+      (s("cuFuncGetAttribute", 2020),), {"pi": "out", "hfunc": "h:func"},
+      driver="cuFuncGetAttribute"),
+    R("cuFuncGetParamInfo", "CUfunction func, size_t paramIndex, size_t *paramOffset, "
+      "size_t *paramSize", WAITING, (s("cuFuncGetParamInfo", 12040),),
+      {"func": "h:func", "paramOffset": "out", "paramSize": "out"}, client="custom",
+      driver="cuFuncGetParamInfo"),
+    # --------------------------------------------------------------- launches
+    R("cuLaunchKernel", "CUfunction f, unsigned int gridDimX, unsigned int gridDimY, "
+      "unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, "
+      "unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, "
+      "void **kernelParams, void **extra", LOCAL, (ptsz("cuLaunchKernel", 4000),)),
+    R("glLaunch", "CUfunction f, unsigned int gridDimX, unsigned int gridDimY, "
+      "unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, "
+      "unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, "
+      "const void *params, size_t size", ONEWAY, (),
+      {"f": "h:func", "hStream": "h:stream", "params": "hin:size"}),
+    # ---------------------------------------------------------------- streams
+    R("cuStreamCreate", "CUstream *phStream, unsigned int Flags", ONEWAY,
+      (s("cuStreamCreate", 2000),), {"phStream": "mint:stream"}, driver="cuStreamCreate"),
+    R("cuStreamCreateWithPriority", "CUstream *phStream, unsigned int flags, int priority",
+      ONEWAY, (s("cuStreamCreateWithPriority", 5050),), {"phStream": "mint:stream"},
+      driver="cuStreamCreateWithPriority"),
+    R("cuStreamDestroy", "CUstream hStream", ONEWAY, (s("cuStreamDestroy_v2", 4000),),
+      {"hStream": "h:stream!"}, driver="cuStreamDestroy_v2"),
+    R("cuStreamSynchronize", "CUstream hStream", WAITING, (ptsz("cuStreamSynchronize", 2000),),
+      {"hStream": "h:stream"}, driver="cuStreamSynchronize"),
+    R("cuStreamQuery", "CUstream hStream", WAITING, (ptsz("cuStreamQuery", 2000),),
+      {"hStream": "h:stream"}, driver="cuStreamQuery"),
+    R("cuStreamWaitEvent", "CUstream hStream, CUevent hEvent, unsigned int Flags", ONEWAY,
+      (ptsz("cuStreamWaitEvent", 3020),), {"hStream": "h:stream", "hEvent": "h:event"},
+      driver="cuStreamWaitEvent"),
+    # ----------------------------------------------------------------- events
+    R("cuEventCreate", "CUevent *phEvent, unsigned int Flags", ONEWAY,
+      (s("cuEventCreate", 2000),), {"phEvent": "mint:event"}, driver="cuEventCreate"),
+    R("cuEventRecord", "CUevent hEvent, CUstream hStream", ONEWAY,
+      (ptsz("cuEventRecord", 2000),), {"hEvent": "h:event", "hStream": "h:stream"},
+      driver="cuEventRecord"),
+    R("cuEventSynchronize", "CUevent hEvent", WAITING, (s("cuEventSynchronize", 2000),),
+      {"hEvent": "h:event"}, driver="cuEventSynchronize"),
+    R("cuEventQuery", "CUevent hEvent", WAITING, (s("cuEventQuery", 2000),),
+      {"hEvent": "h:event"}, driver="cuEventQuery"),
+    R("cuEventElapsedTime", "float *pMilliseconds, CUevent hStart, CUevent hEnd", WAITING,
+      (s("cuEventElapsedTime", 2000), s("cuEventElapsedTime_v2", 12080)),
+      {"pMilliseconds": "out", "hStart": "h:event", "hEnd": "h:event"},
+      driver="cuEventElapsedTime"),
+    R("cuEventDestroy", "CUevent hEvent", ONEWAY,
+      (s("cuEventDestroy", 2000), s("cuEventDestroy_v2", 4000)), {"hEvent": "h:event!"},
+      driver="cuEventDestroy_v2"),
+)
+
+# Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).
+HANDLE_KINDS = ("ctx", "mod", "func", "lib", "kernel", "stream", "event")

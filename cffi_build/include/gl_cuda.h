@@ -1,0 +1,117 @@
+/*
+ * gl_cuda.h — the part of the CUDA driver API's binary interface that gleam
+ * forwards: handle and scalar types, result codes and the constants the
+ * interposer and the executor interpret. Written from NVIDIA's documentation so
+ * that gleam builds on machines without any CUDA installation; the examples,
+ * compiled against NVIDIA's own cuda.h, check that the two agree.
+ */
+#ifndef GLEAM_CUDA_H
+#define GLEAM_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef uint64_t CUdeviceptr;
+typedef uint64_t cuuint64_t;
+typedef uint32_t cuuint32_t;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUlib_st *CUlibrary;
+typedef struct CUkern_st *CUkernel;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct { char bytes[16]; } CUuuid;
+typedef int CUdevice_attribute;
+typedef int CUfunction_attribute;
+typedef int CUpointer_attribute;
+typedef int CUjit_option;
+typedef int CUlibraryOption;
+typedef int CUdriverProcAddressQueryResult;
+/* cuCtxCreate_v4's parameters (execution affinity and CIG); gleam accepts only
+ * a NULL pointer or one whose members are both NULL. */
+typedef struct { void *execAffinityParams; int numExecAffinityParams; void *cigParams; } CUctxCreateParams;
+
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_INVALID_VALUE = 1,
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_NOT_INITIALIZED = 3,
+    CUDA_ERROR_DEINITIALIZED = 4,
+    CUDA_ERROR_NO_DEVICE = 100,
+    CUDA_ERROR_INVALID_DEVICE = 101,
+    CUDA_ERROR_INVALID_IMAGE = 200,
+    CUDA_ERROR_INVALID_CONTEXT = 201,
+    CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+    CUDA_ERROR_INVALID_PTX = 218,
+    CUDA_ERROR_OPERATING_SYSTEM = 304,
+    CUDA_ERROR_INVALID_HANDLE = 400,
+    CUDA_ERROR_NOT_FOUND = 500,
+    CUDA_ERROR_NOT_READY = 600,
+    CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+    CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
+    CUDA_ERROR_LAUNCH_FAILED = 719,
+    CUDA_ERROR_NOT_SUPPORTED = 801,
+    CUDA_ERROR_UNKNOWN = 999
+};
+
+#define GL_CU_STREAM_LEGACY ((uint64_t)0x1)
+#define GL_CU_STREAM_PER_THREAD ((uint64_t)0x2)
+
+/* cuLaunchKernel's `extra` markers. */
+#define GL_CU_LAUNCH_PARAM_END ((void *)0x00)
+#define GL_CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
+#define GL_CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
+
+/* cuGetProcAddress flags and results. */
+enum {
+    GL_CU_GET_PROC_ADDRESS_DEFAULT = 0,
+    GL_CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1,
+    GL_CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 2
+};
+enum {
+    GL_CU_GET_PROC_ADDRESS_SUCCESS = 0,
+    GL_CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
+    GL_CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2
+};
+
+/* cuPointerGetAttribute. */
+enum {
+    GL_CU_POINTER_ATTRIBUTE_CONTEXT = 1,
+    GL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+    GL_CU_POINTER_ATTRIBUTE_DEVICE_POINTER = 3,
+    GL_CU_POINTER_ATTRIBUTE_HOST_POINTER = 4,
+    GL_CU_POINTER_ATTRIBUTE_IS_MANAGED = 8,
+    GL_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+    GL_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11,
+    GL_CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12,
+    GL_CU_POINTER_ATTRIBUTE_MAPPED = 13
+};
+enum { GL_CU_MEMORYTYPE_HOST = 1, GL_CU_MEMORYTYPE_DEVICE = 2 };
+
+/* Device attributes gleam's host device reports (the numbers are CUDA's). */
+enum {
+    GL_ATTR_MAX_THREADS_PER_BLOCK = 1,
+    GL_ATTR_MAX_BLOCK_DIM_X = 2, GL_ATTR_MAX_BLOCK_DIM_Y = 3, GL_ATTR_MAX_BLOCK_DIM_Z = 4,
+    GL_ATTR_MAX_GRID_DIM_X = 5, GL_ATTR_MAX_GRID_DIM_Y = 6, GL_ATTR_MAX_GRID_DIM_Z = 7,
+    GL_ATTR_MAX_SHARED_MEMORY_PER_BLOCK = 8,
+    GL_ATTR_WARP_SIZE = 10,
+    GL_ATTR_CLOCK_RATE = 13,
+    GL_ATTR_MULTIPROCESSOR_COUNT = 16,
+    GL_ATTR_UNIFIED_ADDRESSING = 41,
+    GL_ATTR_COMPUTE_CAPABILITY_MAJOR = 75,
+    GL_ATTR_COMPUTE_CAPABILITY_MINOR = 76
+};
+
+/* cuFuncGetAttribute. */
+enum {
+    GL_FUNC_ATTR_MAX_THREADS_PER_BLOCK = 0,
+    GL_FUNC_ATTR_SHARED_SIZE_BYTES = 1,
+    GL_FUNC_ATTR_NUM_REGS = 4,
+    GL_FUNC_ATTR_PTX_VERSION = 5,
+    GL_FUNC_ATTR_BINARY_VERSION = 6
+};
+
+#endif /* GLEAM_CUDA_H */

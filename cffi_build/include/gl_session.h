@@ -1,0 +1,59 @@
+/*
+ * gl_session.h — what the interposer, the agents and the executor agree on
+ * besides the record format: the envelope around every message of a session,
+ * the session hello and the waiting-call reply. docs/cuda-forwarding.md has
+ * the story; this file has the bytes.
+ */
+#ifndef GLEAM_SESSION_H
+#define GLEAM_SESSION_H
+
+#include <stdint.h>
+
+/* Envelope: u32 body_len (LE), u8 type, u8 flags, u16 reserved, u64 session. */
+#define GL_ENV_HEADER_SIZE 16
+enum { GL_ENV_BATCH = 1, GL_ENV_REPLY = 2, GL_ENV_HELLO = 3, GL_ENV_FAIL = 4 };
+
+/* Host-to-device payloads up to this size travel inside the batch buffer;
+ * larger ones go out by writev from the application's buffer. */
+#define GL_INLINE_MAX (64u * 1024u)
+/* Copies are cut into chunks of at most this size (one envelope each). */
+#define GL_COPY_CHUNK (8u * 1024u * 1024u)
+/* The interposer's batch buffer: a batch is flushed when the next record
+ * does not fit. */
+#define GL_BATCH_CAPACITY (256u * 1024u)
+/* A REPLY body: i32 result, i32 deferred, u32 n_values, u32 n_bytes,
+ * u64 values[GL_REPLY_MAX_VALUES] (n_values of them meaningful), then n_bytes
+ * bytes. The value slots are fixed so that the executor can write output
+ * bytes in place before it knows anything else. */
+#define GL_REPLY_MAX_VALUES 8
+#define GL_REPLY_HEADER_SIZE (16 + 8 * GL_REPLY_MAX_VALUES)
+
+#define GL_MAX_DEVICES 8
+#define GL_DEVICE_ATTR_SLOTS 256
+#define GL_NAME_LEN 256
+
+typedef struct {
+    char name[GL_NAME_LEN];      /* NUL-terminated */
+    uint64_t total_mem;
+    uint8_t uuid[16];
+    int32_t attrs[GL_DEVICE_ATTR_SLOTS]; /* by CUdevice_attribute number; 0 if unknown */
+} gl_device_info;
+
+/* The HELLO body. All integers little-endian (both ends are x86-64/aarch64 Linux). */
+typedef struct {
+    uint32_t magic;              /* GL_HELLO_MAGIC */
+    uint32_t version;            /* GL_HELLO_VERSION */
+    uint64_t session;
+    uint64_t va_base;            /* the session's device address range */
+    uint64_t va_size;
+    int32_t driver_version;      /* what cuDriverGetVersion answers */
+    int32_t device_count;
+    char server[64];             /* serving peer's name, NUL-terminated */
+    char backend[16];            /* "cuda" or "host" */
+    gl_device_info devices[GL_MAX_DEVICES];
+} gl_session_hello;
+
+#define GL_HELLO_MAGIC 0x4f4c4847u /* "GHLO" */
+#define GL_HELLO_VERSION 1u
+
+#endif /* GLEAM_SESSION_H */

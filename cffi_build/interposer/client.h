@@ -1,0 +1,70 @@
+/*
+ * client.h — the interposer's core, as the generated stubs (gl_stubs.c) and
+ * the hand-written client functions (gli_*) see it. The core owns the session
+ * with the local agent, the batch being filled, minting, the device-memory
+ * sub-allocator and the per-thread context stack.
+ *
+ * Threading: every function here may be called from any application thread.
+ * Emitting is serialized by one lock, so records from all threads form one
+ * ordered stream; at most one waiting call is outstanding at a time.
+ */
+#ifndef GLEAM_CLIENT_H
+#define GLEAM_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gl_cuda.h"
+#include "gl_session.h"
+
+/* gl_emit/gl_wait flags. */
+#define GL_EMIT_CTX 1 /* the call needs the calling thread's context on the server */
+
+/* One entry of the exported-symbol table (generated). */
+typedef struct {
+    const char *base;  /* the name cuGetProcAddress is asked for */
+    const char *name;  /* the exported symbol */
+    int since;         /* first CUDA version that gets this symbol for base */
+    int per_thread;    /* the _ptds/_ptsz twin */
+    void *fn;
+} gl_symbol;
+
+extern const gl_symbol gl_symbols[];
+extern const int gl_symbol_count;
+extern void *const gl_unsupported_slots[];
+extern const int gl_unsupported_slot_count;
+
+/* CUDA_SUCCESS once cuInit succeeded; CUDA_ERROR_NOT_INITIALIZED before;
+ * the session's failure code after the agent or the server was lost. */
+CUresult gl_ready(void);
+
+/* A fresh handle of a kind (GL_H_*): 0x67 << 56 | kind << 48 | serial. */
+uint64_t gl_mint(int kind);
+/* CUDA_ERROR_INVALID_HANDLE unless h is a minted handle of that kind
+ * (streams also accept 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD). */
+CUresult gl_check_handle(int kind, uint64_t h);
+/* The stream as sent: under per-thread default stream semantics (ptds != 0)
+ * the NULL stream means CU_STREAM_PER_THREAD. */
+uint64_t gl_stream_arg(uint64_t h, int ptds);
+/* CUDA_ERROR_INVALID_VALUE unless [ptr, ptr + size) lies inside one live
+ * allocation of this session (size 0 needs ptr inside one, or ptr 0). */
+CUresult gl_check_dptr(uint64_t ptr, uint64_t size);
+
+/* Appends a one-way record (captures payload before returning) and returns
+ * CUDA_SUCCESS, or the session's failure. Payloads above GL_INLINE_MAX are
+ * written straight from the caller's buffer (the batch is flushed first). */
+CUresult gl_emit(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
+                 const void *payload, size_t len);
+/* Appends a waiting record, flushes, waits for the reply. Fills values[0 ..
+ * nvalues) and out[0 .. out_len) (received straight into out). Returns the
+ * deferred error of earlier one-way calls if there is one, else the call's
+ * own result. */
+CUresult gl_wait(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
+                 const void *payload, size_t len, uint64_t *values, uint32_t nvalues,
+                 void *out, size_t out_len);
+
+/* The trampoline for unsupported symbol slot i: logs the name once on
+ * stderr and returns CUDA_ERROR_NOT_SUPPORTED. */
+CUresult gl_unsupported_call(int slot);
+
+#endif /* GLEAM_CLIENT_H */

@@ -1,0 +1,1 @@
+"""Forwarding CUDA driver API calls: sessions, executor, backends (docs/cuda-forwarding.md)."""

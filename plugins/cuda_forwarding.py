@@ -1,0 +1,1 @@
+"""Built-in plugin: CUDA forwarding (being written)."""

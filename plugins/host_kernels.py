@@ -1,0 +1,1 @@
+"""Built-in plugin: the host backend's kernels (being written)."""
