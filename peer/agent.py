@@ -64,6 +64,10 @@ class AgentConfig:
     gossip: GossipConfig = field(default_factory=GossipConfig)
     mdns: bool = False
     interfaces: tuple[str, ...] = ()
+    # CUDA forwarding: which backend serves sessions ("auto", "host", "cuda",
+    # "none") and how many sessions this agent serves at once.
+    backend: str = "auto"
+    max_sessions: int = 8
 
 
 @dataclass
@@ -263,8 +267,8 @@ class Agent:
             log.debug("no plugin handles %s from %s", type(message).__name__, link.peer.name)
 
     def session_count(self) -> int:
-        """Sessions this node runs or serves (forwarding adds them)."""
-        return 0
+        """Sessions this node runs or serves (from the gleam_session_rows hook)."""
+        return len(self.session_rows())
 
     # -------------------------------------------------------------- status
 
@@ -304,8 +308,8 @@ class Agent:
                 backoff = min(DIAL_BACKOFF_MAX, backoff * 2)
 
     def session_rows(self) -> list[dict[str, Any]]:
-        """Local and served sessions for the status view (forwarding adds them)."""
-        return []
+        """Local and served sessions for the status view (the gleam_session_rows hook)."""
+        return [row for rows in self.pm.hook.gleam_session_rows(agent=self) for row in rows or ()]
 
     async def _dial_forever(self, target: DialTarget) -> None:
         backoff = DIAL_BACKOFF_MIN

@@ -75,6 +75,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise UserError("--name must be 1 to 64 characters")
     if args.probe_interval < 0:
         raise UserError("--probe-interval cannot be negative")
+    if args.max_sessions < 0:
+        raise UserError("--max-sessions cannot be negative")
     tui = not args.no_tui and sys.stdout.isatty()
     return run_agent_main(
         state_dir=args.state_dir,
@@ -86,6 +88,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         mdns=not args.no_mdns,
         interfaces=tuple(args.interface or ()),
         probe_interval=args.probe_interval,
+        backend=args.backend,
+        max_sessions=args.max_sessions,
     )
 
 
@@ -263,6 +267,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--probe-interval", type=float, default=30.0, metavar="SECONDS",
                     help="measure each link's bandwidth with a small probe when no bulk "
                     "transfer was seen for this long (default 30; 0 disables)")
+    up.add_argument("--backend", choices=["auto", "host", "cuda", "none"], default="auto",
+                    help="how this agent serves forwarded CUDA sessions: cuda (this "
+                    "machine's GPU), host (gleam's software device on the CPU), auto (cuda if "
+                    "a GPU works, else host; the default) or none (serve nothing)")
+    up.add_argument("--max-sessions", type=int, default=8, metavar="N",
+                    help="CUDA sessions this agent serves at once (default 8)")
     up.set_defaults(func=cmd_up)
 
     status = sub.add_parser("status", help="ask the running agent for its status",
@@ -295,6 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_state_dir(imp)
     imp.add_argument("code", help="join code printed by `gleam-peer mesh show` on another device")
     imp.set_defaults(func=cmd_mesh_import)
+
+    from gleam.peer import run_cmd
+
+    run_cmd.add_commands(sub, _add_state_dir)
 
     for name, module_name in MODULE_COMMANDS.items():
         module = importlib.import_module(module_name)

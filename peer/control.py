@@ -9,7 +9,9 @@ file permissions are the access control):
     reply    {"ok": true, "result": {...}}  |  {"ok": false, "error": str}
 
 Operations are answered by the ``gleam_control_request`` hook, so plugins
-add operations the same way the core does.
+add operations the same way the core does. An operation may also answer
+with a :class:`Handoff`: it then takes the connection over (CUDA forwarding
+turns it into a stream of session envelopes) and no reply frame is sent.
 """
 
 from __future__ import annotations
@@ -55,6 +57,20 @@ class AgentAlreadyRunning(Exception):
     pass
 
 
+class Handoff:
+    """A request's answer that takes over its connection.
+
+    Return one from ``gleam_control_request``; the control server then calls
+    ``take`` instead of sending a reply, and stops reading the connection.
+    """
+
+    async def take(self, stream: trio.SocketStream, buffered: bytes) -> None:
+        """Own ``stream`` from now on. ``buffered`` holds bytes the client sent after
+        the request, already read from the socket. The stream is closed when
+        this returns unless its socket was detached."""
+        raise NotImplementedError
+
+
 # ---------------------------------------------------------------- server side
 
 
@@ -96,7 +112,7 @@ async def _reply(stream: trio.abc.Stream, body: dict[str, Any]) -> None:
     await stream.send_all(frame(cbor2.dumps(body)))
 
 
-async def _dispatch(agent: Agent, request: object) -> dict[str, Any]:
+async def _dispatch(agent: Agent, request: object) -> dict[str, Any] | Handoff:
     if not isinstance(request, dict) or not isinstance(request.get("op"), str):
         return {"ok": False, "error": "malformed request: expected {'op': str, 'args': map}"}
     op = request["op"]
@@ -111,12 +127,25 @@ async def _dispatch(agent: Agent, request: object) -> dict[str, Any]:
         return {"ok": False, "error": str(exc)}
     if result is None:
         return {"ok": False, "error": f"unknown operation {op!r}"}
+    if isinstance(result, Handoff):
+        return result
     return {"ok": True, "result": result}
+
+
+def _unread(buffer: FrameBuffer, last_chunk: bytes) -> bytes:
+    """Bytes received after the frame just taken from ``buffer``.
+
+    More bytes are read only when no whole frame is buffered, so whatever is
+    left once a frame has been taken arrived in the last chunk read.
+    """
+    left = buffer.pending()
+    return last_chunk[len(last_chunk) - left :] if 0 < left <= len(last_chunk) else b""
 
 
 async def serve_control_client(agent: Agent, stream: trio.abc.Stream) -> None:
     """Answer requests on one control connection until the client closes."""
     buffer = FrameBuffer(MAX_CONTROL_FRAME)
+    data = b""
     async with stream:
         while True:
             body = buffer.next_frame()
@@ -135,7 +164,11 @@ async def serve_control_client(agent: Agent, stream: trio.abc.Stream) -> None:
             except Exception:
                 await _reply(stream, {"ok": False, "error": "malformed request (not CBOR)"})
                 return
-            await _reply(stream, await _dispatch(agent, request))
+            answer = await _dispatch(agent, request)
+            if isinstance(answer, Handoff):
+                await answer.take(stream, _unread(buffer, data))  # type: ignore[arg-type]
+                return
+            await _reply(stream, answer)
 
 
 # ---------------------------------------------------------------- client side

@@ -95,7 +95,9 @@ def gleam_control_request(
     :param op: the operation name, e.g. ``"status"``.
     :param args: the request's arguments (untrusted: validate them).
     *firstresult*: return a CBOR-encodable dict (or an awaitable giving one)
-    for an ``op`` this plugin owns, ``None`` otherwise. Raise
+    for an ``op`` this plugin owns, ``None`` otherwise. A
+    :class:`gleam.peer.control.Handoff` (or an awaitable giving one) takes
+    the connection over instead of answering (added in 0.2). Raise
     :class:`gleam.peer.control.RequestError` for a bad request; its message
     reaches the user. Added in 0.1.
     """
@@ -120,6 +122,35 @@ def gleam_gossip_fields(agent: Agent) -> dict[str, Any]:
     whole map is bounded (see ``gleam.peer.gossip.records``) and spread to
     every member; fields that do not fit are dropped with a warning.
     Called on the Trio thread about once per gossip refresh. Added in 0.1.
+    """
+
+
+@hookspec
+def gleam_session_rows(agent: Agent) -> list[dict[str, Any]]:
+    """Sessions this node runs or serves, one dict each, for the status view.
+
+    All results are concatenated into the status document's ``sessions``.
+    Each row has at least ``id`` (text), ``role`` (``"client"`` or
+    ``"served"``), ``peer`` (the other side's name), ``calls`` and ``bytes``.
+    Called on the Trio thread. Added in 0.2.
+    """
+
+
+# ---------------------------------------------------------------- CUDA forwarding
+
+if TYPE_CHECKING:
+    from gleam.peer.cuda.kernels import HostKernel
+
+
+@hookspec
+def gleam_host_kernels() -> list[HostKernel]:
+    """Kernels the host backend runs, by CUDA entry name.
+
+    Every plugin contributes; all results are concatenated into one registry
+    (``{kernel.name: kernel}``) when a serving agent opens its host backend.
+    A name offered twice is an error: the later one is ignored and logged
+    once. A launch of an entry with no host kernel is CUDA_ERROR_NOT_FOUND.
+    Called once per agent start, on the Trio thread. Added in 0.2.
     """
 
 

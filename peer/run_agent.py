@@ -95,6 +95,8 @@ def run_agent_main(
     mdns: bool = True,
     interfaces: tuple[str, ...] = (),
     probe_interval: float = 30.0,
+    backend: str = "auto",
+    max_sessions: int = 8,
 ) -> int:
     """Run until SIGINT/SIGTERM; return the process exit status."""
     try:
@@ -107,6 +109,8 @@ def run_agent_main(
             mdns=mdns,
             interfaces=interfaces,
             probe_interval=probe_interval,
+            backend=backend,
+            max_sessions=max_sessions,
         )
         trio.run(_run, config, tui)
     except (AgentStartError, StateError) as exc:

@@ -1,1 +1,101 @@
-"""Built-in plugin: CUDA forwarding (being written)."""
+"""Built-in plugin: CUDA forwarding (docs/cuda-forwarding.md).
+
+Wires ``gleam.peer.cuda`` into the agent through the same hooks a
+third-party plugin would use: the ``cuda_attach`` and ``cuda_sessions``
+control operations, the session control messages between agents, the
+data-plane envelopes (on the links' reader threads), link loss, gossip (the
+``cuda`` field servers advertise) and the status document.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from gleam.peer.cuda import messages as _messages  # noqa: F401 - registers the messages
+from gleam.peer.cuda.attach import Attach
+from gleam.peer.cuda.forwarding import CudaForwarding
+from gleam.peer.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from gleam.peer.agent import Agent
+    from gleam.peer.link import PeerLink
+    from gleam.peer.protocol import Message
+
+# One forwarding state per running agent (tests run several in one process).
+_STATE: weakref.WeakKeyDictionary[Agent, CudaForwarding] = weakref.WeakKeyDictionary()
+
+
+def _of(agent: Agent) -> CudaForwarding | None:
+    return _STATE.get(agent)
+
+
+@hookimpl
+def gleam_capabilities() -> list[str]:
+    return ["cuda-forwarding/1"]
+
+
+@hookimpl
+def gleam_agent_started(agent: Agent) -> None:
+    fw = _STATE[agent] = CudaForwarding(agent)
+    assert agent.nursery is not None
+    agent.nursery.start_soon(fw.open_backend)
+
+
+@hookimpl
+def gleam_agent_stopping(agent: Agent) -> None:
+    fw = _STATE.pop(agent, None)
+    if fw is not None:
+        fw.stop()
+
+
+@hookimpl
+def gleam_control_request(agent: Agent, op: str, args: dict[str, Any]) -> Any:
+    fw = _of(agent)
+    if fw is None or op not in ("cuda_attach", "cuda_sessions"):
+        return None
+    if op == "cuda_attach":
+        return Attach(fw, args)
+    rows = fw.rows()
+    return {
+        **fw.status(),
+        "client": [r for r in rows if r["role"] == "client"],
+        "served": [r for r in rows if r["role"] == "served"],
+    }
+
+
+@hookimpl
+def gleam_control_message(agent: Agent, link: PeerLink, message: Message) -> bool | None:
+    fw = _of(agent)
+    return fw.on_message(link, message) if fw is not None else None
+
+
+@hookimpl
+def gleam_data_batch(agent: Agent, link: PeerLink, payload: bytes) -> bool | None:
+    fw = _of(agent)
+    return fw.on_data(link, payload) if fw is not None else None
+
+
+@hookimpl
+def gleam_peer_lost(agent: Agent, link: PeerLink, reason: str) -> None:
+    fw = _of(agent)
+    if fw is not None:
+        fw.on_peer_lost(link, reason)
+
+
+@hookimpl
+def gleam_gossip_fields(agent: Agent) -> dict[str, Any]:
+    fw = _of(agent)
+    return fw.gossip() if fw is not None else {}
+
+
+@hookimpl
+def gleam_session_rows(agent: Agent) -> list[dict[str, Any]]:
+    fw = _of(agent)
+    return fw.rows() if fw is not None else []
+
+
+@hookimpl
+def gleam_status(agent: Agent) -> dict[str, Any]:
+    fw = _of(agent)
+    return {"cuda": fw.status()} if fw is not None else {}

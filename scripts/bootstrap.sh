@@ -29,7 +29,7 @@ if [ "$(cat "$venv/.gleam-stamp" 2>/dev/null)" != "$stamp" ] \
     # torch comes pinned to the CPU build this machine kind keeps on disk;
     # a bare "torch" would fetch a multi-GB CUDA build.
     "$venv/bin/python" -m pip install --quiet "torch==${GLEAM_TORCH_VERSION:-2.13.0}"
-    "$venv/bin/python" -m pip install --quiet -e "$root[test,train]"
+    "$venv/bin/python" -m pip install --quiet -e "$root[test,train,host]"
     echo "$stamp" > "$venv/.gleam-stamp"
 fi
 export PATH="$venv/bin:$PATH"

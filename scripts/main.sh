@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The main job: bootstrap, then run the gleam agent in the foreground
-# (state in ./state unless GLEAM_STATE_DIR is set). Extra arguments go to
-# `gleam-peer up`, e.g. ./scripts/main.sh --peer 192.0.2.7:47470
+# The main job: bootstrap, then run `gleam-peer demo` — a loopback mesh of three
+# agents (one without a device, two host-backend servers of different speed)
+# that runs an unmodified CUDA program through gleam twice, shows the live
+# status view and a summary, and removes everything it started. Extra
+# arguments go to `gleam-peer demo` (see --help). To run a real agent instead:
+# .venv/bin/gleam-peer up
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
-export GLEAM_STATE_DIR="${GLEAM_STATE_DIR:-$root/state}"
-exec gleam-peer up "$@"
+exec gleam-peer demo "$@"

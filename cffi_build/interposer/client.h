@@ -17,6 +17,12 @@
 #include "gl_cuda.h"
 #include "gl_session.h"
 
+/* The session with the agent or the server is gone (CUDA's number for a
+ * device that became unavailable); every call returns it from then on. */
+#ifndef CUDA_ERROR_DEVICE_UNAVAILABLE
+#define CUDA_ERROR_DEVICE_UNAVAILABLE 46
+#endif
+
 /* gl_emit/gl_wait flags. */
 #define GL_EMIT_CTX 1 /* the call needs the calling thread's context on the server */
 

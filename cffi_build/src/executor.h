@@ -13,9 +13,9 @@
 
 #include "gl_cuda.h"
 #include "records.h"
+#include "exec_api.h"
+#include "gl_calls.h"
 
-struct gl_exec;
-typedef struct gl_exec gl_exec;
 
 /* A waiting call's output while it is being produced. */
 typedef struct {
@@ -36,5 +36,64 @@ CUresult gl_exec_bind(gl_exec *x, int kind, uint64_t minted, void *real);
 void gl_exec_unbind(gl_exec *x, int kind, uint64_t minted);
 CUresult gl_exec_check_dptr(gl_exec *x, uint64_t ptr, uint64_t size);
 void *gl_exec_slot(gl_exec *x, int call);
+
+/* ---- internals shared by executor.c and the backends ---- */
+
+enum { GL_BACKEND_HOST = 1, GL_BACKEND_CUDA = 2 };
+
+/* What a backend does besides the per-call slots. */
+typedef struct {
+    int (*open)(gl_exec *x, char *err, size_t err_len);  /* reserve the range */
+    void (*close)(gl_exec *x);                            /* release everything */
+    CUresult (*unmap)(gl_exec *x, uint64_t p, uint64_t size); /* after a free */
+    void (*run_begin)(gl_exec *x);                        /* before a batch */
+} gl_backend_ops;
+
+struct gl_backend {
+    int kind;
+    const gl_backend_ops *ops;
+    void *fns[GL_CALL_COUNT]; /* the slot per call id */
+    uint64_t memory_limit;    /* host: what cuMemGetInfo reports as total */
+    void *user;               /* handed to the kernel callbacks */
+    void *priv;               /* backend's own state */
+};
+
+typedef struct {
+    uint64_t base, size;
+    void *owner; /* module of a registered global; NULL for allocations */
+} gl_range;
+
+typedef struct {
+    uint64_t key; /* minted handle; 0 empty, 1 deleted */
+    void *val;
+} gl_hslot;
+
+struct gl_exec {
+    gl_backend *be;
+    uint64_t va_base, va_size;
+    gl_hslot *handles;
+    size_t hcap, hused; /* hused counts live and deleted slots */
+    gl_range *allocs;   /* sorted by base, non-overlapping */
+    size_t nallocs, acap;
+    uint64_t live_bytes;
+    gl_range *globals;  /* module globals (cuda backend) */
+    size_t nglobals, gcap;
+    CUresult deferred;
+    gl_exec_stats_t stats;
+    void *priv; /* backend's per-session state */
+};
+
+/* The session whose batch runs on this thread (the slots find it here). */
+gl_exec *gl_exec_current(void);
+/* Calls fn for every bound handle (used when a session closes). */
+void gl_exec_each_handle(gl_exec *x, void (*fn)(gl_exec *x, uint64_t key, void *val));
+uint64_t gl_exec_alloc_size(gl_exec *x, uint64_t base); /* 0: not an allocation */
+CUresult gl_exec_add_global(gl_exec *x, uint64_t base, uint64_t size, void *owner);
+void gl_exec_drop_globals(gl_exec *x, void *owner);
+void gl_set_err(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+extern const gl_backend_ops gl_host_ops;
+extern const gl_backend_ops gl_cuda_ops;
 
 #endif /* GLEAM_EXECUTOR_H */

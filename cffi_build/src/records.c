@@ -214,6 +214,48 @@ int gl_batch_writer_finish(gl_batch_writer *w)
     return GL_OK;
 }
 
+int gl_batch_external_prefix(uint8_t *out, size_t cap, uint64_t seq, uint16_t call_id,
+                             uint8_t flags, const uint64_t *args, uint8_t nargs,
+                             uint32_t payload_len, size_t *prefix_len, size_t *pad_len)
+{
+    gl_batch_writer w;
+    size_t size, head;
+    uint8_t *p;
+    uint8_t i;
+
+    if (out == NULL || prefix_len == NULL || pad_len == NULL)
+        return GL_E_INVALID;
+    if ((flags & ~(GL_REC_ONEWAY | GL_REC_INLINE)) != 0)
+        return GL_E_INVALID;
+    if (nargs > GL_MAX_ARGS || (nargs > 0 && args == NULL))
+        return GL_E_INVALID;
+    size = gl_batch_record_size(nargs, payload_len);
+    if (size == 0 || size > UINT32_MAX - GL_BATCH_HEADER_SIZE)
+        return GL_E_FULL;
+    head = GL_RECORD_HEADER_SIZE + 8u * (size_t)nargs;
+    if (cap < GL_BATCH_HEADER_SIZE + head)
+        return GL_E_FULL;
+
+    /* The same header bytes as the writer's, then the same record header as
+     * put_record's; only the payload and its padding are left to the caller. */
+    gl_batch_writer_init(&w, out, cap, seq);
+    put_u32(out + HDR_COUNT, 1);
+    put_u32(out + HDR_LENGTH, (uint32_t)(GL_BATCH_HEADER_SIZE + size));
+    p = out + GL_BATCH_HEADER_SIZE;
+    put_u32(p + REC_LENGTH, (uint32_t)size);
+    put_u16(p + REC_CALL_ID, call_id);
+    p[REC_FLAGS] = (uint8_t)(flags | GL_REC_INLINE);
+    p[REC_NARGS] = nargs;
+    put_u32(p + REC_PAYLOAD_LEN, payload_len);
+    put_u32(p + REC_RESERVED, 0);
+    p += GL_RECORD_HEADER_SIZE;
+    for (i = 0; i < nargs; i++, p += 8)
+        put_u64(p, args[i]);
+    *prefix_len = GL_BATCH_HEADER_SIZE + head;
+    *pad_len = size - head - payload_len;
+    return GL_OK;
+}
+
 /* ---------------------------------------------------------------- reader */
 
 int gl_batch_reader_open(gl_batch_reader *r, const uint8_t *buf, size_t len)

@@ -145,6 +145,18 @@ int gl_batch_reader_next(gl_batch_reader *r, gl_record *out);
 /* Opens buf and walks every record: GL_OK when the whole batch is valid. */
 int gl_batch_validate(const uint8_t *buf, size_t len);
 
+/* The batch around one INLINE record whose payload the caller sends itself
+ * (writev straight from its own buffer, no copy): writes into out the batch
+ * header, the record header and the arguments (*prefix_len bytes), and tells
+ * how many zero bytes of padding must follow the payload_len payload bytes
+ * (*pad_len). prefix + payload + zeros is byte-for-byte the batch that
+ * gl_batch_writer_init + gl_batch_append_inline + gl_batch_writer_finish
+ * produce. Returns GL_OK, GL_E_INVALID (NULL pointers, bad flags or nargs) or
+ * GL_E_FULL (out shorter than the prefix, or the batch over the u32 limit). */
+int gl_batch_external_prefix(uint8_t *out, size_t cap, uint64_t seq, uint16_t call_id,
+                             uint8_t flags, const uint64_t *args, uint8_t nargs,
+                             uint32_t payload_len, size_t *prefix_len, size_t *pad_len);
+
 /* Static message for a result code; never NULL. */
 const char *gl_strerror(int code);
 

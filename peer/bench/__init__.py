@@ -11,4 +11,5 @@ BENCHES = {
     "gossip": "gleam.peer.bench.gossip",
     "compression": "gleam.peer.bench.compression",
     "batch": "gleam.peer.bench.batch",
+    "calls": "gleam.peer.bench.calls",
 }

@@ -1,0 +1,179 @@
+/*
+ * alloc.c — the session's device address space. The server reserved
+ * [va_base, va_base + va_size) for the session; the interposer hands out
+ * 256-byte aligned ranges inside it (first fit) so that cuMemAlloc returns at
+ * once, and keeps a sorted table of live ranges that every device-pointer
+ * check, cuMemcpy's routing and the pointer queries use. Module globals the
+ * server reports are in the table too, but cannot be freed.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define GL_ALLOC_ALIGN 256u
+
+typedef struct {
+    uint64_t base, size;
+    int freeable;
+} range;
+
+static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
+static range *g_r;
+static size_t g_n, g_cap;
+static uint64_t g_base, g_end;
+
+void gl_va_init(uint64_t base, uint64_t size)
+{
+    pthread_rwlock_wrlock(&g_lock);
+    g_n = 0;
+    g_base = base;
+    g_end = size > UINT64_MAX - base ? UINT64_MAX : base + size;
+    pthread_rwlock_unlock(&g_lock);
+}
+
+/* Index of the first range with base > ptr. */
+static size_t upper(uint64_t ptr)
+{
+    size_t lo = 0, hi = g_n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (g_r[mid].base <= ptr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int insert_at(size_t i, uint64_t base, uint64_t size, int freeable)
+{
+    if (g_n == g_cap) {
+        size_t cap = g_cap ? g_cap * 2 : 64;
+        range *r = realloc(g_r, cap * sizeof *r);
+        if (r == NULL)
+            return -1;
+        g_r = r;
+        g_cap = cap;
+    }
+    memmove(g_r + i + 1, g_r + i, (g_n - i) * sizeof *g_r);
+    g_r[i] = (range){base, size, freeable};
+    g_n++;
+    return 0;
+}
+
+static uint64_t align_up(uint64_t v)
+{
+    return (v + GL_ALLOC_ALIGN - 1) & ~(uint64_t)(GL_ALLOC_ALIGN - 1);
+}
+
+CUresult gl_va_alloc(uint64_t size, uint64_t *out)
+{
+    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t cur;
+
+    if (size == 0 || out == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (size > UINT64_MAX - GL_ALLOC_ALIGN)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_rwlock_wrlock(&g_lock);
+    cur = align_up(g_base);
+    /* Walk the gaps in address order; globals outside the range are skipped
+     * because they never bound a gap inside it. */
+    for (size_t i = 0; i <= g_n; i++) {
+        uint64_t next = i < g_n ? g_r[i].base : g_end;
+        if (i < g_n && (g_r[i].base < g_base || g_r[i].base >= g_end))
+            continue;
+        if (next > g_end)
+            next = g_end;
+        if (cur >= g_base && cur <= next && next - cur >= size) {
+            r = insert_at(i, cur, size, 1) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+            if (r == CUDA_SUCCESS)
+                *out = cur;
+            break;
+        }
+        if (i < g_n) {
+            uint64_t end = g_r[i].base + g_r[i].size;
+            if (end > UINT64_MAX - GL_ALLOC_ALIGN)
+                break;
+            if (align_up(end) > cur)
+                cur = align_up(end);
+        }
+    }
+    pthread_rwlock_unlock(&g_lock);
+    return r;
+}
+
+static long index_of_base(uint64_t ptr)
+{
+    size_t i = upper(ptr);
+
+    return i > 0 && g_r[i - 1].base == ptr ? (long)(i - 1) : -1;
+}
+
+CUresult gl_va_free(uint64_t ptr)
+{
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+
+    pthread_rwlock_wrlock(&g_lock);
+    long i = index_of_base(ptr);
+    if (i >= 0 && g_r[i].freeable) {
+        memmove(g_r + i, g_r + i + 1, (g_n - (size_t)i - 1) * sizeof *g_r);
+        g_n--;
+        r = CUDA_SUCCESS;
+    }
+    pthread_rwlock_unlock(&g_lock);
+    return r;
+}
+
+int gl_va_is_base(uint64_t ptr)
+{
+    pthread_rwlock_rdlock(&g_lock);
+    long i = index_of_base(ptr);
+    int yes = i >= 0 && g_r[i].freeable;
+    pthread_rwlock_unlock(&g_lock);
+    return yes;
+}
+
+void gl_va_register(uint64_t base, uint64_t size)
+{
+    if (size == 0 || size > UINT64_MAX - base)
+        return;
+    pthread_rwlock_wrlock(&g_lock);
+    size_t i = upper(base);
+    /* The same global asked for twice is one range. */
+    if (!(i > 0 && g_r[i - 1].base == base && g_r[i - 1].size == size))
+        insert_at(i, base, size, 0);
+    pthread_rwlock_unlock(&g_lock);
+}
+
+int gl_va_find(uint64_t ptr, uint64_t *base, uint64_t *size)
+{
+    int found = 0;
+
+    pthread_rwlock_rdlock(&g_lock);
+    size_t i = upper(ptr);
+    if (i > 0 && ptr - g_r[i - 1].base < g_r[i - 1].size) {
+        found = 1;
+        if (base)
+            *base = g_r[i - 1].base;
+        if (size)
+            *size = g_r[i - 1].size;
+    }
+    pthread_rwlock_unlock(&g_lock);
+    return found;
+}
+
+CUresult gl_check_dptr(uint64_t ptr, uint64_t size)
+{
+    uint64_t base, len;
+
+    if (ptr == 0 && size == 0)
+        return CUDA_SUCCESS;
+    if (!gl_va_find(ptr, &base, &len))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* ptr lies in [base, base + len), so len - (ptr - base) cannot wrap. */
+    return size <= len - (ptr - base) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}

@@ -1,0 +1,320 @@
+/*
+ * batch.c — the one ordered stream of records: one-way calls are appended to
+ * a batch buffer (with room for the envelope header in front, so a batch goes
+ * out with one send and no copy); waiting calls flush it and read the reply.
+ * A flusher thread sends a batch that has been idle for GLEAM_CUDA_FLUSH_US
+ * microseconds, so one-way work never sits in the buffer while the program
+ * computes on the host.
+ *
+ * Locks: g_emit guards the buffer and the record of the context last sent;
+ * g_wait (taken before g_emit) keeps one waiting call outstanding, which is
+ * what lets the waiter read the next REPLY as its own.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gl_calls.h"
+#include "internal.h"
+#include "records.h"
+
+static pthread_mutex_t g_emit = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_wait = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cond;
+static uint8_t g_buf[GL_ENV_HEADER_SIZE + GL_BATCH_CAPACITY];
+static gl_batch_writer g_w;
+static int g_open;          /* g_w holds a batch */
+static uint64_t g_seq;
+static uint64_t g_sent_ctx; /* the executor's current context as we left it */
+static struct timespec g_last; /* when the last record was appended */
+static long g_flush_us = 200;
+
+/* ---------------------------------------------------------- under g_emit */
+
+static void writer_reset(void)
+{
+    gl_batch_writer_init(&g_w, g_buf + GL_ENV_HEADER_SIZE, GL_BATCH_CAPACITY, g_seq++);
+    g_open = 1;
+}
+
+static CUresult flush_locked(void)
+{
+    struct iovec iov;
+
+    if (!g_open || g_w.count == 0)
+        return gl_ready();
+    gl_batch_writer_finish(&g_w);
+    gl_env_header(g_buf, (uint32_t)g_w.len, GL_ENV_BATCH);
+    iov.iov_base = g_buf;
+    iov.iov_len = GL_ENV_HEADER_SIZE + g_w.len;
+    writer_reset();
+    return gl_io_sendv(&iov, 1) == 0 ? CUDA_SUCCESS : CUDA_ERROR_DEVICE_UNAVAILABLE;
+}
+
+/* A record whose payload is too big for the buffer: its own envelope, sent
+ * with writev straight from the caller's bytes. */
+static CUresult send_external(uint16_t call, uint8_t flags, const uint64_t *args, uint8_t nargs,
+                              const void *payload, size_t len)
+{
+    static const uint8_t zeros[8];
+    uint8_t head[GL_ENV_HEADER_SIZE + GL_BATCH_HEADER_SIZE + GL_RECORD_HEADER_SIZE +
+                 8 * GL_MAX_ARGS];
+    size_t prefix, pad;
+    struct iovec iov[3];
+    CUresult r = flush_locked();
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (len > UINT32_MAX ||
+        gl_batch_external_prefix(head + GL_ENV_HEADER_SIZE, sizeof head - GL_ENV_HEADER_SIZE,
+                                 g_seq++, call, flags, args, nargs, (uint32_t)len, &prefix,
+                                 &pad) != GL_OK)
+        return CUDA_ERROR_INVALID_VALUE;
+    gl_env_header(head, (uint32_t)(prefix + len + pad), GL_ENV_BATCH);
+    iov[0].iov_base = head;
+    iov[0].iov_len = GL_ENV_HEADER_SIZE + prefix;
+    iov[1].iov_base = (void *)payload;
+    iov[1].iov_len = len;
+    iov[2].iov_base = (void *)zeros;
+    iov[2].iov_len = pad;
+    return gl_io_sendv(iov, pad ? 3 : 2) == 0 ? CUDA_SUCCESS : CUDA_ERROR_DEVICE_UNAVAILABLE;
+}
+
+static CUresult append_locked(uint16_t call, uint8_t flags, const uint64_t *args, uint8_t nargs,
+                              const void *payload, size_t len)
+{
+    int rc;
+
+    if (len > GL_INLINE_MAX)
+        return send_external(call, flags, args, nargs, payload, len);
+    if (!g_open)
+        writer_reset();
+    for (int attempt = 0; attempt < 2; attempt++) {
+        /* No payload pointer means the call has no payload parameter: such a
+         * record must not carry the INLINE flag (the decoder checks). */
+        if (payload == NULL)
+            rc = gl_batch_append(&g_w, call, flags, args, nargs);
+        else
+            rc = gl_batch_append_inline(&g_w, call, flags, args, nargs, payload,
+                                        (uint32_t)len);
+        if (rc == GL_OK) {
+            if (g_w.count == 1)
+                pthread_cond_signal(&g_cond);
+            clock_gettime(CLOCK_MONOTONIC, &g_last);
+            return CUDA_SUCCESS;
+        }
+        if (rc != GL_E_FULL)
+            return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = flush_locked();
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Sends glCtxSetCurrent first when the calling thread's context is not the
+ * one the executor has. */
+static CUresult sync_ctx_locked(uint64_t ctx)
+{
+    CUresult r;
+
+    if (ctx == 0 || ctx == g_sent_ctx)
+        return CUDA_SUCCESS;
+    r = append_locked(GL_CALL_glCtxSetCurrent, GL_REC_ONEWAY, &ctx, 1, NULL, 0);
+    if (r == CUDA_SUCCESS)
+        g_sent_ctx = ctx;
+    return r;
+}
+
+/* The calling thread's context, when the call needs one. */
+static CUresult needed_ctx(int flags, uint64_t *ctx)
+{
+    *ctx = 0;
+    if (!(flags & GL_EMIT_CTX))
+        return CUDA_SUCCESS;
+    *ctx = gl_ctx_current();
+    return *ctx != 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+/* ------------------------------------------------------------------ API */
+
+CUresult gl_emit_ctx(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
+                     const void *payload, size_t len, uint64_t set_ctx, uint64_t forget_ctx)
+{
+    uint64_t ctx;
+    CUresult r = gl_ready();
+
+    if (r == CUDA_SUCCESS)
+        r = needed_ctx(flags, &ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&g_emit);
+    r = sync_ctx_locked(ctx);
+    if (r == CUDA_SUCCESS)
+        r = append_locked(call, GL_REC_ONEWAY, args, nargs, payload, len);
+    if (r == CUDA_SUCCESS && set_ctx != 0)
+        g_sent_ctx = set_ctx;
+    if (r == CUDA_SUCCESS && forget_ctx != 0 && forget_ctx == g_sent_ctx)
+        g_sent_ctx = 0;
+    pthread_mutex_unlock(&g_emit);
+    return r;
+}
+
+CUresult gl_emit(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
+                 const void *payload, size_t len)
+{
+    /* Calls that change the executor's current context keep g_sent_ctx true. */
+    if (call == GL_CALL_cuCtxCreate && nargs > 0)
+        return gl_emit_ctx(call, flags, args, nargs, payload, len, args[0], 0);
+    if (call == GL_CALL_cuCtxDestroy && nargs > 0)
+        return gl_emit_ctx(call, flags, args, nargs, payload, len, 0, args[0]);
+    return gl_emit_ctx(call, flags, args, nargs, payload, len, 0, 0);
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t le64(const uint8_t *p)
+{
+    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+static CUresult lose(const char *why)
+{
+    gl_lost(why);
+    return CUDA_ERROR_DEVICE_UNAVAILABLE;
+}
+
+/* Reads envelopes until the REPLY; its bytes land straight in out. */
+static CUresult read_reply(uint64_t *values, uint32_t nvalues, void *out, size_t out_len)
+{
+    uint8_t h[GL_ENV_HEADER_SIZE], rh[GL_REPLY_HEADER_SIZE];
+    char why[600];
+
+    if (gl_io_recv(h, sizeof h) != 0)
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    uint32_t len = le32(h);
+    if (h[4] == GL_ENV_FAIL) {
+        char reason[512];
+        size_t keep = len < sizeof reason - 1 ? len : sizeof reason - 1;
+        if (gl_io_recv(reason, keep) != 0)
+            return CUDA_ERROR_DEVICE_UNAVAILABLE;
+        reason[keep] = '\0';
+        snprintf(why, sizeof why, "%s", keep ? reason : "the server ended the session");
+        return lose(why);
+    }
+    if (h[4] != GL_ENV_REPLY || len < GL_REPLY_HEADER_SIZE) {
+        snprintf(why, sizeof why, "unexpected envelope (type %u, %u bytes)", h[4], len);
+        return lose(why);
+    }
+    if (gl_io_recv(rh, sizeof rh) != 0)
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    int32_t result = (int32_t)le32(rh), deferred = (int32_t)le32(rh + 4);
+    uint32_t n_bytes = le32(rh + 12);
+    if (n_bytes > out_len || len != GL_REPLY_HEADER_SIZE + (uint64_t)n_bytes) {
+        snprintf(why, sizeof why, "malformed reply (%u bytes for a %zu-byte buffer)", n_bytes,
+                 out_len);
+        return lose(why);
+    }
+    if (n_bytes > 0 && gl_io_recv(out, n_bytes) != 0)
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    for (uint32_t i = 0; i < nvalues && i < GL_REPLY_MAX_VALUES; i++)
+        values[i] = le64(rh + 16 + 8 * i);
+    return deferred != 0 ? deferred : result;
+}
+
+CUresult gl_wait(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
+                 const void *payload, size_t len, uint64_t *values, uint32_t nvalues,
+                 void *out, size_t out_len)
+{
+    uint64_t ctx;
+    CUresult r = gl_ready();
+
+    if (r == CUDA_SUCCESS)
+        r = needed_ctx(flags, &ctx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&g_wait);
+    pthread_mutex_lock(&g_emit);
+    r = sync_ctx_locked(ctx);
+    if (r == CUDA_SUCCESS)
+        r = append_locked(call, 0, args, nargs, payload, len);
+    if (r == CUDA_SUCCESS)
+        r = flush_locked();
+    pthread_mutex_unlock(&g_emit);
+    if (r == CUDA_SUCCESS)
+        r = read_reply(values, nvalues, out, out_len);
+    pthread_mutex_unlock(&g_wait);
+    return r;
+}
+
+/* ------------------------------------------------------------ flushing */
+
+static long us_until(const struct timespec *deadline)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (deadline->tv_sec - now.tv_sec) * 1000000L + (deadline->tv_nsec - now.tv_nsec) / 1000;
+}
+
+static void *flusher(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&g_emit);
+    while (gl_ready() == CUDA_SUCCESS) {
+        if (!g_open || g_w.count == 0) {
+            pthread_cond_wait(&g_cond, &g_emit);
+            continue;
+        }
+        struct timespec deadline = g_last;
+        deadline.tv_nsec += g_flush_us * 1000L;
+        deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+        deadline.tv_nsec %= 1000000000L;
+        if (us_until(&deadline) <= 0)
+            flush_locked();
+        else
+            pthread_cond_timedwait(&g_cond, &g_emit, &deadline);
+    }
+    pthread_mutex_unlock(&g_emit);
+    return NULL;
+}
+
+void gl_batch_start(void)
+{
+    pthread_condattr_t attr;
+    pthread_t t;
+    sigset_t all, old;
+    const char *env = getenv("GLEAM_CUDA_FLUSH_US");
+
+    if (env != NULL && env[0] != '\0') {
+        long v = strtol(env, NULL, 10);
+        g_flush_us = v > 0 ? v : 0;
+    }
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&g_cond, &attr);
+    pthread_condattr_destroy(&attr);
+    /* The flusher takes no signals: the program's handlers run on its own
+     * threads, as they would without gleam. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&t, NULL, flusher, NULL) == 0)
+        pthread_detach(t);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* One-way work still in the buffer at exit must reach the server. */
+__attribute__((destructor)) static void flush_at_exit(void)
+{
+    if (gl_ready() != CUDA_SUCCESS)
+        return;
+    pthread_mutex_lock(&g_emit);
+    flush_locked();
+    pthread_mutex_unlock(&g_emit);
+}

@@ -1,0 +1,101 @@
+/*
+ * copies.c — cuMemcpy*: cut into chunks of at most GL_COPY_CHUNK (one
+ * envelope each, so neither side ever holds a whole large copy), and
+ * cuMemcpy's routing by address (unified addressing: a pointer inside a
+ * session allocation is device memory, anything else host memory).
+ *
+ * Device-to-host copies are synchronous also in their Async form: the bytes
+ * must be in the caller's buffer when the reply is read, and reading it is
+ * what the call waits for. Stream order is kept, since the waiting record
+ * follows every earlier record of the stream.
+ */
+#include <string.h>
+
+#include "gl_client_gen.h"
+#include "internal.h"
+
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int ptds)
+{
+    CUresult r = gl_ready();
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (src == NULL && n != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    r = gl_check_dptr(dst, n);
+    for (size_t off = 0; r == CUDA_SUCCESS && off < n; off += GL_COPY_CHUNK) {
+        size_t c = n - off < GL_COPY_CHUNK ? n - off : GL_COPY_CHUNK;
+        r = glw_glMemcpyHtoD(dst + off, (const uint8_t *)src + off, c, s, ptds);
+    }
+    return r;
+}
+
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int ptds)
+{
+    CUresult r = gl_ready();
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dst == NULL && n != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    r = gl_check_dptr(src, n);
+    for (size_t off = 0; r == CUDA_SUCCESS && off < n; off += GL_COPY_CHUNK) {
+        size_t c = n - off < GL_COPY_CHUNK ? n - off : GL_COPY_CHUNK;
+        r = glw_glMemcpyDtoH((uint8_t *)dst + off, src + off, c, s, ptds);
+    }
+    return r;
+}
+
+CUresult gli_cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, int ptds)
+{
+    return htod(dstDevice, srcHost, ByteCount, NULL, ptds);
+}
+
+CUresult gli_cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                               CUstream hStream, int ptds)
+{
+    return htod(dstDevice, srcHost, ByteCount, hStream, ptds);
+}
+
+CUresult gli_cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, int ptds)
+{
+    return dtoh(dstHost, srcDevice, ByteCount, NULL, ptds);
+}
+
+CUresult gli_cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                               CUstream hStream, int ptds)
+{
+    return dtoh(dstHost, srcDevice, ByteCount, hStream, ptds);
+}
+
+static CUresult routed(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async,
+                       int ptds)
+{
+    CUresult r = gl_ready();
+
+    if (r != CUDA_SUCCESS || n == 0)
+        return r;
+    int d_dev = gl_va_find(dst, NULL, NULL), s_dev = gl_va_find(src, NULL, NULL);
+    if (d_dev && s_dev)
+        return async ? glw_cuMemcpyDtoDAsync(dst, src, n, s, ptds)
+                     : glw_cuMemcpyDtoD(dst, src, n, ptds);
+    if (d_dev)
+        return htod(dst, (const void *)(uintptr_t)src, n, s, ptds);
+    if (s_dev)
+        return dtoh((void *)(uintptr_t)dst, src, n, s, ptds);
+    if (dst == 0 || src == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+
+CUresult gli_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, int ptds)
+{
+    return routed(dst, src, ByteCount, NULL, 0, ptds);
+}
+
+CUresult gli_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream,
+                           int ptds)
+{
+    return routed(dst, src, ByteCount, hStream, 1, ptds);
+}

@@ -1,0 +1,80 @@
+/*
+ * launch.c — cuLaunchKernel: packs the parameters into one buffer with the
+ * function's layout (module.c) and sends one glLaunch record. The `extra`
+ * form (a ready buffer) is sent as given.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gl_calls.h"
+#include "gl_client_gen.h"
+#include "internal.h"
+
+/* The buffer of `extra`, or INVALID_VALUE for a malformed list. */
+static CUresult parse_extra(void **extra, const void **buf, size_t *size)
+{
+    const size_t *psize = NULL;
+
+    *buf = NULL;
+    for (size_t i = 0; extra[i] != GL_CU_LAUNCH_PARAM_END; i += 2) {
+        if (extra[i] == GL_CU_LAUNCH_PARAM_BUFFER_POINTER)
+            *buf = extra[i + 1];
+        else if (extra[i] == GL_CU_LAUNCH_PARAM_BUFFER_SIZE)
+            psize = extra[i + 1];
+        else
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    if ((*buf == NULL) != (psize == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    *size = psize ? *psize : 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult gli_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                            unsigned int gridDimZ, unsigned int blockDimX,
+                            unsigned int blockDimY, unsigned int blockDimZ,
+                            unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
+                            void **extra, int ptds)
+{
+    const gl_layout *l;
+    const void *buf = NULL;
+    uint8_t *packed = NULL;
+    size_t size = 0;
+    CUresult r = gl_ready();
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((r = gl_check_handle(GL_H_FUNC, (uint64_t)(uintptr_t)f)) != CUDA_SUCCESS)
+        return r;
+    if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* An `extra` holding only the end marker gives nothing. */
+    if (extra != NULL && extra[0] == GL_CU_LAUNCH_PARAM_END)
+        extra = NULL;
+    if (extra != NULL) {
+        if (kernelParams != NULL)
+            return CUDA_ERROR_INVALID_VALUE;
+        if ((r = parse_extra(extra, &buf, &size)) != CUDA_SUCCESS)
+            return r;
+    } else {
+        if ((r = gl_func_layout((uint64_t)(uintptr_t)f, &l)) != CUDA_SUCCESS)
+            return r;
+        if (l->count > 0 && kernelParams == NULL)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (l->total > 0 && (packed = calloc(1, l->total)) == NULL)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        for (uint32_t i = 0; i < l->count; i++) {
+            if (kernelParams[i] == NULL && l->size[i] > 0) {
+                free(packed);
+                return CUDA_ERROR_INVALID_VALUE;
+            }
+            memcpy(packed + l->offset[i], kernelParams[i], l->size[i]);
+        }
+        buf = packed;
+        size = l->total;
+    }
+    r = glw_glLaunch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                     sharedMemBytes, hStream, buf, size, ptds);
+    free(packed);
+    return r;
+}

@@ -1,0 +1,144 @@
+/*
+ * memory.c — device memory calls answered or prepared locally: cuMemAlloc and
+ * cuMemFree (sub-allocator + one-way record), address ranges, pointer
+ * attributes, and module globals (registered so that they pass the
+ * device-pointer checks).
+ */
+#include <stdbool.h>
+#include <string.h>
+
+#include "gl_client_gen.h"
+#include "internal.h"
+
+CUresult gli_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize, int ptds)
+{
+    uint64_t d;
+    CUresult r = gl_ready();
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dptr == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    r = gl_va_alloc(bytesize, &d);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = glw_glMemAlloc(d, bytesize, ptds);
+    if (r != CUDA_SUCCESS) {
+        gl_va_free(d);
+        return r;
+    }
+    *dptr = d;
+    return CUDA_SUCCESS;
+}
+
+CUresult gli_cuMemFree(CUdeviceptr dptr, int ptds)
+{
+    CUresult r = gl_ready();
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!gl_va_is_base(dptr))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The free record goes out before the range can be handed out again, so
+     * a later mem_alloc of the same addresses follows it in the stream. */
+    r = glw_glMemFree(dptr, ptds);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return gl_va_free(dptr);
+}
+
+CUresult gli_cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr, int ptds)
+{
+    uint64_t base, size;
+    CUresult r = gl_ready();
+
+    (void)ptds;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!gl_va_find(dptr, &base, &size))
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase)
+        *pbase = base;
+    if (psize)
+        *psize = (size_t)size;
+    return CUDA_SUCCESS;
+}
+
+CUresult gli_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name,
+                               int ptds)
+{
+    CUdeviceptr d = 0;
+    size_t n = 0;
+    CUresult r = glw_cuModuleGetGlobal(&d, &n, hmod, name, ptds);
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    gl_va_register(d, n);
+    if (dptr)
+        *dptr = d;
+    if (bytes)
+        *bytes = n;
+    return CUDA_SUCCESS;
+}
+
+static CUresult device_attribute(void *data, CUpointer_attribute attribute, uint64_t ptr,
+                                 uint64_t base, uint64_t size)
+{
+    switch (attribute) {
+    case GL_CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = (CUcontext)(uintptr_t)gl_ctx_current();
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = GL_CU_MEMORYTYPE_DEVICE;
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = ptr;
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = 0;
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = base;
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = (size_t)size;
+        return CUDA_SUCCESS;
+    /* CUDA documents both as a bool. */
+    case GL_CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(bool *)data = false;
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_MAPPED:
+        *(bool *)data = true;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+CUresult gli_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr,
+                                   int ptds)
+{
+    uint64_t base, size;
+    uintptr_t hbase;
+    size_t hsize;
+    CUresult r = gl_ready();
+
+    (void)ptds;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (data == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (gl_va_find(ptr, &base, &size))
+        return device_attribute(data, attribute, ptr, base, size);
+    if (!gl_pinned_find((const void *)(uintptr_t)ptr, &hbase, &hsize))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (attribute == GL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
+        *(unsigned int *)data = GL_CU_MEMORYTYPE_HOST;
+        return CUDA_SUCCESS;
+    }
+    if (attribute == GL_CU_POINTER_ATTRIBUTE_HOST_POINTER) {
+        *(void **)data = (void *)(uintptr_t)ptr;
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_NOT_SUPPORTED;
+}

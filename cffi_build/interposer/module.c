@@ -1,0 +1,232 @@
+/*
+ * module.c — modules, libraries, kernels and functions: loading sends the
+ * image one-way; PTX images leave their entries' parameter layouts here, and
+ * every function handle carries a layout (or "unknown", for cubin/fatbin,
+ * fetched from the server with cuFuncGetParamInfo once, then cached).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gl_calls.h"
+#include "gl_client_gen.h"
+#include "internal.h"
+
+typedef struct {
+    pthread_mutex_t lock; /* guards known/layout while fetching */
+    int known;
+    gl_layout layout;
+} func;
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static gl_hmap *g_images;  /* module/library -> gl_entries* (PTX only) */
+static gl_hmap *g_kernels; /* CUkernel -> gl_layout* (NULL: unknown) */
+static gl_hmap *g_funcs;   /* CUfunction -> func* */
+
+static void make_maps(void)
+{
+    g_images = gl_hmap_new();
+    g_kernels = gl_hmap_new();
+    g_funcs = gl_hmap_new();
+}
+
+static int maps(void)
+{
+    pthread_once(&g_once, make_maps);
+    return g_images && g_kernels && g_funcs ? 0 : -1;
+}
+
+/* Registers a new handle's layout (a copy; NULL: unknown). */
+static CUresult add_func(uint64_t h, const gl_layout *layout)
+{
+    func *f = calloc(1, sizeof *f);
+
+    if (f == NULL || maps() != 0)
+        goto oom;
+    pthread_mutex_init(&f->lock, NULL);
+    if (layout != NULL) {
+        if (gl_layout_copy(&f->layout, layout) != 0)
+            goto oom;
+        f->known = 1;
+    }
+    if (gl_hmap_put(g_funcs, h, f) != 0)
+        goto oom;
+    return CUDA_SUCCESS;
+oom:
+    free(f);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+
+static CUresult load(void **handle, const void *image, int is_lib, int ptds)
+{
+    size_t size;
+    int is_ptx;
+    gl_entries *e = NULL;
+    CUresult r = gl_ready();
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (handle == NULL || image == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = gl_image_size(image, &size, &is_ptx)) != CUDA_SUCCESS)
+        return r;
+    if (is_ptx && (e = calloc(1, sizeof *e)) != NULL && gl_ptx_entries(image, e) != 0) {
+        free(e); /* unparsable PTX: the server will say what is wrong with it */
+        e = NULL;
+    }
+    r = is_lib ? glw_glLibraryLoad((CUlibrary *)handle, image, size, ptds)
+               : glw_glModuleLoad((CUmodule *)handle, image, size, ptds);
+    if (r == CUDA_SUCCESS && e != NULL && maps() == 0 &&
+        gl_hmap_put(g_images, (uint64_t)(uintptr_t)*handle, e) == 0)
+        e = NULL;
+    if (e != NULL) {
+        gl_entries_free(e);
+        free(e);
+    }
+    return r;
+}
+
+CUresult gli_cuModuleLoadData(CUmodule *module, const void *image, int ptds)
+{
+    return load((void **)module, image, 0, ptds);
+}
+
+/* JIT options change how the server compiles, not what the image is. */
+CUresult gli_cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                CUjit_option *options, void **optionValues, int ptds)
+{
+    (void)numOptions;
+    (void)options;
+    (void)optionValues;
+    return load((void **)module, image, 0, ptds);
+}
+
+CUresult gli_cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                               void **jitOptionsValues, unsigned int numJitOptions,
+                               CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                               unsigned int numLibraryOptions, int ptds)
+{
+    (void)jitOptions;
+    (void)jitOptionsValues;
+    (void)numJitOptions;
+    (void)libraryOptions;
+    (void)libraryOptionValues;
+    (void)numLibraryOptions;
+    return load((void **)library, code, 1, ptds);
+}
+
+static const gl_layout *image_layout(uint64_t image, const char *name)
+{
+    return maps() == 0 ? gl_entries_find(gl_hmap_get(g_images, image), name) : NULL;
+}
+
+CUresult gli_cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name, int ptds)
+{
+    CUresult r = glw_cuModuleGetFunction(hfunc, hmod, name, ptds);
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    return add_func((uint64_t)(uintptr_t)*hfunc, image_layout((uint64_t)(uintptr_t)hmod, name));
+}
+
+CUresult gli_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name, int ptds)
+{
+    CUresult r = glw_cuLibraryGetKernel(pKernel, library, name, ptds);
+    const gl_layout *l;
+    gl_layout *copy = NULL;
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    l = image_layout((uint64_t)(uintptr_t)library, name);
+    if (l != NULL && ((copy = malloc(sizeof *copy)) == NULL || gl_layout_copy(copy, l) != 0)) {
+        free(copy);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (copy != NULL && gl_hmap_put(g_kernels, (uint64_t)(uintptr_t)*pKernel, copy) != 0) {
+        gl_layout_free(copy);
+        free(copy);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult gli_cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel, int ptds)
+{
+    CUresult r = glw_cuKernelGetFunction(pFunc, kernel, ptds);
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    const gl_layout *l = maps() == 0 ? gl_hmap_get(g_kernels, (uint64_t)(uintptr_t)kernel) : NULL;
+    return add_func((uint64_t)(uintptr_t)*pFunc, l);
+}
+
+/* Asks the server for parameters 0, 1, 2 … until it answers INVALID_VALUE
+ * (the end of the list). Any other error is returned and nothing cached, so
+ * a deferred error of earlier work surfaces here and the next call retries. */
+static CUresult fetch(uint64_t h, gl_layout *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0;; i++) {
+        size_t off = 0, size = 0;
+        CUresult r = glw_cuFuncGetParamInfo((CUfunction)(uintptr_t)h, i, &off, &size, 0);
+        if (r == CUDA_ERROR_INVALID_VALUE)
+            return CUDA_SUCCESS;
+        if (r != CUDA_SUCCESS || off > UINT32_MAX || size > UINT32_MAX) {
+            gl_layout_free(out);
+            return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
+        }
+        uint32_t *o = realloc(out->offset, (i + 1) * sizeof *o);
+        if (o != NULL)
+            out->offset = o;
+        uint32_t *s = o ? realloc(out->size, (i + 1) * sizeof *s) : NULL;
+        if (s == NULL) {
+            gl_layout_free(out);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        out->size = s;
+        out->offset[i] = (uint32_t)off;
+        out->size[i] = (uint32_t)size;
+        out->count = (uint32_t)(i + 1);
+        if (off + size > out->total)
+            out->total = (uint32_t)(off + size);
+    }
+}
+
+CUresult gl_func_layout(uint64_t h, const gl_layout **out)
+{
+    CUresult r = gl_check_handle(GL_H_FUNC, h);
+    func *f;
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (maps() != 0 || (f = gl_hmap_get(g_funcs, h)) == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&f->lock);
+    if (!f->known && (r = fetch(h, &f->layout)) == CUDA_SUCCESS)
+        f->known = 1;
+    pthread_mutex_unlock(&f->lock);
+    /* A known layout never changes again, so it may be read unlocked. */
+    *out = &f->layout;
+    return r;
+}
+
+CUresult gli_cuFuncGetParamInfo(CUfunction func_h, size_t paramIndex, size_t *paramOffset,
+                                size_t *paramSize, int ptds)
+{
+    const gl_layout *l;
+    CUresult r = gl_ready();
+
+    (void)ptds;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((r = gl_func_layout((uint64_t)(uintptr_t)func_h, &l)) != CUDA_SUCCESS)
+        return r;
+    if (paramIndex >= l->count)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (paramOffset)
+        *paramOffset = l->offset[paramIndex];
+    if (paramSize)
+        *paramSize = l->size[paramIndex];
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,492 @@
+/*
+ * cudadev.c — the cuda backend: forwarded calls go to the real driver through
+ * the function pointers Python resolved (gl_cuda_driver_symbols); the calls
+ * the driver has no exact twin for are the cb_* here. A session owns a
+ * reserved virtual range; device memory is mapped into it granule by granule
+ * with the VMM API, with a use count per granule because the client's 256-byte
+ * sub-allocations share granules.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor.h"
+
+/* The VMM structures, as in NVIDIA's cuda.h. */
+typedef struct {
+    int type; /* CU_MEM_LOCATION_TYPE_DEVICE = 1 */
+    int id;
+} gl_cu_location;
+
+typedef struct {
+    int type;                 /* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
+    int requestedHandleTypes; /* CU_MEM_HANDLE_TYPE_NONE = 0 */
+    gl_cu_location location;
+    void *win32HandleMetaData;
+    struct {
+        unsigned char compressionType, gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} gl_cu_alloc_prop;
+
+typedef struct {
+    gl_cu_location location;
+    int flags; /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 */
+} gl_cu_access_desc;
+
+typedef uint64_t gl_cu_mem_handle;
+
+typedef CUresult (*fn_reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+typedef CUresult (*fn_addr_free)(CUdeviceptr, size_t);
+typedef CUresult (*fn_create)(gl_cu_mem_handle *, size_t, const gl_cu_alloc_prop *,
+                              unsigned long long);
+typedef CUresult (*fn_release)(gl_cu_mem_handle);
+typedef CUresult (*fn_map)(CUdeviceptr, size_t, size_t, gl_cu_mem_handle, unsigned long long);
+typedef CUresult (*fn_unmap)(CUdeviceptr, size_t);
+typedef CUresult (*fn_access)(CUdeviceptr, size_t, const gl_cu_access_desc *, size_t);
+typedef CUresult (*fn_gran)(size_t *, const gl_cu_alloc_prop *, int);
+typedef CUresult (*fn_retain)(CUcontext *, CUdevice);
+typedef CUresult (*fn_dev)(CUdevice);
+typedef CUresult (*fn_ctx)(CUcontext);
+typedef CUresult (*fn_void)(void);
+typedef CUresult (*fn_dtoh)(void *, CUdeviceptr, size_t, CUstream);
+typedef CUresult (*fn_stream)(CUstream);
+typedef CUresult (*fn_modload)(CUmodule *, const void *);
+typedef CUresult (*fn_libload)(CUlibrary *, const void *, void *, void **, unsigned int, void *,
+                               void **, unsigned int);
+typedef CUresult (*fn_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, CUstream, void **, void **);
+typedef CUresult (*fn_global)(CUdeviceptr *, size_t *, CUmodule, const char *);
+typedef CUresult (*fn_handle)(void *);
+
+typedef struct {
+    gl_cuda_extra fn;
+    void *driver[GL_CALL_COUNT];
+    int device;
+    size_t gran;
+} gl_cuda;
+
+typedef struct {
+    CUcontext primary, current;
+    int retains; /* the client's primary retains not yet released */
+    uint32_t *uses;          /* per granule */
+    gl_cu_mem_handle *mem;   /* per granule; 0 when unmapped */
+    uint64_t ngran;
+} gl_csess;
+
+static gl_cuda *cuda_of(gl_exec *x)
+{
+    return x->be->priv;
+}
+
+static gl_cu_alloc_prop device_prop(int device)
+{
+    gl_cu_alloc_prop p;
+    memset(&p, 0, sizeof p);
+    p.type = 1;
+    p.location.type = 1;
+    p.location.id = device;
+    return p;
+}
+
+/* A driver call whose symbol this driver lacks: the call is not supported.
+ * Declared without a prototype so that one stub stands in for every slot type. */
+static CUresult cb_missing()
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ------------------------------------------------------------ granules */
+
+static void unmap_granule(gl_exec *x, uint64_t g)
+{
+    gl_cuda *c = cuda_of(x);
+    gl_csess *s = x->priv;
+    if (s->mem[g] == 0)
+        return;
+    ((fn_unmap)c->fn.cuMemUnmap)(x->va_base + g * c->gran, c->gran);
+    ((fn_release)c->fn.cuMemRelease)(s->mem[g]);
+    s->mem[g] = 0;
+}
+
+static CUresult map_granule(gl_exec *x, uint64_t g)
+{
+    gl_cuda *c = cuda_of(x);
+    gl_csess *s = x->priv;
+    gl_cu_alloc_prop prop = device_prop(c->device);
+    gl_cu_mem_handle h = 0;
+    CUdeviceptr at = x->va_base + g * c->gran;
+    CUresult r = ((fn_create)c->fn.cuMemCreate)(&h, c->gran, &prop, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = ((fn_map)c->fn.cuMemMap)(at, c->gran, 0, h, 0);
+    if (r != CUDA_SUCCESS) {
+        ((fn_release)c->fn.cuMemRelease)(h);
+        return r;
+    }
+    s->mem[g] = h;
+    gl_cu_access_desc acc = {{1, c->device}, 3};
+    r = ((fn_access)c->fn.cuMemSetAccess)(at, c->gran, &acc, 1);
+    if (r != CUDA_SUCCESS)
+        unmap_granule(x, g);
+    return r;
+}
+
+static void granules(gl_exec *x, uint64_t p, uint64_t size, uint64_t *first, uint64_t *last)
+{
+    size_t gran = cuda_of(x)->gran;
+    *first = (p - x->va_base) / gran;
+    *last = (p - x->va_base + size - 1) / gran;
+}
+
+static CUresult release_range(gl_exec *x, uint64_t p, uint64_t size)
+{
+    gl_csess *s = x->priv;
+    uint64_t g0, g1;
+    granules(x, p, size, &g0, &g1);
+    for (uint64_t g = g0; g <= g1; g++)
+        if (s->uses[g] > 0 && --s->uses[g] == 0)
+            unmap_granule(x, g);
+    return CUDA_SUCCESS;
+}
+
+CUresult cb_glMemAlloc(CUdeviceptr dptr, size_t bytesize)
+{
+    gl_exec *x = gl_exec_current();
+    gl_csess *s = x->priv;
+    uint64_t g0, g1;
+    granules(x, dptr, bytesize, &g0, &g1);
+    for (uint64_t g = g0; g <= g1; g++) {
+        if (s->uses[g] == 0) {
+            CUresult r = map_granule(x, g);
+            if (r != CUDA_SUCCESS) {
+                if (g > g0)
+                    release_range(x, x->va_base + g0 * cuda_of(x)->gran,
+                                  (g - g0) * cuda_of(x)->gran);
+                return r;
+            }
+        }
+        s->uses[g]++;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cb_glMemFree(CUdeviceptr dptr)
+{
+    gl_exec *x = gl_exec_current();
+    uint64_t size = gl_exec_alloc_size(x, dptr);
+    return size ? release_range(x, dptr, size) : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* -------------------------------------------------------- custom calls */
+
+CUresult cb_glMemcpyDtoH(void *dst, CUdeviceptr src, size_t n, CUstream stream)
+{
+    gl_cuda *c = cuda_of(gl_exec_current());
+    CUresult r = ((fn_dtoh)c->fn.cuMemcpyDtoHAsync_v2)(dst, src, n, stream);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return ((fn_stream)c->fn.cuStreamSynchronize)(stream);
+}
+
+/* The record's payload is only 8-byte aligned and a PTX image may lack its
+ * NUL: the driver gets an aligned, terminated copy. */
+static void *image_copy(const void *image, size_t size)
+{
+    uint8_t *p = aligned_alloc(64, (size + 1 + 63) / 64 * 64);
+    if (p != NULL) {
+        memcpy(p, image, size);
+        p[size] = 0;
+    }
+    return p;
+}
+
+CUresult cb_glModuleLoad(CUmodule *module, const void *image, size_t size)
+{
+    gl_cuda *c = cuda_of(gl_exec_current());
+    void *copy = image_copy(image, size);
+    if (copy == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = ((fn_modload)c->fn.cuModuleLoadData)(module, copy);
+    free(copy);
+    return r;
+}
+
+CUresult cb_glLibraryLoad(CUlibrary *library, const void *image, size_t size)
+{
+    gl_cuda *c = cuda_of(gl_exec_current());
+    if (c->fn.cuLibraryLoadData == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    void *copy = image_copy(image, size);
+    if (copy == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = ((fn_libload)c->fn.cuLibraryLoadData)(library, copy, NULL, NULL, 0, NULL, NULL,
+                                                       0);
+    free(copy);
+    return r;
+}
+
+CUresult cb_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
+{
+    gl_cuda *c = cuda_of(gl_exec_current());
+    return ((fn_global)c->fn.cuModuleGetGlobal_v2)(dptr, bytes, hmod, name);
+}
+
+CUresult cb_glLaunch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                     const void *params, size_t size)
+{
+    gl_cuda *c = cuda_of(gl_exec_current());
+    void *extra[] = {GL_CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)params,
+                     GL_CU_LAUNCH_PARAM_BUFFER_SIZE, &size, GL_CU_LAUNCH_PARAM_END};
+    return ((fn_launch)c->fn.cuLaunchKernel)(f, gridDimX, gridDimY, gridDimZ, blockDimX,
+                                             blockDimY, blockDimZ, sharedMemBytes, hStream, NULL,
+                                             extra);
+}
+
+/* --------------------------------------------------- bookkeeping wrappers */
+
+static CUresult cw_primary_retain(CUcontext *pctx, CUdevice dev)
+{
+    gl_exec *x = gl_exec_current();
+    CUresult r = ((fn_retain)cuda_of(x)->driver[GL_CALL_cuDevicePrimaryCtxRetain])(pctx, dev);
+    if (r == CUDA_SUCCESS)
+        ((gl_csess *)x->priv)->retains++;
+    return r;
+}
+
+static CUresult cw_primary_release(CUdevice dev)
+{
+    gl_exec *x = gl_exec_current();
+    gl_csess *s = x->priv;
+    if (s->retains == 0)
+        return CUDA_ERROR_INVALID_CONTEXT; /* never release the session's own retain */
+    CUresult r = ((fn_dev)cuda_of(x)->driver[GL_CALL_cuDevicePrimaryCtxRelease])(dev);
+    if (r == CUDA_SUCCESS)
+        s->retains--;
+    return r;
+}
+
+static CUresult cw_set_current(CUcontext ctx)
+{
+    gl_exec *x = gl_exec_current();
+    CUresult r = ((fn_ctx)cuda_of(x)->driver[GL_CALL_glCtxSetCurrent])(ctx);
+    if (r == CUDA_SUCCESS)
+        ((gl_csess *)x->priv)->current = ctx;
+    return r;
+}
+
+static CUresult cw_ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    gl_exec *x = gl_exec_current();
+    typedef CUresult (*fn)(CUcontext *, unsigned int, CUdevice);
+    CUresult r = ((fn)cuda_of(x)->driver[GL_CALL_cuCtxCreate])(pctx, flags, dev);
+    if (r == CUDA_SUCCESS)
+        ((gl_csess *)x->priv)->current = *pctx; /* cuCtxCreate makes it current */
+    return r;
+}
+
+static CUresult cw_ctx_destroy(CUcontext ctx)
+{
+    gl_exec *x = gl_exec_current();
+    gl_csess *s = x->priv;
+    if (ctx == s->primary)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult r = ((fn_ctx)cuda_of(x)->driver[GL_CALL_cuCtxDestroy])(ctx);
+    if (r == CUDA_SUCCESS && s->current == ctx) {
+        s->current = s->primary;
+        ((fn_ctx)cuda_of(x)->fn.cuCtxSetCurrent)(s->primary);
+    }
+    return r;
+}
+
+static CUresult cw_module_unload(CUmodule hmod)
+{
+    gl_exec *x = gl_exec_current();
+    CUresult r = ((fn_handle)cuda_of(x)->driver[GL_CALL_cuModuleUnload])(hmod);
+    if (r == CUDA_SUCCESS)
+        gl_exec_drop_globals(x, hmod);
+    return r;
+}
+
+/* ------------------------------------------------------------ sessions */
+
+static void fail(gl_exec *x, char *err, size_t err_len, const char *what, CUresult r)
+{
+    (void)x;
+    gl_set_err(err, err_len, "cuda backend: %s failed (CUresult %d)", what, r);
+}
+
+static int cuda_open(gl_exec *x, char *err, size_t err_len)
+{
+    gl_cuda *c = cuda_of(x);
+    gl_csess *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        gl_set_err(err, err_len, "out of memory");
+        return -1;
+    }
+    CUresult r = ((fn_retain)c->fn.cuDevicePrimaryCtxRetain)(&s->primary, c->device);
+    if (r != CUDA_SUCCESS) {
+        fail(x, err, err_len, "cuDevicePrimaryCtxRetain", r);
+        free(s);
+        return -1;
+    }
+    s->current = s->primary;
+    ((fn_ctx)c->fn.cuCtxSetCurrent)(s->primary);
+    if (c->gran == 0) {
+        gl_cu_alloc_prop prop = device_prop(c->device);
+        r = ((fn_gran)c->fn.cuMemGetAllocationGranularity)(&c->gran, &prop, 0);
+        if (r != CUDA_SUCCESS || c->gran == 0) {
+            fail(x, err, err_len, "cuMemGetAllocationGranularity", r);
+            goto release;
+        }
+    }
+    if (x->va_size == 0) {
+        size_t free_b = 0, total = 0;
+        typedef CUresult (*fn_info)(size_t *, size_t *);
+        ((fn_info)c->driver[GL_CALL_cuMemGetInfo])(&free_b, &total);
+        x->va_size = total ? total : (uint64_t)16 << 30;
+    }
+    x->va_size = (x->va_size + c->gran - 1) / c->gran * c->gran;
+    s->ngran = x->va_size / c->gran;
+    s->uses = calloc(s->ngran, sizeof *s->uses);
+    s->mem = calloc(s->ngran, sizeof *s->mem);
+    if (s->uses == NULL || s->mem == NULL) {
+        gl_set_err(err, err_len, "out of memory");
+        goto release;
+    }
+    CUdeviceptr base = 0;
+    r = ((fn_reserve)c->fn.cuMemAddressReserve)(&base, x->va_size, c->gran, 0, 0);
+    if (r != CUDA_SUCCESS) {
+        fail(x, err, err_len, "cuMemAddressReserve", r);
+        goto release;
+    }
+    x->va_base = base;
+    x->priv = s;
+    return 0;
+release:
+    free(s->uses);
+    free(s->mem);
+    ((fn_dev)c->fn.cuDevicePrimaryCtxRelease_v2)(c->device);
+    free(s);
+    return -1;
+}
+
+/* Destroys what a handle stands for; functions and kernels die with their module. */
+static void release_handle(gl_exec *x, uint64_t key, void *val)
+{
+    gl_cuda *c = cuda_of(x);
+    gl_csess *s = x->priv;
+    int kind = (int)((key >> 48) & 0xff);
+    int call = kind == GL_H_MOD      ? GL_CALL_cuModuleUnload
+               : kind == GL_H_LIB    ? GL_CALL_cuLibraryUnload
+               : kind == GL_H_STREAM ? GL_CALL_cuStreamDestroy
+               : kind == GL_H_EVENT  ? GL_CALL_cuEventDestroy
+               : kind == GL_H_CTX && val != s->primary ? GL_CALL_cuCtxDestroy
+                                                       : -1;
+    if (call >= 0 && c->driver[call] != NULL)
+        ((fn_handle)c->driver[call])(val);
+}
+
+static void each_kind(gl_exec *x, uint64_t key, void *val, int want)
+{
+    if ((int)((key >> 48) & 0xff) == want)
+        release_handle(x, key, val);
+}
+
+static void release_streams(gl_exec *x, uint64_t k, void *v)
+{
+    each_kind(x, k, v, GL_H_STREAM);
+    each_kind(x, k, v, GL_H_EVENT);
+}
+
+static void release_code(gl_exec *x, uint64_t k, void *v)
+{
+    each_kind(x, k, v, GL_H_MOD);
+    each_kind(x, k, v, GL_H_LIB);
+}
+
+static void release_ctxs(gl_exec *x, uint64_t k, void *v)
+{
+    each_kind(x, k, v, GL_H_CTX);
+}
+
+static void cuda_close(gl_exec *x)
+{
+    gl_cuda *c = cuda_of(x);
+    gl_csess *s = x->priv;
+    ((fn_ctx)c->fn.cuCtxSetCurrent)(s->primary);
+    ((fn_void)c->fn.cuCtxSynchronize)();
+    /* Streams and events before the code they ran, contexts last. */
+    gl_exec_each_handle(x, release_streams);
+    gl_exec_each_handle(x, release_code);
+    gl_exec_each_handle(x, release_ctxs);
+    ((fn_ctx)c->fn.cuCtxSetCurrent)(s->primary);
+    for (uint64_t g = 0; g < s->ngran; g++)
+        unmap_granule(x, g);
+    ((fn_addr_free)c->fn.cuMemAddressFree)(x->va_base, x->va_size);
+    for (; s->retains > 0; s->retains--)
+        ((fn_dev)c->fn.cuDevicePrimaryCtxRelease_v2)(c->device);
+    ((fn_dev)c->fn.cuDevicePrimaryCtxRelease_v2)(c->device);
+    ((fn_ctx)c->fn.cuCtxSetCurrent)(NULL);
+    free(s->uses);
+    free(s->mem);
+    free(s);
+}
+
+static CUresult cuda_unmap(gl_exec *x, uint64_t p, uint64_t size)
+{
+    return release_range(x, p, size);
+}
+
+static void cuda_run_begin(gl_exec *x)
+{
+    /* The executor thread may serve several sessions in turn. */
+    ((fn_ctx)cuda_of(x)->fn.cuCtxSetCurrent)(((gl_csess *)x->priv)->current);
+}
+
+const gl_backend_ops gl_cuda_ops = {cuda_open, cuda_close, cuda_unmap, cuda_run_begin};
+
+gl_backend *gl_backend_cuda_new(void *const *driver_fns, const gl_cuda_extra *extra, int device)
+{
+    const void *const *need = (const void *const *)extra;
+    for (size_t i = 0; i < sizeof *extra / sizeof(void *); i++) {
+        /* cuLibraryLoadData is optional (drivers before 12.0 lack it). */
+        if (need[i] == NULL && &need[i] != (const void *const *)&extra->cuLibraryLoadData)
+            return NULL;
+    }
+    gl_backend *be = calloc(1, sizeof *be);
+    gl_cuda *c = calloc(1, sizeof *c);
+    if (be == NULL || c == NULL) {
+        free(be);
+        free(c);
+        return NULL;
+    }
+    c->fn = *extra;
+    c->device = device;
+    be->kind = GL_BACKEND_CUDA;
+    be->ops = &gl_cuda_ops;
+    be->priv = c;
+    for (int i = 0; i < GL_CALL_COUNT; i++) {
+        c->driver[i] = gl_cuda_driver_symbols[i] ? driver_fns[i] : NULL;
+        void *slot = gl_cuda_driver_symbols[i] ? driver_fns[i] : gl_cuda_custom_fns[i];
+        be->fns[i] = slot ? slot : (void *)cb_missing;
+    }
+    /* Calls whose effects the session must remember to undo at close. */
+    static const struct {
+        int call;
+        void *fn;
+    } wraps[] = {
+        {GL_CALL_cuDevicePrimaryCtxRetain, (void *)cw_primary_retain},
+        {GL_CALL_cuDevicePrimaryCtxRelease, (void *)cw_primary_release},
+        {GL_CALL_glCtxSetCurrent, (void *)cw_set_current},
+        {GL_CALL_cuCtxCreate, (void *)cw_ctx_create},
+        {GL_CALL_cuCtxDestroy, (void *)cw_ctx_destroy},
+        {GL_CALL_cuModuleUnload, (void *)cw_module_unload},
+    };
+    for (size_t i = 0; i < sizeof wraps / sizeof wraps[0]; i++)
+        if (c->driver[wraps[i].call] != NULL)
+            be->fns[wraps[i].call] = wraps[i].fn;
+    return be;
+}

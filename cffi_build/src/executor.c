@@ -1,0 +1,469 @@
+/*
+ * executor.c — one forwarded session on the server: its handle table, its
+ * device-memory allocations, the deferred error, and gl_exec_run, which
+ * validates a whole batch before running any of it (a malformed batch changes
+ * nothing) and then dispatches record by record.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor.h"
+#include "gl_session.h"
+
+#define GL_MINT_TAG 0x67u
+
+static __thread gl_exec *gl_cur;
+
+gl_exec *gl_exec_current(void)
+{
+    return gl_cur;
+}
+
+void gl_set_err(char *err, size_t err_len, const char *fmt, ...)
+{
+    if (err == NULL || err_len == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------- handles */
+
+static int minted_kind(uint64_t key)
+{
+    return (key >> 56) == GL_MINT_TAG ? (int)((key >> 48) & 0xff) : -1;
+}
+
+static size_t hslot_of(const gl_exec *x, uint64_t key)
+{
+    /* Serials are sequential: a multiplicative hash spreads them. */
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & (x->hcap - 1);
+}
+
+static gl_hslot *hfind(gl_exec *x, uint64_t key)
+{
+    if (x->hcap == 0)
+        return NULL;
+    for (size_t i = hslot_of(x, key), n = 0; n < x->hcap; i = (i + 1) & (x->hcap - 1), n++) {
+        if (x->handles[i].key == key)
+            return &x->handles[i];
+        if (x->handles[i].key == 0)
+            return NULL;
+    }
+    return NULL;
+}
+
+static int hgrow(gl_exec *x)
+{
+    size_t ncap = x->hcap ? x->hcap * 2 : 64;
+    size_t live = 0;
+    for (size_t i = 0; i < x->hcap; i++)
+        live += x->handles[i].key > 1;
+    if (live * 4 < x->hcap)
+        ncap = x->hcap; /* mostly tombstones: rehash in place size */
+    gl_hslot *n = calloc(ncap, sizeof *n);
+    if (n == NULL)
+        return -1;
+    gl_hslot *old = x->handles;
+    size_t ocap = x->hcap;
+    x->handles = n;
+    x->hcap = ncap;
+    x->hused = 0;
+    for (size_t i = 0; i < ocap; i++) {
+        if (old[i].key <= 1)
+            continue;
+        size_t j = hslot_of(x, old[i].key);
+        while (n[j].key != 0)
+            j = (j + 1) & (ncap - 1);
+        n[j] = old[i];
+        x->hused++;
+    }
+    free(old);
+    return 0;
+}
+
+CUresult gl_exec_check_mint(gl_exec *x, int kind, uint64_t minted)
+{
+    if (minted_kind(minted) != kind || hfind(x, minted) != NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_SUCCESS;
+}
+
+CUresult gl_exec_bind(gl_exec *x, int kind, uint64_t minted, void *real)
+{
+    CUresult r = gl_exec_check_mint(x, kind, minted);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((x->hused + 1) * 2 > x->hcap && hgrow(x) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t i = hslot_of(x, minted);
+    while (x->handles[i].key > 1)
+        i = (i + 1) & (x->hcap - 1);
+    if (x->handles[i].key == 0)
+        x->hused++;
+    x->handles[i].key = minted;
+    x->handles[i].val = real;
+    return CUDA_SUCCESS;
+}
+
+CUresult gl_exec_handle(gl_exec *x, int kind, uint64_t minted, void **real)
+{
+    if (kind == GL_H_STREAM && minted <= GL_CU_STREAM_PER_THREAD) {
+        *real = (void *)(uintptr_t)minted; /* default, legacy, per-thread */
+        return CUDA_SUCCESS;
+    }
+    if (minted_kind(minted) != kind)
+        return CUDA_ERROR_INVALID_HANDLE;
+    gl_hslot *s = hfind(x, minted);
+    if (s == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *real = s->val;
+    return CUDA_SUCCESS;
+}
+
+void gl_exec_unbind(gl_exec *x, int kind, uint64_t minted)
+{
+    gl_hslot *s = minted_kind(minted) == kind ? hfind(x, minted) : NULL;
+    if (s != NULL) {
+        s->key = 1;
+        s->val = NULL;
+    }
+}
+
+void gl_exec_each_handle(gl_exec *x, void (*fn)(gl_exec *x, uint64_t key, void *val))
+{
+    for (size_t i = 0; i < x->hcap; i++)
+        if (x->handles[i].key > 1)
+            fn(x, x->handles[i].key, x->handles[i].val);
+}
+
+/* --------------------------------------------------------- allocations */
+
+/* Index of the first allocation whose base is > p. */
+static size_t upper(const gl_range *a, size_t n, uint64_t p)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a[mid].base <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int range_holds(const gl_range *r, uint64_t p, uint64_t size)
+{
+    return p >= r->base && size <= r->size && p - r->base <= r->size - size;
+}
+
+CUresult gl_exec_check_dptr(gl_exec *x, uint64_t ptr, uint64_t size)
+{
+    size_t i = upper(x->allocs, x->nallocs, ptr);
+    if (i > 0 && range_holds(&x->allocs[i - 1], ptr, size))
+        return CUDA_SUCCESS;
+    for (size_t g = 0; g < x->nglobals; g++)
+        if (range_holds(&x->globals[g], ptr, size))
+            return CUDA_SUCCESS;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+void *gl_exec_host_ptr(gl_exec *x, uint64_t dptr, uint64_t size)
+{
+    /* Host backend only: device addresses are the host mapping's addresses. */
+    if (x == NULL || x->be->kind != GL_BACKEND_HOST || dptr == 0)
+        return NULL;
+    size_t i = upper(x->allocs, x->nallocs, dptr);
+    if (i > 0 && range_holds(&x->allocs[i - 1], dptr, size))
+        return (void *)(uintptr_t)dptr;
+    return NULL;
+}
+
+CUresult gx_glMemAlloc(gl_exec *x, CUdeviceptr dptr, size_t bytesize)
+{
+    uint64_t p = dptr, n = bytesize;
+    if (n == 0 || p % 256 != 0 || p < x->va_base || n > x->va_size
+        || p - x->va_base > x->va_size - n)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t i = upper(x->allocs, x->nallocs, p);
+    if (i > 0 && x->allocs[i - 1].base + x->allocs[i - 1].size > p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (i < x->nallocs && x->allocs[i].base < p + n)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (x->be->kind == GL_BACKEND_HOST && n > x->be->memory_limit - x->live_bytes)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (x->nallocs == x->acap) {
+        size_t ncap = x->acap ? x->acap * 2 : 64;
+        gl_range *na = realloc(x->allocs, ncap * sizeof *na);
+        if (na == NULL)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        x->allocs = na;
+        x->acap = ncap;
+    }
+    CUresult r = ((gl_fn_glMemAlloc)gl_exec_slot(x, GL_CALL_glMemAlloc))(dptr, bytesize);
+    if (r != CUDA_SUCCESS)
+        return r;
+    memmove(&x->allocs[i + 1], &x->allocs[i], (x->nallocs - i) * sizeof *x->allocs);
+    x->allocs[i] = (gl_range){p, n, NULL};
+    x->nallocs++;
+    x->live_bytes += n;
+    return CUDA_SUCCESS;
+}
+
+CUresult gx_glMemFree(gl_exec *x, CUdeviceptr dptr)
+{
+    size_t i = upper(x->allocs, x->nallocs, dptr);
+    if (i == 0 || x->allocs[i - 1].base != dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    gl_range a = x->allocs[i - 1];
+    CUresult r = ((gl_fn_glMemFree)gl_exec_slot(x, GL_CALL_glMemFree))(dptr);
+    if (r != CUDA_SUCCESS)
+        return r;
+    memmove(&x->allocs[i - 1], &x->allocs[i], (x->nallocs - i) * sizeof *x->allocs);
+    x->nallocs--;
+    x->live_bytes -= a.size;
+    return CUDA_SUCCESS;
+}
+
+/* The backend's free hook needs the allocation's size, which only the table has. */
+uint64_t gl_exec_alloc_size(gl_exec *x, uint64_t base)
+{
+    size_t i = upper(x->allocs, x->nallocs, base);
+    return (i > 0 && x->allocs[i - 1].base == base) ? x->allocs[i - 1].size : 0;
+}
+
+CUresult gl_exec_add_global(gl_exec *x, uint64_t base, uint64_t size, void *owner)
+{
+    if (x->nglobals == x->gcap) {
+        size_t ncap = x->gcap ? x->gcap * 2 : 16;
+        gl_range *ng = realloc(x->globals, ncap * sizeof *ng);
+        if (ng == NULL)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        x->globals = ng;
+        x->gcap = ncap;
+    }
+    x->globals[x->nglobals++] = (gl_range){base, size, owner};
+    return CUDA_SUCCESS;
+}
+
+void gl_exec_drop_globals(gl_exec *x, void *owner)
+{
+    size_t k = 0;
+    for (size_t g = 0; g < x->nglobals; g++)
+        if (x->globals[g].owner != owner)
+            x->globals[k++] = x->globals[g];
+    x->nglobals = k;
+}
+
+CUresult gx_cuModuleGetGlobal(gl_exec *x, CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
+                              const char *name)
+{
+    CUresult r = ((gl_fn_cuModuleGetGlobal)gl_exec_slot(x, GL_CALL_cuModuleGetGlobal))(
+        dptr, bytes, hmod, name);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return gl_exec_add_global(x, *dptr, *bytes, hmod);
+}
+
+/* ------------------------------------------------------------ sessions */
+
+void *gl_exec_slot(gl_exec *x, int call)
+{
+    return x->be->fns[call];
+}
+
+gl_exec *gl_exec_new(gl_backend *be, uint64_t va_size, char *err, size_t err_len)
+{
+    if (be == NULL) {
+        gl_set_err(err, err_len, "no backend");
+        return NULL;
+    }
+    gl_exec *x = calloc(1, sizeof *x);
+    if (x == NULL) {
+        gl_set_err(err, err_len, "out of memory");
+        return NULL;
+    }
+    x->be = be;
+    x->va_size = va_size;
+    if (be->ops->open(x, err, err_len) != 0) {
+        free(x);
+        return NULL;
+    }
+    return x;
+}
+
+uint64_t gl_exec_va_base(gl_exec *x)
+{
+    return x->va_base;
+}
+
+uint64_t gl_exec_va_size(gl_exec *x)
+{
+    return x->va_size;
+}
+
+void gl_exec_free(gl_exec *x)
+{
+    if (x == NULL)
+        return;
+    gl_exec *prev = gl_cur;
+    gl_cur = x;
+    x->be->ops->close(x);
+    gl_cur = prev;
+    free(x->handles);
+    free(x->allocs);
+    free(x->globals);
+    free(x);
+}
+
+void gl_exec_stats(gl_exec *x, gl_exec_stats_t *out)
+{
+    *out = x->stats;
+}
+
+/* Checks everything about a batch that does not depend on running it. */
+static int validate(const uint8_t *batch, size_t len)
+{
+    gl_batch_reader rd;
+    gl_record rec;
+    int rc = gl_batch_reader_open(&rd, batch, len);
+    if (rc != GL_OK)
+        return rc;
+    while ((rc = gl_batch_reader_next(&rd, &rec)) == 1) {
+        if (rec.flags & GL_REC_REF)
+            return GL_EXEC_E_REF;
+        if (rec.call_id >= GL_CALL_COUNT)
+            return GL_EXEC_E_CALL;
+        int waiting = gl_call_waiting[rec.call_id];
+        if (!(rec.flags & GL_REC_ONEWAY) != !!waiting)
+            return GL_EXEC_E_ONEWAY;
+        if (waiting && rd.index != rd.count)
+            return GL_EXEC_E_ORDER;
+    }
+    return rc;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    memcpy(p, &v, 4); /* both ends are little-endian (gl_session.h) */
+}
+
+int gl_exec_run(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *reply, size_t reply_cap,
+                size_t *reply_len)
+{
+    if (reply_len != NULL)
+        *reply_len = 0;
+    if (reply == NULL || reply_cap < GL_REPLY_HEADER_SIZE || reply_len == NULL)
+        return GL_EXEC_E_REPLY;
+    int rc = validate(batch, len);
+    if (rc != GL_OK)
+        return rc;
+    gl_exec *prev = gl_cur;
+    gl_cur = x;
+    if (x->be->ops->run_begin != NULL)
+        x->be->ops->run_begin(x);
+    gl_batch_reader rd;
+    gl_record rec;
+    gl_batch_reader_open(&rd, batch, len);
+    int replied = 0;
+    while (gl_batch_reader_next(&rd, &rec) == 1) {
+        gl_reply_out o = {.bytes = reply + GL_REPLY_HEADER_SIZE,
+                          .cap = reply_cap - GL_REPLY_HEADER_SIZE};
+        CUresult r = gl_dispatch(x, &rec, &o);
+        x->stats.records++;
+        x->stats.per_call[rec.call_id]++;
+        if (r != CUDA_SUCCESS)
+            x->stats.errors++;
+        else if (rec.call_id == GL_CALL_glLaunch)
+            x->stats.launches++;
+        else if (rec.call_id == GL_CALL_glMemcpyHtoD)
+            x->stats.bytes_h2d += rec.payload_len;
+        if (!gl_call_waiting[rec.call_id]) {
+            x->stats.oneway++;
+            if (r != CUDA_SUCCESS && x->deferred == CUDA_SUCCESS)
+                x->deferred = r;
+            continue;
+        }
+        x->stats.waiting++;
+        if (r != CUDA_SUCCESS)
+            o.nvalues = 0, o.len = 0;
+        x->stats.bytes_d2h += o.len;
+        put32(reply, (uint32_t)r);
+        put32(reply + 4, (uint32_t)x->deferred);
+        put32(reply + 8, o.nvalues);
+        put32(reply + 12, (uint32_t)o.len);
+        for (int k = 0; k < GL_REPLY_MAX_VALUES; k++) {
+            uint64_t v = k < (int)o.nvalues ? o.values[k] : 0;
+            memcpy(reply + 16 + 8 * k, &v, 8);
+        }
+        *reply_len = GL_REPLY_HEADER_SIZE + o.len;
+        x->deferred = CUDA_SUCCESS;
+        replied = 1;
+    }
+    gl_cur = prev;
+    return replied;
+}
+
+const char *gl_exec_strerror(int code)
+{
+    switch (code) {
+    case GL_EXEC_E_REF:
+        return "blob reference records are not accepted by the executor";
+    case GL_EXEC_E_CALL:
+        return "unknown call id";
+    case GL_EXEC_E_ONEWAY:
+        return "ONEWAY flag disagrees with the call's class";
+    case GL_EXEC_E_ORDER:
+        return "a waiting record must be the last of its batch";
+    case GL_EXEC_E_REPLY:
+        return "reply buffer smaller than a reply header";
+    default:
+        return gl_strerror(code);
+    }
+}
+
+/* ------------------------------------------------------- call metadata */
+
+const char *gl_call_name(int id)
+{
+    return id >= 0 && id < GL_CALL_COUNT ? gl_call_names[id] : NULL;
+}
+
+int gl_call_count(void)
+{
+    return GL_CALL_COUNT;
+}
+
+int gl_call_is_waiting(int id)
+{
+    return id >= 0 && id < GL_CALL_COUNT ? gl_call_waiting[id] : 0;
+}
+
+const char *gl_driver_cdef_text(void)
+{
+    return gl_driver_cdef;
+}
+
+const char *gl_cuda_driver_symbol(int id)
+{
+    return id >= 0 && id < GL_CALL_COUNT ? gl_cuda_driver_symbols[id] : NULL;
+}
+
+void gl_backend_set_user(gl_backend *be, void *user)
+{
+    be->user = user;
+}
+
+void gl_backend_free(gl_backend *be)
+{
+    if (be != NULL)
+        free(be->priv);
+    free(be);
+}
+
+_Static_assert(GL_CALL_COUNT <= GL_CALL_COUNT_MAX, "raise GL_CALL_COUNT_MAX");

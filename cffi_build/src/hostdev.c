@@ -1,0 +1,218 @@
+/*
+ * hostdev.c — the host backend's session lifetime and memory. A session's
+ * device range is one anonymous MAP_NORESERVE mapping, so device pointers are
+ * host pointers and pages exist only once touched; the executor has checked
+ * every range before a call gets here.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "hostdev.h"
+
+gl_hsess *gl_hsess_of(void)
+{
+    return gl_exec_current()->priv;
+}
+
+void *gl_hobj_new(int kind, size_t size)
+{
+    gl_hsess *s = gl_hsess_of();
+    gl_hobj *o = calloc(1, size);
+    if (o == NULL)
+        return NULL;
+    o->kind = kind;
+    o->next = s->objs.next;
+    o->prev = &s->objs;
+    s->objs.next->prev = o;
+    s->objs.next = o;
+    return o;
+}
+
+void gl_hobj_free(void *obj)
+{
+    gl_hobj *o = obj;
+    o->prev->next = o->next;
+    o->next->prev = o->prev;
+    if (o->kind == GL_H_MOD || o->kind == GL_H_LIB)
+        gl_himage_free((gl_hmod *)o);
+    free(o);
+}
+
+void gl_hobj_free_all(gl_hsess *s)
+{
+    while (s->objs.next != &s->objs)
+        gl_hobj_free(s->objs.next);
+}
+
+static int host_open(gl_exec *x, char *err, size_t err_len)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t size = x->va_size ? x->va_size : x->be->memory_limit;
+    size = (size + page - 1) / page * page;
+    gl_hsess *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        gl_set_err(err, err_len, "out of memory");
+        return -1;
+    }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) {
+        gl_set_err(err, err_len, "cannot reserve %llu bytes of address space: %s",
+                   (unsigned long long)size, strerror(errno));
+        free(s);
+        return -1;
+    }
+    s->objs.next = s->objs.prev = &s->objs;
+    s->primary.h.kind = GL_H_CTX;
+    s->primary.primary = 1;
+    x->va_base = (uint64_t)(uintptr_t)p;
+    x->va_size = size;
+    x->priv = s;
+    return 0;
+}
+
+static void host_close(gl_exec *x)
+{
+    gl_hsess *s = x->priv;
+    gl_hobj_free_all(s);
+    munmap((void *)(uintptr_t)x->va_base, x->va_size);
+    free(s);
+}
+
+static CUresult host_unmap(gl_exec *x, uint64_t p, uint64_t size)
+{
+    (void)x;
+    /* Whole pages inside the freed range go back to the OS and read as zero
+     * again; the partial pages at the ends may be shared with a neighbour. */
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t lo = (p + page - 1) / page * page, hi = (p + size) / page * page;
+    if (hi <= lo) {
+        memset((void *)(uintptr_t)p, 0, size);
+        return CUDA_SUCCESS;
+    }
+    madvise((void *)(uintptr_t)lo, hi - lo, MADV_DONTNEED);
+    memset((void *)(uintptr_t)p, 0, lo - p);
+    memset((void *)(uintptr_t)hi, 0, p + size - hi);
+    return CUDA_SUCCESS;
+}
+
+const gl_backend_ops gl_host_ops = {host_open, host_close, host_unmap, NULL};
+
+gl_backend *gl_backend_host_new(uint64_t memory_limit)
+{
+    gl_backend *be = calloc(1, sizeof *be);
+    if (be == NULL)
+        return NULL;
+    be->kind = GL_BACKEND_HOST;
+    be->ops = &gl_host_ops;
+    be->memory_limit = memory_limit;
+    memcpy(be->fns, gl_host_fns, sizeof be->fns);
+    return be;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+CUresult hb_glMemAlloc(CUdeviceptr dptr, size_t bytesize)
+{
+    (void)dptr, (void)bytesize; /* the mapping already covers the range */
+    return CUDA_SUCCESS;
+}
+
+CUresult hb_glMemFree(CUdeviceptr dptr)
+{
+    gl_exec *x = gl_exec_current();
+    return host_unmap(x, dptr, gl_exec_alloc_size(x, dptr));
+}
+
+CUresult hb_cuMemGetInfo(size_t *free_bytes, size_t *total)
+{
+    gl_exec *x = gl_exec_current();
+    *total = x->be->memory_limit;
+    *free_bytes = x->be->memory_limit - x->live_bytes;
+    return CUDA_SUCCESS;
+}
+
+CUresult hb_glMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n, CUstream stream)
+{
+    (void)stream;
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return CUDA_SUCCESS;
+}
+
+CUresult hb_glMemcpyDtoH(void *dst, CUdeviceptr src, size_t n, CUstream stream)
+{
+    (void)stream;
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+
+CUresult hb_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+
+CUresult hb_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream)
+{
+    (void)stream;
+    return hb_cuMemcpyDtoD(dst, src, n);
+}
+
+/* The dispatch checked N * width, which can wrap: check again without wrapping. */
+static void *memset_target(CUdeviceptr dst, size_t n, size_t width)
+{
+    if (n > SIZE_MAX / width || dst % width != 0)
+        return NULL;
+    return gl_exec_host_ptr(gl_exec_current(), dst, (uint64_t)n * width);
+}
+
+CUresult hb_cuMemsetD8(CUdeviceptr dst, unsigned char uc, size_t n)
+{
+    uint8_t *p = memset_target(dst, n, 1);
+    if (p == NULL)
+        return n == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    memset(p, uc, n);
+    return CUDA_SUCCESS;
+}
+
+CUresult hb_cuMemsetD16(CUdeviceptr dst, unsigned short us, size_t n)
+{
+    uint16_t *p = memset_target(dst, n, 2);
+    if (p == NULL)
+        return n == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++)
+        p[i] = us;
+    return CUDA_SUCCESS;
+}
+
+CUresult hb_cuMemsetD32(CUdeviceptr dst, unsigned int ui, size_t n)
+{
+    uint32_t *p = memset_target(dst, n, 4);
+    if (p == NULL)
+        return n == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++)
+        p[i] = ui;
+    return CUDA_SUCCESS;
+}
+
+CUresult hb_cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream stream)
+{
+    (void)stream;
+    return hb_cuMemsetD8(dst, uc, n);
+}
+
+CUresult hb_cuMemsetD16Async(CUdeviceptr dst, unsigned short us, size_t n, CUstream stream)
+{
+    (void)stream;
+    return hb_cuMemsetD16(dst, us, n);
+}
+
+CUresult hb_cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream stream)
+{
+    (void)stream;
+    return hb_cuMemsetD32(dst, ui, n);
+}

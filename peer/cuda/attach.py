@@ -1,0 +1,166 @@
+"""``cuda_attach``: an interposer's control connection becomes a session.
+
+The agent chooses a server, opens the session there (or on its own backend),
+answers with a HELLO envelope (or FAIL, with the reason) and then hands the
+socket to a ``ClientSession`` reader thread: from then on the connection
+carries envelopes only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from gleam.peer.control import Handoff
+from gleam.peer.cuda import envelope
+from gleam.peer.cuda.channel import LinkChannel, LoopbackChannel
+from gleam.peer.cuda.choose import NoServer, choose
+from gleam.peer.cuda.client import ClientSession
+from gleam.peer.cuda.forwarding import PendingOpen, Route
+from gleam.peer.cuda.hello import Hello, HelloDevice, pack_hello
+from gleam.peer.cuda.messages import MAX_PROGRAM, CudaClose, CudaOpen, CudaOpened
+from gleam.peer.cuda.server import ServedSession
+
+if TYPE_CHECKING:
+    from gleam.peer.cuda.forwarding import CudaForwarding
+    from gleam.peer.link import PeerLink
+
+log = logging.getLogger("gleam.cuda")
+
+OPEN_TIMEOUT = 10.0
+BACKEND_WAIT = 30.0
+
+
+class AttachFailed(Exception):
+    """The session could not open; the message goes to the program in a FAIL."""
+
+
+def _text(args: dict[str, Any], key: str, limit: int) -> str:
+    value = args.get(key, "")
+    if not isinstance(value, str):
+        raise AttachFailed(f"cuda_attach: {key!r} must be text")
+    return value[:limit]
+
+
+class Attach(Handoff):
+    def __init__(self, fw: CudaForwarding, args: dict[str, Any]) -> None:
+        self.fw = fw
+        self.args = args
+
+    async def take(self, stream: trio.SocketStream, buffered: bytes) -> None:
+        try:
+            await self._attach(stream, buffered)
+        except AttachFailed as exc:
+            log.info("cuda_attach refused: %s", exc)
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await stream.send_all(envelope.fail_envelope(str(exc)))
+
+    async def _attach(self, stream: trio.SocketStream, buffered: bytes) -> None:
+        fw = self.fw
+        peer = _text(self.args, "peer", 64)
+        program = _text(self.args, "program", MAX_PROGRAM)
+        pid = self.args.get("pid", 0)
+        pid = pid if isinstance(pid, int) and 0 <= pid < 2**31 else 0
+        with trio.move_on_after(BACKEND_WAIT):
+            await fw.ready.wait()
+        try:
+            where = choose(fw.agent, peer, fw.backend_name)
+        except NoServer as exc:
+            raise AttachFailed(str(exc)) from None
+        session = fw.new_session_id()
+        if where.link is None:
+            await self._local(stream, buffered, session, program, pid)
+        else:
+            await self._remote(stream, buffered, where.link, session, program, pid)
+
+    # ------------------------------------------------------------ local backend
+
+    async def _local(self, stream: trio.SocketStream, buffered: bytes, session: int,
+                     program: str, pid: int) -> None:
+        fw = self.fw
+        refusal = fw.refusal(session)
+        if refusal is not None:
+            raise AttachFailed(f"{fw.agent.config.name} refused: {refusal}")
+        channel = LoopbackChannel(fw.agent.node_id, fw.agent.config.name)
+        try:
+            served = await fw.new_served(session, channel, program, fw.agent.config.name)
+        except Exception as exc:
+            fw.server.release(session)
+            raise AttachFailed(f"cannot open a session: {exc}") from None
+        hello = _hello_of(fw.opened(session, served))
+        if not await _send_hello(stream, hello):
+            fw.server.release(session)
+            served.exec.close()
+            return
+        fw.server.add(served)
+        client = self._client(stream, buffered, session, channel, program, pid, hello.backend,
+                              forward=lambda buf: _to_executor(served, buf))
+        channel.client = client
+        fw.add_route(session, Route(client, None, served))
+        client.start()
+
+    # ------------------------------------------------------------ remote server
+
+    async def _remote(self, stream: trio.SocketStream, buffered: bytes, link: PeerLink,
+                      session: int, program: str, pid: int) -> None:
+        fw = self.fw
+        wait = fw.pending[session] = PendingOpen(link, trio.Event())
+        try:
+            link.io.submit(CudaOpen(session=session, program=program,
+                                    client=fw.agent.config.name[:64]))
+            with trio.move_on_after(OPEN_TIMEOUT):
+                await wait.done.wait()
+        finally:
+            del fw.pending[session]
+        answer = wait.answer
+        if answer is None:
+            link.io.submit(CudaClose(session=session, reason="the client stopped waiting"))
+            raise AttachFailed(f"{link.peer.name} did not answer within {OPEN_TIMEOUT:.0f} s")
+        if isinstance(answer, str):
+            raise AttachFailed(f"{link.peer.name} refused: {answer}")
+        hello = _hello_of(answer)
+        if not await _send_hello(stream, hello) or link.closed:
+            link.io.submit(CudaClose(session=session, reason="the program went away"))
+            if link.closed:
+                raise AttachFailed(f"lost the link to {link.peer.name}")
+            return
+        client = self._client(stream, buffered, session, LinkChannel(link), program, pid,
+                              hello.backend, forward=link.io.submit_batch)
+        fw.add_route(session, Route(client, link, None))
+        client.start()
+
+    def _client(self, stream: trio.SocketStream, buffered: bytes, session: int, channel: Any,
+                program: str, pid: int, backend: str, *, forward: Any) -> ClientSession:
+        # The socket leaves Trio: its reader is an OS thread from now on.
+        sock = socket.socket(fileno=stream.socket.detach())
+        sock.settimeout(None)
+        return ClientSession(
+            session, sock, channel, forward, self.fw.client_ended,
+            program=program, pid=pid, backend=backend, buffered=buffered,
+        )
+
+
+def _to_executor(served: ServedSession, buf: bytearray) -> None:
+    if not served.put(memoryview(buf)[envelope.HEADER_SIZE :]):
+        raise ConnectionError(f"the session ended: {served.end_reason or 'closed'}")
+
+
+def _hello_of(opened: CudaOpened) -> Hello:
+    return Hello(
+        session=opened.session, va_base=opened.va_base, va_size=opened.va_size,
+        driver_version=opened.driver_version, server=opened.server, backend=opened.backend,
+        devices=[HelloDevice(d.name, d.total_mem, d.uuid, dict(d.attrs)) for d in opened.devices],
+    )
+
+
+async def _send_hello(stream: trio.SocketStream, hello: Hello) -> bool:
+    body = pack_hello(hello)
+    try:
+        await stream.send_all(envelope.pack_header(envelope.HELLO, hello.session, len(body)) + body)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        return False
+    return True

@@ -1,0 +1,82 @@
+"""Which agent serves a new session (a stand-in until the scheduler ranks servers).
+
+Serving agents advertise ``"cuda": {"backend", "sessions", "gflops"}`` in
+their gossip record. With no peer named, the linked peer with the best
+``gflops / (1 + sessions)`` serves; without one, the local backend does.
+A named peer is matched by node id prefix or name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gleam.peer.agent import Agent
+    from gleam.peer.link import PeerLink
+
+GOSSIP_FIELD = "cuda"
+# A GPU whose speed nobody measured still beats any CPU.
+UNMEASURED_GPU_GFLOPS = 1000.0
+
+
+class NoServer(Exception):
+    """No agent can serve the session; the message says why."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    link: PeerLink | None  # None: this agent serves
+    name: str
+
+
+def advert(backend: str | None, sessions: int, gflops: float | None) -> dict[str, Any]:
+    """This agent's gossip field (empty when it serves nothing)."""
+    if backend is None:
+        return {}
+    speed = gflops if gflops else (UNMEASURED_GPU_GFLOPS if backend == "cuda" else 1.0)
+    return {GOSSIP_FIELD: {"backend": backend, "sessions": sessions, "gflops": float(speed)}}
+
+
+def _score(extra: Any) -> float | None:
+    field = extra.get(GOSSIP_FIELD) if hasattr(extra, "get") else None
+    if not hasattr(field, "get") or field.get("backend") not in ("cuda", "host"):
+        return None
+    try:
+        return float(field.get("gflops") or 0.0) / (1 + int(field.get("sessions") or 0))
+    except (TypeError, ValueError):
+        return None
+
+
+def choose(agent: Agent, wanted: str, local_backend: str | None) -> Choice:
+    """The server for a session; raises NoServer."""
+    if wanted:
+        return _named(agent, wanted, local_backend)
+    members = agent.mesh.members()
+    best: tuple[float, PeerLink] | None = None
+    for node_id, link in agent.links.items():
+        member = members.get(node_id)
+        score = _score(member.record.extra) if member is not None else None
+        if link.closed or score is None:
+            continue
+        if best is None or score > best[0]:
+            best = (score, link)
+    if best is not None:
+        return Choice(best[1], best[1].peer.name)
+    if local_backend is not None:
+        return Choice(None, agent.config.name)
+    raise NoServer("no agent in the mesh serves CUDA (and this one has no backend)")
+
+
+def _named(agent: Agent, wanted: str, local_backend: str | None) -> Choice:
+    if agent.node_id.startswith(wanted) or wanted == agent.config.name:
+        if local_backend is None:
+            raise NoServer(f"{agent.config.name} has no CUDA backend (--backend none?)")
+        return Choice(None, agent.config.name)
+    link = agent.link_to(wanted)
+    if link is not None and not link.closed:
+        return Choice(link, link.peer.name)
+    for node_id, member in agent.mesh.members().items():
+        if node_id.startswith(wanted) or member.record.name == wanted:
+            raise NoServer(f"peer {wanted} is in the mesh but not linked to this agent")
+    raise NoServer(f"no peer {wanted} in the mesh")

@@ -1,0 +1,177 @@
+"""The local agent's side of a session: pumping envelopes for one interposer.
+
+After the HELLO, the interposer's socket leaves Trio. A reader thread reads
+each envelope straight into a buffer of its own size, stamps the session id
+into the header in place, and hands that same buffer to the server's channel
+(no copy). Replies arrive on the server link's reader thread and are
+written to the socket right there, under a lock shared with FAIL. No Python
+runs per call: only per batch, and only to move bytes and count them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gleam.peer.cuda import envelope
+from gleam.peer.cuda.channel import Channel
+
+log = logging.getLogger("gleam.cuda.client")
+
+# The reader waits while more than this is queued towards the server, so a
+# fast program cannot make the agent buffer without bound.
+MAX_QUEUED = 64 * 1024 * 1024
+_BACKPRESSURE_POLL = 0.002
+
+
+class ClientSession:
+    """One interposer's session, from HELLO until either side ends it."""
+
+    def __init__(
+        self,
+        session: int,
+        sock: socket.socket,
+        channel: Channel,
+        forward: Callable[[bytearray], None],
+        on_end: Callable[[ClientSession, str], None],
+        *,
+        program: str,
+        pid: int,
+        backend: str,
+        buffered: bytes = b"",
+    ) -> None:
+        """``forward`` hands one stamped BATCH envelope on (reader thread);
+        ``on_end`` runs once, on the reader thread, when the session is over."""
+        self.session = session
+        self.sock = sock
+        self.channel = channel
+        self.program = program
+        self.pid = pid
+        self.backend = backend
+        self.started = time.time()
+        self.batches = 0
+        self.records = 0
+        self.replies = 0
+        self.bytes_to_server = 0
+        self.bytes_from_server = 0
+        self.failed: str | None = None
+        self._closed = False
+        self._forward = forward
+        self._on_end = on_end
+        self._pending = bytearray(buffered)
+        self._send_lock = threading.Lock()
+        self._thread = threading.Thread(
+            target=self._read_loop, name=f"cuda-client-{session:016x}", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    # ------------------------------------------------------------ any thread
+
+    def deliver(self, buf: bytes | bytearray | memoryview) -> None:
+        """Write one REPLY envelope to the interposer (the server link's reader thread)."""
+        with self._send_lock:
+            if self.failed is not None or self._closed:
+                return
+            self.replies += 1
+            self.bytes_from_server += len(buf)
+            # When the interposer is gone its reader notices and ends the session.
+            with contextlib.suppress(OSError):
+                self.sock.sendall(buf)
+
+    def fail(self, reason: str) -> None:
+        """End the session: tell the interposer why and close its connection."""
+        with self._send_lock:
+            if self.failed is not None or self._closed:
+                return
+            self.failed = reason
+            with contextlib.suppress(OSError):
+                self.sock.sendall(envelope.fail_envelope(reason))
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_RDWR)
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    # ------------------------------------------------------------ reader thread
+
+    def _recv_exact(self, view: memoryview) -> bool:
+        """Fill ``view``; False at a clean end of stream before its first byte."""
+        got = 0
+        if self._pending:
+            got = min(len(view), len(self._pending))
+            view[:got] = self._pending[:got]
+            del self._pending[:got]
+        while got < len(view):
+            n = self.sock.recv_into(view[got:])
+            if n == 0:
+                if got == 0:
+                    return False
+                raise ConnectionError("the program closed its connection mid-envelope")
+            got += n
+        return True
+
+    def _read_one(self) -> bytearray | None:
+        header = bytearray(envelope.HEADER_SIZE)
+        if not self._recv_exact(memoryview(header)):
+            return None
+        kind, _session, body_len = envelope.parse_header(header)
+        if kind != envelope.BATCH:
+            raise envelope.EnvelopeError(f"the program sent a {envelope.TYPE_NAMES[kind]}")
+        if body_len > envelope.MAX_BODY:
+            raise envelope.EnvelopeError(f"envelope of {body_len} bytes is too large")
+        buf = bytearray(envelope.HEADER_SIZE + body_len)
+        buf[: envelope.HEADER_SIZE] = header
+        with memoryview(buf) as view:
+            if body_len and not self._recv_exact(view[envelope.HEADER_SIZE :]):
+                raise ConnectionError("the program closed its connection mid-envelope")
+        return buf
+
+    def _read_loop(self) -> None:
+        reason = "the program ended the session"
+        try:
+            while self.failed is None:
+                buf = self._read_one()
+                if buf is None:
+                    break
+                envelope.stamp_session(buf, self.session)
+                self.batches += 1
+                self.records += envelope.record_count(buf, envelope.HEADER_SIZE)
+                self.bytes_to_server += len(buf)
+                while self.channel.queued_bytes() > MAX_QUEUED and self.failed is None:
+                    time.sleep(_BACKPRESSURE_POLL)
+                self._forward(buf)
+        except envelope.EnvelopeError as exc:
+            reason = f"the program sent a malformed envelope: {exc}"
+            log.warning("session %016x (%s): %s", self.session, self.program, reason)
+        except OSError as exc:
+            reason = f"the program's connection failed: {exc}"
+        except Exception as exc:  # keep the agent alive whatever a session does
+            log.exception("session %016x failed", self.session)
+            reason = f"internal error: {exc!r}"
+        finally:
+            # Closed under the lock: a reply being written on another thread
+            # must never land on a reused descriptor.
+            with self._send_lock:
+                self._closed = True
+                if self.failed is not None:
+                    reason = self.failed
+                with contextlib.suppress(OSError):
+                    self.sock.close()
+            self._on_end(self, reason)
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "id": f"{self.session:016x}", "role": "client", "peer": self.channel.name,
+            "program": self.program, "pid": self.pid, "backend": self.backend,
+            "started": self.started, "batches": self.batches, "calls": self.records,
+            "waiting": self.replies, "bytes": self.bytes_to_server + self.bytes_from_server,
+            "bytes_to_server": self.bytes_to_server,
+            "bytes_from_server": self.bytes_from_server,
+        }

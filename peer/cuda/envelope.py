@@ -1,0 +1,89 @@
+"""The envelope around every message of a forwarded CUDA session.
+
+``u32 body_len (LE), u8 type, u8 flags (0), u16 reserved (0), u64 session``,
+then the body (``cffi_build/include/gl_session.h`` has the bytes,
+docs/cuda-forwarding.md the story). The agents never look inside a BATCH
+or REPLY body beyond the batch header's record count: they stamp the
+session id into the header in place and move the same buffer on.
+"""
+
+from __future__ import annotations
+
+import struct
+
+HEADER_SIZE = 16
+BATCH, REPLY, HELLO, FAIL = 1, 2, 3, 4
+TYPE_NAMES = {BATCH: "BATCH", REPLY: "REPLY", HELLO: "HELLO", FAIL: "FAIL"}
+
+# What one envelope may carry: a host-to-device chunk (GL_COPY_CHUNK, 8 MiB)
+# inside a batch, with room for the batch and record headers. Anything
+# larger is a broken or hostile interposer, refused before it is buffered.
+COPY_CHUNK = 8 * 1024 * 1024
+MAX_BODY = COPY_CHUNK + 64 * 1024
+
+_HEADER = struct.Struct("<IBBHQ")
+_SESSION = struct.Struct("<Q")
+# The batch header's record count (docs/wire-format-data-plane.md): u32 at 16.
+_BATCH_COUNT = struct.Struct("<I")
+_BATCH_COUNT_AT = 16
+_BATCH_HEADER_SIZE = 24
+_REASON_MAX = 1000
+
+
+class EnvelopeError(ValueError):
+    """An envelope header that no well-behaved sender writes."""
+
+
+def pack_header(kind: int, session: int, body_len: int) -> bytes:
+    return _HEADER.pack(body_len, kind, 0, 0, session)
+
+
+def write_header(buf: bytearray | memoryview, kind: int, session: int, body_len: int) -> None:
+    """Fill the 16 bytes at the front of ``buf`` (the body is already behind them)."""
+    _HEADER.pack_into(buf, 0, body_len, kind, 0, 0, session)
+
+
+def parse_header(buf: bytes | bytearray | memoryview) -> tuple[int, int, int]:
+    """``(kind, session, body_len)`` of the header at the front of ``buf``."""
+    body_len, kind, flags, reserved, session = _HEADER.unpack_from(buf, 0)
+    if flags or reserved:
+        raise EnvelopeError("envelope flags or reserved bits set")
+    if kind not in TYPE_NAMES:
+        raise EnvelopeError(f"unknown envelope type {kind}")
+    return kind, session, body_len
+
+
+def session_of(buf: bytes | bytearray | memoryview) -> int:
+    (session,) = _SESSION.unpack_from(buf, 8)
+    return int(session)
+
+
+def stamp_session(buf: bytearray, session: int) -> None:
+    """Write the session id into an envelope's header, in place (no copy of the body)."""
+    _SESSION.pack_into(buf, 8, session)
+
+
+def record_count(buf: bytes | bytearray | memoryview, offset: int = 0) -> int:
+    """Records in the batch at ``offset`` of ``buf`` (0 when too short to say).
+
+    Read from the batch header for accounting only; the executor validates
+    the batch itself.
+    """
+    if len(buf) < offset + _BATCH_HEADER_SIZE:
+        return 0
+    (count,) = _BATCH_COUNT.unpack_from(buf, offset + _BATCH_COUNT_AT)
+    return int(count)
+
+
+def fail_envelope(reason: str) -> bytes:
+    """A FAIL envelope: the session is over, and the interposer shows why."""
+    body = reason.encode("utf-8", "replace")[:_REASON_MAX]
+    return pack_header(FAIL, 0, len(body)) + body
+
+
+def is_session_envelope(buf: bytes | bytearray | memoryview, kinds: tuple[int, ...]) -> bool:
+    """Whether a data-plane payload is a well-formed envelope of one of ``kinds``."""
+    if len(buf) < HEADER_SIZE:
+        return False
+    body_len, kind, flags, reserved, _session = _HEADER.unpack_from(buf, 0)
+    return kind in kinds and not flags and not reserved and body_len == len(buf) - HEADER_SIZE

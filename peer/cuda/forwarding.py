@@ -1,0 +1,251 @@
+"""The CUDA forwarding state one agent holds: its backend, client and served sessions.
+
+Handlers run where the agent calls them: control messages and link loss on
+the Trio thread, data-plane envelopes on a link's reader thread. Session
+tables are shared between those threads, so they change under a lock and
+are read by single dictionary lookups.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from gleam.peer.cuda import envelope
+from gleam.peer.cuda.backend import OpenedBackend, kernel_registry, open_backend
+from gleam.peer.cuda.channel import LinkChannel
+from gleam.peer.cuda.choose import advert
+from gleam.peer.cuda.client import ClientSession
+from gleam.peer.cuda.messages import (
+    CudaClose,
+    CudaOpen,
+    CudaOpened,
+    CudaRefused,
+    DeviceRecord,
+    short_reason,
+)
+from gleam.peer.cuda.server import ServedSession, SessionServer
+
+if TYPE_CHECKING:
+    from gleam.peer.agent import Agent
+    from gleam.peer.link import PeerLink
+    from gleam.peer.protocol import Message
+
+log = logging.getLogger("gleam.cuda")
+
+STOP_JOIN = 1.0
+
+
+@dataclass
+class Route:
+    """Where a client session's envelopes go: a link, or this agent's own executor."""
+
+    client: ClientSession
+    link: PeerLink | None
+    served: ServedSession | None
+
+
+@dataclass
+class PendingOpen:
+    link: PeerLink
+    done: trio.Event
+    answer: CudaOpened | str | None = None
+
+
+class CudaForwarding:
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.choice = agent.config.backend
+        self.backend: OpenedBackend | None = None
+        self.note = "opening the backend"
+        self.ready = trio.Event()
+        self.server = SessionServer(agent.config.max_sessions)
+        self.routes: dict[int, Route] = {}
+        self.pending: dict[int, PendingOpen] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def backend_name(self) -> str | None:
+        return self.backend.name if self.backend is not None else None
+
+    async def open_backend(self) -> None:
+        kernels = kernel_registry(self.agent.pm)
+        self.backend, self.note = await trio.to_thread.run_sync(
+            open_backend, self.choice, kernels
+        )
+        log.info("%s", self.note)
+        self.ready.set()
+
+    def stop(self) -> None:
+        """The agent is stopping: end every session (on the Trio thread)."""
+        for route in list(self.routes.values()):
+            route.client.fail("the gleam agent is shutting down")
+        for served in self.server.close_all(None, "the serving agent is shutting down"):
+            served.join(STOP_JOIN)
+        if self.backend is not None:
+            # Frees the backend now, or when its last session closes.
+            self.backend.close()
+            self.backend = None
+
+    def new_session_id(self) -> int:
+        while True:
+            session = secrets.randbits(64)
+            if session and session not in self.routes and session not in self.pending:
+                return session
+
+    # ------------------------------------------------------------ routes
+
+    def add_route(self, session: int, route: Route) -> None:
+        with self._lock:
+            self.routes[session] = route
+
+    def client_ended(self, client: ClientSession, reason: str) -> None:
+        """A client session is over (its reader thread): release the server's side."""
+        with self._lock:
+            route = self.routes.pop(client.session, None)
+        if route is None:
+            return
+        log.info("session %016x (%s) ended: %s", client.session, client.program, reason)
+        if route.served is not None:
+            route.served.stop(reason)
+        elif route.link is not None and not route.link.closed and client.failed is None:
+            route.link.io.submit(CudaClose(session=client.session, reason=short_reason(reason)))
+
+    # ------------------------------------------------------------ from links
+
+    def on_data(self, link: PeerLink, payload: bytes) -> bool | None:
+        """A data-plane payload (the link's reader thread); True when it was ours."""
+        if envelope.is_session_envelope(payload, (envelope.REPLY,)):
+            route = self.routes.get(envelope.session_of(payload))
+            if route is not None and route.link is link:
+                route.client.deliver(payload)
+            else:
+                log.debug("dropped a reply from %s for no session of it", link.peer.name)
+            return True
+        return True if self.server.deliver(link.node_id, payload) else None
+
+    def on_message(self, link: PeerLink, message: Message) -> bool | None:
+        """A control message (the Trio thread); True when it was ours."""
+        if isinstance(message, CudaOpen):
+            assert self.agent.nursery is not None
+            self.agent.nursery.start_soon(self.serve_open, link, message)
+        elif isinstance(message, CudaOpened | CudaRefused):
+            wait = self.pending.get(message.session)
+            if wait is not None and wait.link is link:
+                wait.answer = message if isinstance(message, CudaOpened) else message.reason
+                wait.done.set()
+            elif isinstance(message, CudaOpened):
+                # Nobody waits any more (timed out): free the server's side.
+                link.io.submit(CudaClose(session=message.session, reason="nobody waits for it"))
+        elif isinstance(message, CudaClose):
+            if not self.server.close(link.node_id, message.session, message.reason):
+                route = self.routes.get(message.session)
+                if route is not None and route.link is link:
+                    route.client.fail(f"{link.peer.name} closed the session: {message.reason}")
+        else:
+            return None
+        return True
+
+    def on_peer_lost(self, link: PeerLink, reason: str) -> None:
+        why = f"lost the link to {link.peer.name}: {reason}"
+        self.server.close_all(link.node_id, why)
+        for route in list(self.routes.values()):
+            if route.link is link:
+                route.client.fail(why)
+        for wait in self.pending.values():
+            if wait.link is link and wait.answer is None:
+                wait.answer = why
+                wait.done.set()
+
+    # ------------------------------------------------------------ serving
+
+    async def new_served(self, session: int, channel: Any, program: str,
+                         client: str) -> ServedSession:
+        """A served session on this agent's backend (not started yet)."""
+        from gleam.peer.cuda import native
+
+        assert self.backend is not None
+        exec_session = await trio.to_thread.run_sync(native.ExecSession, self.backend.backend)
+        return ServedSession(
+            session=session, channel=channel, program=program, client=client,
+            exec=exec_session, reply_capacity=native.REPLY_CAPACITY,
+            batch_error=native.BatchError, on_end=self._served_ended,
+        )
+
+    def _served_ended(self, served: ServedSession, reason: str) -> None:
+        self.server.forget(served)
+        log.info("served session %016x (%s from %s) ended: %s",
+                 served.session, served.program, served.client, reason)
+
+    async def serve_open(self, link: PeerLink, msg: CudaOpen) -> None:
+        """Answer a peer's cuda_open with cuda_opened or cuda_refused."""
+        with trio.move_on_after(30):
+            await self.ready.wait()
+        refusal = self.refusal(msg.session)
+        if refusal is not None:
+            link.io.submit(CudaRefused(session=msg.session, reason=short_reason(refusal)))
+            return
+        try:
+            served = await self.new_served(
+                msg.session, LinkChannel(link), msg.program, msg.client or link.peer.name
+            )
+        except Exception as exc:  # the backend refused: tell the client why
+            self.server.release(msg.session)
+            log.warning("cannot open a session for %s: %s", link.peer.name, exc)
+            link.io.submit(CudaRefused(session=msg.session, reason=short_reason(str(exc))))
+            return
+        if link.closed:
+            self.server.release(msg.session)
+            served.exec.close()
+            return
+        self.server.add(served)
+        link.io.submit(self.opened(msg.session, served))
+
+    def refusal(self, session: int) -> str | None:
+        if self.backend is None:
+            return f"{self.agent.config.name} serves no CUDA ({self.note})"
+        return self.server.admit(session)
+
+    def opened(self, session: int, served: ServedSession) -> CudaOpened:
+        assert self.backend is not None
+        devices = tuple(
+            DeviceRecord(
+                name=str(d.name)[:256], total_mem=int(d.total_mem),
+                uuid=bytes(d.uuid[:16]).ljust(16, b"\0"),
+                attrs=tuple(sorted((int(k), int(v)) for k, v in d.attrs.items())),
+            )
+            for d in self.backend.devices[:8]
+        )
+        return CudaOpened(
+            session=session, va_base=served.exec.va_base, va_size=served.exec.va_size,
+            driver_version=self.backend.driver_version, backend=self.backend.name,
+            server=self.agent.config.name[:64], devices=devices,
+        )
+
+    # ------------------------------------------------------------ status
+
+    def rows(self) -> list[dict[str, Any]]:
+        rows = []
+        for route in list(self.routes.values()):
+            row = route.client.row()
+            if route.served is not None:
+                row["server_stats"] = dict(route.served.stats)
+            rows.append(row)
+        return rows + self.server.rows()
+
+    def gossip(self) -> dict[str, Any]:
+        name = self.backend_name
+        speeds = [g.gflops for g in self.agent.mesh.gpus if g.backend == name and g.gflops]
+        return advert(name, self.server.count(), sum(speeds) if speeds else None)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend_name or "none", "note": self.note,
+            "client_sessions": len(self.routes), "served_sessions": self.server.count(),
+            "max_sessions": self.server.max_sessions,
+        }

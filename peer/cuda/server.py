@@ -1,0 +1,233 @@
+"""Serving forwarded sessions: one executor OS thread per session.
+
+Batches arrive on a link's reader thread (``gleam_data_batch``) and go into
+the session's bounded queue; a full queue blocks that reader, so TCP slows
+the client instead of memory growing here. The executor thread alone
+touches its ``ExecSession`` (it is not thread-safe) and sends each reply
+through the session's channel. The Trio thread only opens sessions (the
+backend call runs in a worker thread) and asks them to stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gleam.peer.cuda import envelope
+from gleam.peer.cuda.channel import Channel
+from gleam.peer.cuda.messages import CudaClose, short_reason
+
+log = logging.getLogger("gleam.cuda.server")
+
+QUEUE_DEPTH = 64
+# Replies up to this size are copied out of the executor's buffer; larger
+# ones (device-to-host chunks) take the buffer along and a fresh one is made,
+# so a buffer is never rewritten while the link's writer still sends it.
+COPY_REPLY_BELOW = 256 * 1024
+STATS_EVERY = 0.5
+_STOP = None
+
+
+class ExecLike(Protocol):
+    va_base: int
+    va_size: int
+
+    def run(self, batch: memoryview, reply: memoryview) -> int: ...
+    def stats(self) -> dict[str, Any]: ...
+    def close(self) -> None: ...
+
+
+@dataclass
+class ServedSession:
+    session: int
+    channel: Channel
+    program: str
+    client: str
+    exec: ExecLike
+    reply_capacity: int
+    batch_error: type[BaseException]
+    on_end: Any  # Callable[[ServedSession, str], None], called once from the executor thread
+    started: float = field(default_factory=time.time)
+    batches: int = 0
+    records: int = 0
+    replies: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    stats: dict[str, Any] = field(default_factory=dict)
+    end_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        self._queue: queue.Queue[memoryview | None] = queue.Queue(QUEUE_DEPTH)
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"cuda-exec-{self.session:016x}", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    # ----------------------------------------------------------- other threads
+
+    def put(self, body: memoryview) -> bool:
+        """Queue one batch body; blocks while the queue is full (backpressure)."""
+        while not self._stopping.is_set():
+            try:
+                self._queue.put(body, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def stop(self, reason: str) -> None:
+        """Ask the executor to finish; never blocks."""
+        if self.end_reason is None:
+            self.end_reason = reason
+        self._stopping.set()
+        # With a full queue the executor sees the flag after its current batch.
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(_STOP)
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    # ----------------------------------------------------------- executor thread
+
+    def _run(self) -> None:
+        reply = bytearray(envelope.HEADER_SIZE + self.reply_capacity)
+        last_stats = 0.0
+        try:
+            while not self._stopping.is_set():
+                body = self._queue.get()
+                if body is _STOP:
+                    break
+                replies = self.replies
+                reply = self._execute(body, reply)
+                now = time.monotonic()
+                # After a waiting call the client may look at the counters.
+                if self.replies != replies or now - last_stats >= STATS_EVERY:
+                    self.stats = self.exec.stats()
+                    last_stats = now
+        except self.batch_error as exc:
+            reason = short_reason(f"malformed batch: {exc}")
+            log.warning("session %016x from %s: %s", self.session, self.client, reason)
+            self.end_reason = reason
+            self.channel.submit_control(CudaClose(session=self.session, reason=reason))
+        except Exception as exc:  # an executor bug ends this session, not the agent
+            log.exception("session %016x failed", self.session)
+            self.end_reason = short_reason(f"server error: {exc!r}")
+            self.channel.submit_control(CudaClose(session=self.session, reason=self.end_reason))
+        finally:
+            self._stopping.set()
+            try:
+                self.stats = self.exec.stats()
+            finally:
+                self.exec.close()
+                self.on_end(self, self.end_reason or "closed")
+
+    def _execute(self, body: memoryview, reply: bytearray) -> bytearray:
+        self.batches += 1
+        self.bytes_in += len(body) + envelope.HEADER_SIZE
+        self.records += envelope.record_count(body)
+        with memoryview(reply) as whole:
+            size = self.exec.run(body, whole[envelope.HEADER_SIZE :])
+        if size < 0:
+            return reply
+        envelope.write_header(reply, envelope.REPLY, self.session, size)
+        total = envelope.HEADER_SIZE + size
+        self.replies += 1
+        self.bytes_out += total
+        if total < COPY_REPLY_BELOW:
+            self.channel.submit_batch(bytes(memoryview(reply)[:total]))
+            return reply
+        self.channel.submit_batch(memoryview(reply)[:total])
+        return bytearray(envelope.HEADER_SIZE + self.reply_capacity)
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "id": f"{self.session:016x}", "role": "served", "peer": self.client,
+            "program": self.program, "started": self.started, "batches": self.batches,
+            "calls": self.records, "waiting": self.replies,
+            "bytes": self.bytes_in + self.bytes_out, "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out, "stats": dict(self.stats),
+        }
+
+
+class SessionServer:
+    """The served sessions of one agent, by session id."""
+
+    def __init__(self, max_sessions: int) -> None:
+        self.max_sessions = max_sessions
+        self._sessions: dict[int, ServedSession] = {}
+        self._reserved: set[int] = set()  # admitted, backend session being created
+        self._lock = threading.Lock()
+
+    def count(self) -> int:
+        return len(self._sessions) + len(self._reserved)
+
+    def admit(self, session: int) -> str | None:
+        """Reserve a place for ``session``: None when it may open, else why not."""
+        with self._lock:
+            if session in self._sessions or session in self._reserved:
+                return "session id already in use"
+            if len(self._sessions) + len(self._reserved) >= self.max_sessions:
+                return f"server is full ({self.max_sessions} sessions)"
+            self._reserved.add(session)
+        return None
+
+    def release(self, session: int) -> None:
+        """Give back a place ``admit`` reserved for a session that did not open."""
+        with self._lock:
+            self._reserved.discard(session)
+
+    def add(self, served: ServedSession) -> None:
+        with self._lock:
+            self._reserved.discard(served.session)
+            self._sessions[served.session] = served
+        served.start()
+
+    def get(self, session: int) -> ServedSession | None:
+        return self._sessions.get(session)
+
+    def forget(self, served: ServedSession) -> None:
+        with self._lock:
+            if self._sessions.get(served.session) is served:
+                del self._sessions[served.session]
+
+    def deliver(self, node_id: str, payload: bytes | memoryview) -> bool:
+        """A data-plane payload from ``node_id`` (reader thread): True if it was ours."""
+        if not envelope.is_session_envelope(payload, (envelope.BATCH,)):
+            return False
+        session = envelope.session_of(payload)
+        served = self._sessions.get(session)
+        if served is None or served.channel.node_id != node_id:
+            log.warning("dropped a batch for session %016x: not a session of %s",
+                        session, node_id[:8])
+            return True
+        served.put(memoryview(payload)[envelope.HEADER_SIZE :])
+        return True
+
+    def close(self, node_id: str, session: int, reason: str) -> bool:
+        served = self._sessions.get(session)
+        if served is None or served.channel.node_id != node_id:
+            return False
+        served.stop(reason)
+        return True
+
+    def close_all(self, node_id: str | None, reason: str) -> list[ServedSession]:
+        """Stop every session of ``node_id`` (every session when None)."""
+        with self._lock:
+            victims = [s for s in self._sessions.values()
+                       if node_id is None or s.channel.node_id == node_id]
+        for served in victims:
+            served.stop(reason)
+        return victims
+
+    def rows(self) -> list[dict[str, Any]]:
+        with self._lock:
+            sessions = list(self._sessions.values())
+        return [s.row() for s in sessions]
