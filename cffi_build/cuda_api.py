@@ -132,7 +132,7 @@ ROWS: tuple[Row, ...] = (
       driver="cuDevicePrimaryCtxRetain", ctx=False),
     R("cuDevicePrimaryCtxRelease", "CUdevice dev", ONEWAY,
       (s("cuDevicePrimaryCtxRelease", 7000), s("cuDevicePrimaryCtxRelease_v2", 11000)),
-      driver="cuDevicePrimaryCtxRelease_v2", ctx=False),
+      client="custom", driver="cuDevicePrimaryCtxRelease_v2", ctx=False),
     R("cuDevicePrimaryCtxSetFlags", "CUdevice dev, unsigned int flags", ONEWAY,
       (s("cuDevicePrimaryCtxSetFlags", 7000), s("cuDevicePrimaryCtxSetFlags_v2", 11000)),
       client="custom", driver="cuDevicePrimaryCtxSetFlags_v2", ctx=False),

@@ -82,6 +82,20 @@ def parse(row: Row) -> list[Param]:
     return params
 
 
+def size_lines(p: Param) -> str:
+    """C that computes ``sz_<name>`` = p's size expression, refusing 64-bit overflow.
+
+    Size expressions are a parameter or a parameter times a constant (``N * 4``):
+    a product that wraps would let a huge count pass a range check."""
+    m = re.fullmatch(r"\s*(\w+)\s*(?:\*\s*(\d+)\s*)?", p.expr)
+    if not m:
+        raise SystemExit(f"{p.name}: size expression {p.expr!r} is not NAME or NAME * K")
+    factor = m.group(2) or "1"
+    return (f"    uint64_t sz_{p.name};\n"
+            f"    if (__builtin_mul_overflow((uint64_t){m.group(1)}, (uint64_t){factor}, "
+            f"&sz_{p.name}))\n        return CUDA_ERROR_INVALID_VALUE;\n")
+
+
 def kind_const(kind: str) -> str:
     return f"GL_H_{kind.upper()}"
 
@@ -151,10 +165,12 @@ def gen_emitter(r: Row, ps: list[Param]) -> str:
         elif p.role in ("mint", "out"):
             lines.append(f"    if ({p.name} == NULL)\n        return CUDA_ERROR_INVALID_VALUE;\n")
         elif p.role == "dptr":
-            lines.append(f"    r = gl_check_dptr((uint64_t){p.name}, (uint64_t)({p.expr}));\n"
+            lines.append(size_lines(p))
+            lines.append(f"    r = gl_check_dptr((uint64_t){p.name}, sz_{p.name});\n"
                          "    if (r != CUDA_SUCCESS)\n        return r;\n")
         elif p.role in ("hin", "hout"):
-            lines.append(f"    if ({p.name} == NULL && ({p.expr}) != 0)\n"
+            lines.append(size_lines(p))
+            lines.append(f"    if ({p.name} == NULL && sz_{p.name} != 0)\n"
                          "        return CUDA_ERROR_INVALID_VALUE;\n")
         elif p.role == "cstr":
             lines.append(f"    if ({p.name} == NULL)\n        return CUDA_ERROR_INVALID_VALUE;\n")
@@ -302,17 +318,20 @@ def gen_decoder(r: Row, ps: list[Param]) -> str:
     # Checks that need every scalar decoded first.
     for p in ps:
         if p.role == "dptr":
-            lines.append(f"    r = gl_exec_check_dptr(x, {p.name}, (uint64_t)({p.expr}));\n"
+            lines.append(size_lines(p))
+            lines.append(f"    r = gl_exec_check_dptr(x, {p.name}, sz_{p.name});\n"
                          "    if (r != CUDA_SUCCESS)\n        return r;\n")
         elif p.role == "hin":
-            lines.append(f"    if ((uint64_t)rec->payload_len != (uint64_t)({p.expr}))\n"
+            lines.append(size_lines(p))
+            lines.append(f"    if ((uint64_t)rec->payload_len != sz_{p.name})\n"
                          "        return CUDA_ERROR_INVALID_VALUE;\n")
         elif p.role == "cstr":
             lines.append("    if (rec->payload_len == 0 || "
                          "rec->payload[rec->payload_len - 1] != 0)\n"
                          "        return CUDA_ERROR_INVALID_VALUE;\n")
         elif p.role == "hout":
-            lines.append(f"    if ((uint64_t)({p.expr}) > (uint64_t)o->cap)\n"
+            lines.append(size_lines(p))
+            lines.append(f"    if (sz_{p.name} > (uint64_t)o->cap)\n"
                          "        return CUDA_ERROR_INVALID_VALUE;\n")
     if r.server == "exec":
         target = f"gx_{r.name}(x{', ' if call_args else ''}"
@@ -336,7 +355,7 @@ def gen_decoder(r: Row, ps: list[Param]) -> str:
                 lines.append(f"    o->values[{k}] = (uint64_t)v_{p.name};\n")
             k += 1
         elif p.role == "hout":
-            lines.append(f"    o->len = (size_t)({p.expr});\n")
+            lines.append(f"    o->len = (size_t)sz_{p.name};\n")
         if p.is_arg:
             i += 1
     lines.append(f"    o->nvalues = {k};\n    return CUDA_SUCCESS;\n}}\n\n")

@@ -383,3 +383,97 @@ def test_fuzzed_batches_never_crash(s, data):
             batch[i] = data.draw(st.integers(0, 255))
     with contextlib.suppress(native.BatchError):
         s.x.run(bytes(batch), s.reply)
+
+
+# A stand-in driver for the cuda backend's bookkeeping (VMM granules, retains, releases):
+# its "device memory" is host memory that cuMemMap makes accessible, so an unmapped granule
+# would fault. It stands in for NVIDIA's driver, not for the code under test.
+FAKE_DRIVER = r"""
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <stdlib.h>
+typedef int CUresult; typedef uint64_t P;
+#define G (1u << 16)
+static int maps, creates, releases, retains;
+CUresult cuInit(unsigned f) { return 0; }
+CUresult cuDriverGetVersion(int *v) { *v = 12080; return 0; }
+CUresult cuDeviceGetCount(int *n) { *n = 1; return 0; }
+CUresult cuDeviceGet(int *d, int o) { *d = o; return 0; }
+CUresult cuDeviceGetName(char *s, int n, int d) { strncpy(s, "fake gpu", n); return 0; }
+CUresult cuDeviceGetAttribute(int *v, int a, int d) { if (a > 100) return 1; *v = a; return 0; }
+CUresult cuDeviceTotalMem_v2(size_t *b, int d) { *b = 1 << 24; return 0; }
+CUresult cuDeviceGetUuid(unsigned char *u, int d) { memset(u, 7, 16); return 0; }
+CUresult cuMemGetInfo_v2(size_t *f, size_t *t) { *f = *t = 1 << 24; return 0; }
+CUresult cuMemGetAllocationGranularity(size_t *g, const void *p, int o) { *g = G; return 0; }
+CUresult cuMemAddressReserve(P *p, size_t n, size_t a, P h, unsigned long long f) {
+    void *m = mmap(0, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    *p = (P)(uintptr_t)m;
+    return 0;
+}
+CUresult cuMemAddressFree(P p, size_t n) { munmap((void *)(uintptr_t)p, n); return 0; }
+CUresult cuMemCreate(uint64_t *h, size_t n, const void *p, unsigned long long f) {
+    *h = ++creates;
+    return 0;
+}
+CUresult cuMemRelease(uint64_t h) { releases++; return 0; }
+CUresult cuMemMap(P p, size_t n, size_t o, uint64_t h, unsigned long long f) {
+    maps++;
+    return mprotect((void *)(uintptr_t)p, n, PROT_READ | PROT_WRITE);
+}
+CUresult cuMemUnmap(P p, size_t n) {
+    maps--;
+    madvise((void *)(uintptr_t)p, n, MADV_DONTNEED);
+    return mprotect((void *)(uintptr_t)p, n, PROT_NONE);
+}
+CUresult cuMemSetAccess(P p, size_t n, const void *d, size_t c) { return 0; }
+CUresult cuDevicePrimaryCtxRetain(void **c, int d) { retains++; *c = (void *)0x1000; return 0; }
+CUresult cuDevicePrimaryCtxRelease_v2(int d) { retains--; return 0; }
+CUresult cuCtxSetCurrent(void *c) { return 0; }
+CUresult cuCtxSynchronize(void) { return 0; }
+CUresult cuStreamSynchronize(void *s) { return 0; }
+CUresult cuMemsetD32_v2(P p, unsigned v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        ((unsigned *)(uintptr_t)p)[i] = v;
+    return 0;
+}
+CUresult cuMemcpyDtoHAsync_v2(void *d, P s, size_t n, void *st) {
+    memcpy(d, (void *)(uintptr_t)s, n);
+    return 0;
+}
+int fake_state(int w) { return w == 0 ? maps : w == 1 ? creates - releases : retains; }
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="builds a stand-in driver")
+def test_cuda_backend_granules_with_a_stand_in_driver(tmp_path):
+    import cffi
+
+    (tmp_path / "fake.c").write_text(FAKE_DRIVER)
+    so = tmp_path / "libfakecuda.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(so), str(tmp_path / "fake.c")],
+                   check=True)
+    probe = cffi.FFI()
+    probe.cdef("int fake_state(int);")
+    fake = probe.dlopen(str(so))
+    be = native.CudaBackend(str(so))
+    assert be.devices()[0].name == "fake gpu" and be.driver_version == 12080
+    s = Session(be)
+    b, g = s.x.va_base, 1 << 16
+    ctx = mint(CTX)
+    s.run(rec("cuDevicePrimaryCtxRetain", ctx, 0), rec("glCtxSetCurrent", ctx),
+          rec("glMemAlloc", b, 256), rec("glMemAlloc", b + 256, 256),
+          rec("glMemAlloc", b + 512, 2 * g), rec("cuMemsetD32", b + 256, 6, 64),
+          rec("cuMemsetD32", b + 512, 7, g // 2))
+    assert fake.fake_state(0) == 3  # granules 0, 1, 2 mapped once each
+    s.run(rec("glMemFree", b))
+    assert s.dtoh(b + 256, 8) == struct.pack("<II", 6, 6)  # granule 0 still in use
+    s.run(rec("glMemFree", b + 512))
+    assert fake.fake_state(0) == 1
+    r = s.run(rec("glMemcpyDtoH", b + 512, 8, 0))
+    assert r is not None and r[0] == INVALID_VALUE
+    s.run(rec("glModuleLoad", mint(MOD), 4, payload=b"abcd"))  # the stand-in lacks it
+    assert s.sync() == (0, 801)
+    s.x.close()
+    assert (fake.fake_state(0), fake.fake_state(1), fake.fake_state(2)) == (0, 0, 0)
+    be.close()

@@ -50,8 +50,9 @@ static CUresult flush_locked(void)
     gl_env_header(g_buf, (uint32_t)g_w.len, GL_ENV_BATCH);
     iov.iov_base = g_buf;
     iov.iov_len = GL_ENV_HEADER_SIZE + g_w.len;
-    writer_reset();
-    return gl_io_sendv(&iov, 1) == 0 ? CUDA_SUCCESS : CUDA_ERROR_DEVICE_UNAVAILABLE;
+    int rc = gl_io_sendv(&iov, 1);
+    writer_reset(); /* only now: the batch lives in the same buffer */
+    return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
 /* A record whose payload is too big for the buffer: its own envelope, sent

@@ -204,6 +204,8 @@ static void *image_copy(const void *image, size_t size)
 CUresult cb_glModuleLoad(CUmodule *module, const void *image, size_t size)
 {
     gl_cuda *c = cuda_of(gl_exec_current());
+    if (c->fn.cuModuleLoadData == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
     void *copy = image_copy(image, size);
     if (copy == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -229,6 +231,8 @@ CUresult cb_glLibraryLoad(CUlibrary *library, const void *image, size_t size)
 CUresult cb_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
 {
     gl_cuda *c = cuda_of(gl_exec_current());
+    if (c->fn.cuModuleGetGlobal_v2 == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
     return ((fn_global)c->fn.cuModuleGetGlobal_v2)(dptr, bytes, hmod, name);
 }
 
@@ -238,6 +242,8 @@ CUresult cb_glLaunch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                      const void *params, size_t size)
 {
     gl_cuda *c = cuda_of(gl_exec_current());
+    if (c->fn.cuLaunchKernel == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
     void *extra[] = {GL_CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)params,
                      GL_CU_LAUNCH_PARAM_BUFFER_SIZE, &size, GL_CU_LAUNCH_PARAM_END};
     return ((fn_launch)c->fn.cuLaunchKernel)(f, gridDimX, gridDimY, gridDimZ, blockDimX,
@@ -450,12 +456,18 @@ const gl_backend_ops gl_cuda_ops = {cuda_open, cuda_close, cuda_unmap, cuda_run_
 
 gl_backend *gl_backend_cuda_new(void *const *driver_fns, const gl_cuda_extra *extra, int device)
 {
-    const void *const *need = (const void *const *)extra;
-    for (size_t i = 0; i < sizeof *extra / sizeof(void *); i++) {
-        /* cuLibraryLoadData is optional (drivers before 12.0 lack it). */
-        if (need[i] == NULL && &need[i] != (const void *const *)&extra->cuLibraryLoadData)
+    /* Without these a session cannot even open; code loading and launches
+     * answer CUDA_ERROR_NOT_SUPPORTED when their entry point is missing. */
+    const void *need[] = {
+        extra->cuMemAddressReserve, extra->cuMemAddressFree, extra->cuMemCreate,
+        extra->cuMemRelease, extra->cuMemMap, extra->cuMemUnmap, extra->cuMemSetAccess,
+        extra->cuMemGetAllocationGranularity, extra->cuDevicePrimaryCtxRetain,
+        extra->cuDevicePrimaryCtxRelease_v2, extra->cuCtxSetCurrent, extra->cuCtxSynchronize,
+        extra->cuMemcpyDtoHAsync_v2, extra->cuStreamSynchronize,
+    };
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (need[i] == NULL)
             return NULL;
-    }
     gl_backend *be = calloc(1, sizeof *be);
     gl_cuda *c = calloc(1, sizeof *c);
     if (be == NULL || c == NULL) {

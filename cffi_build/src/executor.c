@@ -86,9 +86,17 @@ static int hgrow(gl_exec *x)
     return 0;
 }
 
+/* A primary context keeps its minted handle for the whole session (the
+ * interposer mints one per device), so retaining it again after its count
+ * dropped to zero binds the same handle anew; every other handle is fresh. */
+static int rebindable(int kind)
+{
+    return kind == GL_H_CTX;
+}
+
 CUresult gl_exec_check_mint(gl_exec *x, int kind, uint64_t minted)
 {
-    if (minted_kind(minted) != kind || hfind(x, minted) != NULL)
+    if (minted_kind(minted) != kind || (hfind(x, minted) != NULL && !rebindable(kind)))
         return CUDA_ERROR_INVALID_HANDLE;
     return CUDA_SUCCESS;
 }
@@ -98,6 +106,11 @@ CUresult gl_exec_bind(gl_exec *x, int kind, uint64_t minted, void *real)
     CUresult r = gl_exec_check_mint(x, kind, minted);
     if (r != CUDA_SUCCESS)
         return r;
+    gl_hslot *bound = hfind(x, minted);
+    if (bound != NULL) {
+        bound->val = real;
+        return CUDA_SUCCESS;
+    }
     if ((x->hused + 1) * 2 > x->hcap && hgrow(x) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     size_t i = hslot_of(x, minted);

@@ -5,5 +5,6 @@ int gl_native_abi_version(void);
 #include "records.h"
 #include "hostspeed.h"
 #include "sketch.h"
+#include "pingpong.h"
 #include "exec_api.h"
 #endif

@@ -9,6 +9,7 @@ and no link, encryption or Trio hop is involved.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -29,6 +30,9 @@ class Channel(Protocol):
     def queued_bytes(self) -> int:
         """Bytes queued and not yet sent (for backpressure)."""
 
+    def waiting(self) -> None:
+        """The reader is held up by a full session queue, not by a silent peer."""
+
 
 class LinkChannel:
     """A channel over an authenticated peer link."""
@@ -46,6 +50,12 @@ class LinkChannel:
 
     def queued_bytes(self) -> int:
         return self.link.io.queued_bytes
+
+    def waiting(self) -> None:
+        # While backpressure holds the link's reader, the peer's bytes wait
+        # in the socket unread; they must not count as silence (which would
+        # close the link after peer_timeout).
+        self.link.io.last_heard = time.monotonic()
 
 
 class LoopbackChannel:
@@ -71,3 +81,6 @@ class LoopbackChannel:
 
     def queued_bytes(self) -> int:
         return 0
+
+    def waiting(self) -> None:
+        pass

@@ -80,7 +80,7 @@ class ServedSession:
                 self._queue.put(body, timeout=0.2)
                 return True
             except queue.Full:
-                continue
+                self.channel.waiting()
         return False
 
     def stop(self, reason: str) -> None:

@@ -23,6 +23,7 @@ CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemsetD32_v2(CUdeviceptr, unsigned int, size_t);
 CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
+CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
 CUresult cuCtxSynchronize(void);
 CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t,
                              CUdriverProcAddressQueryResult *);
@@ -231,9 +232,12 @@ static int cmd_session(void)
     uint8_t out[16];
 
     printf("init %d\n", cuInit(0));
-    printf("count %d %d\n", cuDeviceGetCount(&n), n);
-    printf("name %d %s\n", cuDeviceGetName(name, sizeof name, 0), name);
-    printf("cc %d %d\n", cuDeviceGetAttribute(&cc, 75, 0), cc);
+    CUresult r = cuDeviceGetCount(&n); /* before printing n: argument order is unspecified */
+    printf("count %d %d\n", r, n);
+    r = cuDeviceGetName(name, sizeof name, 0);
+    printf("name %d %s\n", r, name);
+    r = cuDeviceGetAttribute(&cc, 75, 0);
+    printf("cc %d %d\n", r, cc);
     printf("badattr %d\n", cuDeviceGetAttribute(&cc, 256, 0));
     printf("baddev %d\n", cuDeviceGetName(name, sizeof name, 1));
     printf("noctx %d\n", cuMemAlloc_v2(&d, 4096));
@@ -244,6 +248,14 @@ static int cmd_session(void)
     printf("dptr %llu\n", (unsigned long long)d);
     CHECK(cuMemsetD32_v2(d, 0xdeadbeef, 1024) == CUDA_SUCCESS);
     printf("outside %d\n", cuMemsetD32_v2(d, 0, 1025));
+    /* Above GL_INLINE_MAX: its own envelope, written from this buffer. */
+    static uint8_t big[100001];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (uint8_t)(i % 251);
+    printf("outside-big %d\n", cuMemcpyHtoD_v2(d, big, sizeof big));
+    CUdeviceptr d2;
+    CHECK(cuMemAlloc_v2(&d2, sizeof big) == CUDA_SUCCESS);
+    CHECK(cuMemcpyHtoD_v2(d2, big, sizeof big) == CUDA_SUCCESS);
     memset(out, 0, sizeof out);
     printf("dtoh %d", cuMemcpyDtoH_v2(out, d, sizeof out));
     for (size_t i = 0; i < sizeof out; i++)

@@ -1,0 +1,297 @@
+"""Unit tests of gleam's interposer (the C libcuda.so.1), without a server.
+
+A C harness (tests/interposer/harness.c) is compiled from the interposer's own
+sources, so the tests reach internal parts (PTX parsing, image sizes, the
+sub-allocator, cuGetProcAddress, the external-payload batch prefix) directly.
+The session test plays the local agent on a real Unix socket: it answers the
+attach request with a HELLO, decodes the record batches the interposer sends
+with gleam.peer.records and sends replies back.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import cbor2
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "cffi_build"
+HARNESS_DIR = Path(__file__).resolve().parent / "interposer"
+
+sys.path.insert(0, str(BUILD))
+from cuda_api import ROWS  # noqa: E402
+from gen_cuda import generate  # noqa: E402
+
+CALL = {name: i for i, name in enumerate(r.name for r in ROWS if r.wire)}
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    out = tmp_path_factory.mktemp("interposer")
+    generate(out / "gen")
+    exe = out / "harness"
+    sources = [HARNESS_DIR / "harness.c", *sorted((BUILD / "interposer").glob("*.c")),
+               out / "gen" / "gl_stubs.c", BUILD / "src" / "records.c"]
+    includes = ["include", "interposer", "src"]
+    cmd = ["gcc", "-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
+           *[f"-I{BUILD / d}" for d in includes], f"-I{out / 'gen'}",
+           *map(str, sources), "-lpthread", "-o", str(exe)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return exe
+
+
+def run(exe: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=TIMEOUT,
+                          env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def layouts(exe: Path, ptx: Path) -> dict[str, tuple[int, list[tuple[int, int]]]]:
+    result = {}
+    for line in run(exe, "ptx", str(ptx)).stdout.splitlines():
+        name, total, *params = line.split()
+        result[name] = (int(total), [tuple(map(int, p.split(":"))) for p in params])
+    return result
+
+
+HAND_PTX = """.version 8.0
+.target sm_80
+.address_size 64
+// a comment that mentions .entry fake( .param .u8 x )
+.visible .entry hand(
+    .param .u64 .ptr .global .align 16 hand_p0, /* the .align here is the pointee's */
+    .param .b16 hand_p1,
+    .param .align 4 .b8 hand_p2[12],
+    .param .f64 hand_p3,
+    .param .s8 hand_p4
+)
+{
+    ret;
+}
+.entry bare
+{
+    ret;
+}
+"""
+
+
+def test_ptx_layout_hand_written(harness: Path, tmp_path: Path) -> None:
+    ptx = tmp_path / "hand.ptx"
+    ptx.write_text(HAND_PTX)
+    assert layouts(harness, ptx) == {
+        "hand": (33, [(0, 8), (8, 2), (12, 12), (24, 8), (32, 1)]),
+        "bare": (0, []),
+    }
+
+
+def nvcc(tmp_path: Path, kind: str) -> Path:
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not installed")
+    out = tmp_path / f"kernels.{kind}"
+    subprocess.run(["nvcc", f"-{kind}", "-arch=sm_80", str(HARNESS_DIR / "kernels.cu"), "-o",
+                    str(out)], check=True, capture_output=True, timeout=300)
+    return out
+
+
+def test_ptx_layout_from_nvcc(harness: Path, tmp_path: Path) -> None:
+    found = layouts(harness, nvcc(tmp_path, "ptx"))
+    assert found["scale"] == (24, [(0, 8), (8, 8), (16, 4), (20, 4)])
+    # char, short, long long, char, struct {double; char[13]} (24 bytes, align 8), pointer
+    assert found["mixed"] == (56, [(0, 1), (2, 2), (8, 8), (16, 1), (24, 24), (48, 8)])
+    assert found["empty"] == (0, [])
+
+
+@pytest.mark.parametrize("kind", ["fatbin", "cubin"])
+def test_image_size_of_binaries(harness: Path, tmp_path: Path, kind: str) -> None:
+    image = nvcc(tmp_path, kind)
+    rc, size, is_ptx = run(harness, "image", str(image)).stdout.split()
+    assert (int(rc), int(size), int(is_ptx)) == (0, image.stat().st_size, 0)
+
+
+def test_image_size_of_text(harness: Path, tmp_path: Path) -> None:
+    ptx = tmp_path / "hand.ptx"
+    ptx.write_text(HAND_PTX)
+    assert run(harness, "image", str(ptx)).stdout.split() == ["0", str(len(HAND_PTX) + 1), "1"]
+    junk = tmp_path / "junk"
+    junk.write_text("not an image at all")
+    assert run(harness, "image", str(junk)).stdout.split()[0] == "200"
+
+
+def test_allocator_and_handles(harness: Path) -> None:
+    assert run(harness, "alloc").stdout == "ok\n"
+
+
+def test_external_prefix_matches_inline_encoding(harness: Path) -> None:
+    assert run(harness, "prefix").stdout == "ok\n"
+
+
+def test_get_proc_address(harness: Path) -> None:
+    proc = run(harness, "procaddr")
+    assert proc.stdout.splitlines() == [
+        "default cuMemcpyHtoD_v2",
+        "ptds cuMemcpyHtoD_v2_ptds",
+        "ptsz cuMemcpyHtoDAsync_v2_ptsz",
+        "old cuEventDestroy",
+        "new cuEventDestroy_v2",
+        "v2 cuGetProcAddress_v2",
+        "too-old 2 null",
+        "unsupported 801",
+        "unsupported 801",
+        "exhausted 500 1",
+    ]
+    # The trampoline says so once, however often it is called.
+    assert proc.stderr.count("gleam: cuGraphLaunch is not forwarded") == 1
+
+
+def test_init_without_agent(harness: Path, tmp_path: Path) -> None:
+    path = tmp_path / "nobody.sock"
+    proc = run(harness, "init", env={"GLEAM_CUDA_SOCKET": str(path)})
+    assert proc.stdout.splitlines() == ["init 100", "again 100", "count 3"]
+    assert proc.stderr.splitlines() == [
+        f"gleam: no CUDA device: no gleam agent at {path} (start one with gleam-peer up)"]
+
+
+# ------------------------------------------------------------ a fake agent
+
+VA_BASE = 0x7F00_0000_0000
+DEVICE = struct.Struct("<256sQ16s256i")
+HELLO = struct.Struct("<IIQQQii64s16s")
+
+
+def hello_body() -> bytes:
+    attrs = [0] * 256
+    attrs[75], attrs[76] = 8, 0
+    devices = [DEVICE.pack(b"Gleam Test GPU", 1 << 30, bytes(range(16)), *attrs)]
+    devices += [DEVICE.pack(b"", 0, bytes(16), *([0] * 256))] * 7
+    head = HELLO.pack(0x4F4C4847, 1, 7, VA_BASE, 1 << 30, 12080, 1, b"server", b"host")
+    return head + b"".join(devices)
+
+
+def envelope(kind: int, body: bytes) -> bytes:
+    return struct.pack("<IBBHQ", len(body), kind, 0, 0, 0) + body
+
+
+def recv_exact(conn: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = conn.recv(n - len(buf))
+        assert chunk, "the interposer closed the connection"
+        buf += chunk
+    return bytes(buf)
+
+
+def records_until_wait(conn: socket.socket) -> list:
+    from gleam.peer.records import decode_batch
+
+    records = []
+    while not records or records[-1].oneway:
+        length, kind, _, _, session = struct.unpack("<IBBHQ", recv_exact(conn, 16))
+        assert (kind, session) == (1, 0)
+        records += decode_batch(recv_exact(conn, length)).records
+    return records
+
+
+def reply(result: int, deferred: int, data: bytes = b"") -> bytes:
+    return envelope(2, struct.pack("<iiII8Q", result, deferred, 0, len(data), *[0] * 8) + data)
+
+
+def test_session_with_a_fake_agent(harness: Path, tmp_path: Path) -> None:
+    path = tmp_path / "agent.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    server.settimeout(TIMEOUT)
+    proc = subprocess.Popen([str(harness), "session"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "GLEAM_CUDA_SOCKET": str(path)})
+    try:
+        conn, _ = server.accept()
+        conn.settimeout(TIMEOUT)
+        (length,) = struct.unpack(">I", recv_exact(conn, 4))
+        request = cbor2.loads(recv_exact(conn, length))
+        assert request == {"op": "cuda_attach",
+                           "args": {"peer": "", "pid": proc.pid, "program": "harness"}}
+        conn.sendall(envelope(3, hello_body()))
+
+        records = records_until_wait(conn)
+        ctx = records[0].args[0]
+        assert [(r.call_id, r.args, r.oneway) for r in records] == [
+            (CALL["cuDevicePrimaryCtxRetain"], (ctx, 0), True),
+            (CALL["glCtxSetCurrent"], (ctx,), True),
+            (CALL["glMemAlloc"], (VA_BASE, 4096), True),
+            (CALL["cuMemsetD32"], (VA_BASE, 0xDEADBEEF, 1024), True),
+            (CALL["glMemAlloc"], (VA_BASE + 4096, 100001), True),
+            (CALL["glMemcpyHtoD"], (VA_BASE + 4096, 100001, 0), True),
+            (CALL["glMemcpyDtoH"], (VA_BASE, 16, 0), False),
+        ]
+        assert records[5].payload == bytes(i % 251 for i in range(100001))
+        assert ctx >> 56 == 0x67
+        conn.sendall(reply(0, 0, bytes(range(0xA0, 0xB0))))
+
+        records = records_until_wait(conn)
+        assert [(r.call_id, r.args) for r in records] == [(CALL["cuCtxSynchronize"], ())]
+        conn.sendall(reply(0, 700))  # a deferred error of earlier one-way work
+        conn.close()
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        proc.kill()
+        server.close()
+    assert proc.returncode == 0, out + err
+    assert out.splitlines() == [
+        "init 0",
+        "count 0 1",
+        "name 0 Gleam Test GPU",
+        "cc 0 8",
+        "badattr 1",
+        "baddev 101",
+        "noctx 201",
+        f"ctx {ctx}",
+        f"dptr {VA_BASE}",
+        "outside 1",
+        "outside-big 1",
+        "dtoh 0 " + " ".join(f"{b:02x}" for b in range(0xA0, 0xB0)),
+        "sync 700",
+        "lost 46",
+        "after 46",
+    ]
+    # One line, whichever way the closed socket showed itself (EOF, or a reset
+    # when the last synchronize had already been sent).
+    (line,) = err.splitlines()
+    assert line.startswith("gleam: lost the CUDA server: ")
+
+
+def test_built_library_exports_the_driver_api() -> None:
+    lib = ROOT / "peer" / "cuda" / "lib" / "libcuda.so.1"
+    if not lib.exists():
+        pytest.skip("the interposer is not built (pip install -e .)")
+    # In a child: a libcuda.so.1 loaded into the test process would shadow
+    # the real driver for anything else that runs there.
+    code = f"""
+import ctypes
+lib = ctypes.CDLL({str(lib)!r})
+v = ctypes.c_int()
+assert lib.cuDriverGetVersion(ctypes.byref(v)) == 0 and v.value == 13000
+s = ctypes.c_char_p()
+assert lib.cuGetErrorName(46, ctypes.byref(s)) == 0
+print(s.value.decode())
+assert lib.cuGetErrorName(12345, ctypes.byref(s)) == 1 and s.value is None
+fn = ctypes.c_void_p()
+assert lib.cuGetProcAddress_v2(b"cuLaunchKernel", ctypes.byref(fn), 12000, 2, None) == 0
+assert fn.value == ctypes.cast(lib.cuLaunchKernel_ptsz, ctypes.c_void_p).value
+assert not hasattr(lib, "gl_emit")  # the core stays hidden
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "CUDA_ERROR_DEVICE_UNAVAILABLE\n"
