@@ -191,14 +191,15 @@ def gen_emitter(r: Row, ps: list[Param]) -> str:
     elif payload.role == "cstr":
         pl = f"{payload.name}, strlen({payload.name}) + 1"
     else:
-        pl = f"{payload.name}, (size_t)({payload.expr})"
+        pl = f"{payload.name}, (size_t)sz_{payload.name}"
     flags = "GL_EMIT_CTX" if r.ctx else "0"
     if r.cls == WAITING:
         outs = [p for p in ps if p.role == "out"]
         hout = next((p for p in ps if p.role == "hout"), None)
-        ob = f"{hout.name}, (size_t)({hout.expr})" if hout else "NULL, 0"
+        ob = f"{hout.name}, (size_t)sz_{hout.name}" if hout else "NULL, 0"
         lines.append(f"    uint64_t v[{max(1, len(outs))}] = {{0}};\n")
-        lines.append(f"    r = gl_wait({cid}, {flags}, a, {len(args)}, {pl}, v, {len(outs)}, {ob});\n")
+        lines.append(f"    r = gl_wait({cid}, {flags}, a, {len(args)}, {pl}, v, {len(outs)}, "
+                     f"{ob});\n")
         if outs:
             lines.append("    if (r == CUDA_SUCCESS) {\n")
             for k, p in enumerate(outs):
@@ -234,7 +235,8 @@ def exported(r: Row) -> list[tuple[str, int, int, str]]:
 def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
     out = [BANNER, "#include <stdint.h>\n#include <string.h>\n",
            '#include "gl_cuda.h"\n#include "gl_calls.h"\n#include "client.h"\n',
-           '#include "gl_client_gen.h"\n\n#define GL_EXPORT __attribute__((visibility("default")))\n\n']
+           '#include "gl_client_gen.h"\n\n',
+           '#define GL_EXPORT __attribute__((visibility("default")))\n\n']
     for r in rows:
         if r.wire:
             out.append(gen_emitter(r, parsed[r.name]))
@@ -307,9 +309,7 @@ def gen_decoder(r: Row, ps: list[Param]) -> str:
         elif p.role == "out":
             lines.append(f"    {p.base} v_{p.name} = 0;\n")
             call_args.append(f"&v_{p.name}")
-        elif p.role == "hin":
-            call_args.append(f"({p.ctype})rec->payload")
-        elif p.role == "cstr":
+        elif p.role in ("hin", "cstr"):
             call_args.append(f"({p.ctype})rec->payload")
         elif p.role == "hout":
             call_args.append(f"({p.ctype})o->bytes")

@@ -21,6 +21,7 @@ log = logging.getLogger("gleam")
 # DESCRIPTION, add_arguments(parser) and main(args) -> int.
 MODULE_COMMANDS = {
     "train": "gleam.peer.train",
+    "demo": "gleam.peer.demo",
 }
 
 
@@ -77,6 +78,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise UserError("--probe-interval cannot be negative")
     if args.max_sessions < 0:
         raise UserError("--max-sessions cannot be negative")
+    if not args.host_slowdown >= 1.0:
+        raise UserError("--host-slowdown must be at least 1")
     tui = not args.no_tui and sys.stdout.isatty()
     return run_agent_main(
         state_dir=args.state_dir,
@@ -90,6 +93,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         probe_interval=args.probe_interval,
         backend=args.backend,
         max_sessions=args.max_sessions,
+        host_slowdown=args.host_slowdown,
     )
 
 
@@ -273,6 +277,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "a GPU works, else host; the default) or none (serve nothing)")
     up.add_argument("--max-sessions", type=int, default=8, metavar="N",
                     help="CUDA sessions this agent serves at once (default 8)")
+    up.add_argument("--host-slowdown", type=float, default=1.0, metavar="K",
+                    help="make the host device K times slower than this CPU, and say so in "
+                    "its measured speed (for demos and labs with servers of different speed; "
+                    "default 1)")
     up.set_defaults(func=cmd_up)
 
     status = sub.add_parser("status", help="ask the running agent for its status",

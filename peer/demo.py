@@ -80,8 +80,15 @@ def _watch(client: LocalAgent, proc: subprocess.Popen[str]) -> None:
 
 
 def _last_session(client: LocalAgent, seen: int) -> dict[str, Any] | None:
-    sessions = client.request("cuda_sessions").get("client", [])
-    return sessions[seen] if len(sessions) > seen else None
+    """The client agent's account of the run's session, once it has ended."""
+    def ended() -> list[dict[str, Any]] | None:
+        finished = client.request("cuda_sessions").get("finished", [])
+        return finished if len(finished) > seen else None
+
+    try:
+        return wait_for(ended, 5, "the session to be accounted")[seen]
+    except MeshError:
+        return None
 
 
 def _summary(runs: list[dict[str, Any]]) -> None:
@@ -89,20 +96,29 @@ def _summary(runs: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     table = Table(title="gleam demo: the example inference program, run through gleam")
-    for column in ("run", "ran on", "why", "calls", "one-way", "waiting", "sent", "received",
-                   "round trips", "time", "result"):
-        table.add_column(column)
-    for i, run in enumerate(runs, 1):
+    table.add_column("")
+    for i in range(len(runs)):
+        table.add_column(f"run {i + 1}")
+    rows: dict[str, list[str]] = {key: [] for key in (
+        "ran on", "why there", "calls (one-way + waiting)", "sent / received",
+        "envelopes sent", "round trips", "wall time", "result")}
+    for run in runs:
         s = run.get("session") or {}
         res = run["result"]
-        verdict = (f"OK (max err {res.get('max_abs_err', 0):.1e})" if res.get("ok")
-                   else f"FAILED (exit {run['exit']}) {run['stderr']}")
-        table.add_row(
-            str(i), f"{s.get('server', '?')} ({s.get('backend', '?')})", s.get("reason", ""),
-            f"{s.get('records', 0):,}", f"{s.get('oneway', 0):,}", f"{s.get('waiting', 0):,}",
-            _mb(s.get("bytes_up", 0)), _mb(s.get("bytes_down", 0)),
-            f"{s.get('waiting', 0):,}", f"{run['seconds']:.2f} s", verdict,
-        )
+        rows["ran on"].append(f"{s.get('peer', '?')} ({s.get('backend', '?')} backend)")
+        rows["why there"].append(s.get("reason", "?"))
+        rows["calls (one-way + waiting)"].append(
+            f"{s.get('calls', 0):,} ({s.get('oneway', 0):,} + {s.get('waiting', 0):,})")
+        rows["sent / received"].append(
+            f"{_mb(s.get('bytes_to_server', 0))} / {_mb(s.get('bytes_from_server', 0))}")
+        rows["envelopes sent"].append(f"{s.get('batches', 0):,}")
+        rows["round trips"].append(f"{s.get('waiting', 0):,}")
+        rows["wall time"].append(f"{run['seconds']:.2f} s (device {res.get('gpu_ms', 0):.1f} ms)")
+        rows["result"].append(
+            f"OK: matches the CPU (max error {res.get('max_abs_err', 0):.1e})" if res.get("ok")
+            else f"FAILED (exit {run['exit']}): {run['stderr']}")
+    for key, values in rows.items():
+        table.add_row(key, *values)
     Console().print(table)
 
 

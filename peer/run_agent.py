@@ -12,7 +12,7 @@ import trio
 from gleam.peer.addresses import PeerAddress
 from gleam.peer.agent import Agent, AgentConfig, AgentStartError
 from gleam.peer.discovering import IdentityChanged
-from gleam.peer.gpus import GpuInventory
+from gleam.peer.gpus import GpuInventory, measure_host_gflops
 from gleam.peer.memory import tune_allocator_for_bulk
 from gleam.peer.plugin_manager import make_plugin_manager
 from gleam.peer.state import StateDir, StateError
@@ -55,7 +55,9 @@ async def _live_view(current: list[Agent]) -> None:
 async def _run(config: AgentConfig, tui: bool) -> None:
     tune_allocator_for_bulk()
     pm = make_plugin_manager()
-    inventory = GpuInventory()
+    slowdown = config.host_slowdown
+    # The measured speed reflects --host-slowdown, so what is gossiped is what is served.
+    inventory = GpuInventory(measure=lambda: measure_host_gflops() / slowdown)
     current: list[Agent] = []
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
@@ -97,6 +99,7 @@ def run_agent_main(
     probe_interval: float = 30.0,
     backend: str = "auto",
     max_sessions: int = 8,
+    host_slowdown: float = 1.0,
 ) -> int:
     """Run until SIGINT/SIGTERM; return the process exit status."""
     try:
@@ -111,6 +114,7 @@ def run_agent_main(
             probe_interval=probe_interval,
             backend=backend,
             max_sessions=max_sessions,
+            host_slowdown=host_slowdown,
         )
         trio.run(_run, config, tui)
     except (AgentStartError, StateError) as exc:

@@ -61,6 +61,7 @@ def gleam_control_request(agent: Agent, op: str, args: dict[str, Any]) -> Any:
         **fw.status(),
         "client": [r for r in rows if r["role"] == "client"],
         "served": [r for r in rows if r["role"] == "served"],
+        "finished": list(fw.finished),
     }
 
 

@@ -110,7 +110,9 @@ def attach(agent, peer: str = "") -> tuple[socket.socket, int, bytes]:
     request = {"op": "cuda_attach", "args": {"peer": peer, "pid": os.getpid(), "program": "t"}}
     sock.sendall(frame(cbor2.dumps(request)))
     kind, session, body = read_envelope(sock)
-    return sock, kind, body if kind == envelope.FAIL else body
+    if kind == envelope.HELLO:
+        assert session == unpack_hello(body).session != 0
+    return sock, kind, body
 
 
 def send_batch(sock: socket.socket, records: list[CallRecord]) -> None:
@@ -226,3 +228,26 @@ def test_a_malformed_batch_ends_the_session_with_the_reason(process_mesh, mesh_k
         assert reason.decode().startswith("beta closed the session: malformed batch")
     wait_for(lambda: not server.request("cuda_sessions")["served"], 10, "the session to end")
     assert client.process.poll() is None and server.process.poll() is None
+
+
+def test_a_large_copy_round_trips_in_chunks(process_mesh, mesh_key):
+    client, _server = _two_agents(process_mesh, mesh_key)
+    sock, kind, body = attach(client, peer="beta")
+    assert kind == envelope.HELLO, body
+    hello = unpack_hello(body)
+    ids = native.call_ids()
+    chunk = 8 * 1024 * 1024  # GL_COPY_CHUNK: the largest envelope the interposer sends
+    data = os.urandom(chunk)
+    base = hello.va_base
+    with sock:
+        send_batch(sock, [CallRecord(ids["glMemAlloc"], (base, 2 * chunk), oneway=True)])
+        for half in range(2):
+            send_batch(sock, [CallRecord(ids["glMemcpyHtoD"], (base + half * chunk, chunk, 0),
+                                         payload=data, oneway=True)])
+        for half in (1, 0):
+            send_batch(sock, [CallRecord(ids["glMemcpyDtoH"], (base + half * chunk, chunk, 0))])
+            kind, _session, reply = read_envelope(sock)
+            assert kind == envelope.REPLY
+            result, _deferred, _n, n_bytes, *_values = REPLY_HEAD.unpack_from(reply)
+            assert (result, n_bytes) == (0, chunk)
+            assert reply[REPLY_HEAD.size :] == data

@@ -33,6 +33,9 @@ log = logging.getLogger("gleam.cuda")
 
 OPEN_TIMEOUT = 10.0
 BACKEND_WAIT = 30.0
+# A program started right after its agent may come before the servers' gossip
+# records; it waits this long for a server to appear before it is refused.
+SERVER_WAIT = 5.0
 
 
 class AttachFailed(Exception):
@@ -50,6 +53,7 @@ class Attach(Handoff):
     def __init__(self, fw: CudaForwarding, args: dict[str, Any]) -> None:
         self.fw = fw
         self.args = args
+        self.reason = ""
 
     async def take(self, stream: trio.SocketStream, buffered: bytes) -> None:
         try:
@@ -67,10 +71,16 @@ class Attach(Handoff):
         pid = pid if isinstance(pid, int) and 0 <= pid < 2**31 else 0
         with trio.move_on_after(BACKEND_WAIT):
             await fw.ready.wait()
-        try:
-            where = choose(fw.agent, peer, fw.backend_name)
-        except NoServer as exc:
-            raise AttachFailed(str(exc)) from None
+        deadline = trio.current_time() + SERVER_WAIT
+        while True:
+            try:
+                where = choose(fw.agent, peer, fw.backend_name)
+                break
+            except NoServer as exc:
+                if trio.current_time() >= deadline:
+                    raise AttachFailed(str(exc)) from None
+                await trio.sleep(0.2)
+        self.reason = where.reason
         session = fw.new_session_id()
         if where.link is None:
             await self._local(stream, buffered, session, program, pid)
@@ -140,7 +150,7 @@ class Attach(Handoff):
         sock.settimeout(None)
         return ClientSession(
             session, sock, channel, forward, self.fw.client_ended,
-            program=program, pid=pid, backend=backend, buffered=buffered,
+            program=program, pid=pid, backend=backend, buffered=buffered, reason=self.reason,
         )
 
 

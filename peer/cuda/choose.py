@@ -28,6 +28,7 @@ class NoServer(Exception):
 class Choice:
     link: PeerLink | None  # None: this agent serves
     name: str
+    reason: str = ""  # why this server, for the status view and the demo
 
 
 def advert(backend: str | None, sessions: int, gflops: float | None) -> dict[str, Any]:
@@ -53,18 +54,26 @@ def choose(agent: Agent, wanted: str, local_backend: str | None) -> Choice:
     if wanted:
         return _named(agent, wanted, local_backend)
     members = agent.mesh.members()
-    best: tuple[float, PeerLink] | None = None
+    ranked: list[tuple[float, PeerLink]] = []
     for node_id, link in agent.links.items():
         member = members.get(node_id)
         score = _score(member.record.extra) if member is not None else None
-        if link.closed or score is None:
-            continue
-        if best is None or score > best[0]:
-            best = (score, link)
-    if best is not None:
-        return Choice(best[1], best[1].peer.name)
+        if not link.closed and score is not None:
+            ranked.append((score, link))
+    ranked.sort(key=lambda pair: -pair[0])
+    if ranked:
+        def said(link: PeerLink) -> str:
+            field = members[link.node_id].record.extra[GOSSIP_FIELD]
+            return (f"{link.peer.name} {float(field.get('gflops') or 0):.1f} GFLOP/s, "
+                    f"{int(field.get('sessions') or 0)} sessions")
+
+        best = ranked[0][1]
+        why = f"fastest free server: {said(best)}"
+        if len(ranked) > 1:
+            why += "; next: " + "; ".join(said(link) for _, link in ranked[1:3])
+        return Choice(best, best.peer.name, why)
     if local_backend is not None:
-        return Choice(None, agent.config.name)
+        return Choice(None, agent.config.name, "no serving peer: this agent's own backend")
     raise NoServer("no agent in the mesh serves CUDA (and this one has no backend)")
 
 
@@ -72,10 +81,10 @@ def _named(agent: Agent, wanted: str, local_backend: str | None) -> Choice:
     if agent.node_id.startswith(wanted) or wanted == agent.config.name:
         if local_backend is None:
             raise NoServer(f"{agent.config.name} has no CUDA backend (--backend none?)")
-        return Choice(None, agent.config.name)
+        return Choice(None, agent.config.name, "named with --peer")
     link = agent.link_to(wanted)
     if link is not None and not link.closed:
-        return Choice(link, link.peer.name)
+        return Choice(link, link.peer.name, "named with --peer")
     for node_id, member in agent.mesh.members().items():
         if node_id.startswith(wanted) or member.record.name == wanted:
             raise NoServer(f"peer {wanted} is in the mesh but not linked to this agent")

@@ -44,6 +44,7 @@ class ClientSession:
         pid: int,
         backend: str,
         buffered: bytes = b"",
+        reason: str = "",
     ) -> None:
         """``forward`` hands one stamped BATCH envelope on (reader thread);
         ``on_end`` runs once, on the reader thread, when the session is over."""
@@ -53,6 +54,7 @@ class ClientSession:
         self.program = program
         self.pid = pid
         self.backend = backend
+        self.reason = reason
         self.started = time.time()
         self.batches = 0
         self.records = 0
@@ -170,7 +172,8 @@ class ClientSession:
         return {
             "id": f"{self.session:016x}", "role": "client", "peer": self.channel.name,
             "program": self.program, "pid": self.pid, "backend": self.backend,
-            "started": self.started, "batches": self.batches, "calls": self.records,
+            "reason": self.reason, "started": self.started, "batches": self.batches,
+            "calls": self.records, "oneway": self.records - self.replies,
             "waiting": self.replies, "bytes": self.bytes_to_server + self.bytes_from_server,
             "bytes_to_server": self.bytes_to_server,
             "bytes_from_server": self.bytes_from_server,

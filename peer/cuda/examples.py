@@ -37,7 +37,7 @@ def cuda_include() -> Path:
             "NVIDIA's cuda.h is needed to build the examples: "
             "pip install nvidia-cuda-runtime-cu12 (no GPU or toolkit needed)"
         ) from exc
-    include = Path(list(runtime.__path__)[0]) / "include"
+    include = Path(next(iter(runtime.__path__))) / "include"
     if not (include / "cuda.h").is_file():
         raise ExampleError(f"no cuda.h in {include}")
     return include

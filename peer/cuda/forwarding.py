@@ -8,9 +8,11 @@ are read by single dictionary lookups.
 
 from __future__ import annotations
 
+import collections
 import logging
 import secrets
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +32,7 @@ from gleam.peer.cuda.messages import (
     short_reason,
 )
 from gleam.peer.cuda.server import ServedSession, SessionServer
+from gleam.peer.cuda.slowdown import slowed_kernels
 
 if TYPE_CHECKING:
     from gleam.peer.agent import Agent
@@ -67,6 +70,9 @@ class CudaForwarding:
         self.server = SessionServer(agent.config.max_sessions)
         self.routes: dict[int, Route] = {}
         self.pending: dict[int, PendingOpen] = {}
+        # The last client sessions that ended, for `cuda_sessions` (and the demo's summary).
+        self.finished: collections.deque[dict[str, Any]] = collections.deque(maxlen=32)
+        self.stopped = False
         self._lock = threading.Lock()
 
     @property
@@ -74,15 +80,21 @@ class CudaForwarding:
         return self.backend.name if self.backend is not None else None
 
     async def open_backend(self) -> None:
-        kernels = kernel_registry(self.agent.pm)
-        self.backend, self.note = await trio.to_thread.run_sync(
-            open_backend, self.choice, kernels
-        )
+        kernels = slowed_kernels(kernel_registry(self.agent.pm),
+                                 self.agent.config.host_slowdown)
+        backend, self.note = await trio.to_thread.run_sync(open_backend, self.choice, kernels)
+        if self.stopped:  # the agent stopped while the backend was opening
+            if backend is not None:
+                backend.close()
+            return
+        self.backend = backend
         log.info("%s", self.note)
         self.ready.set()
 
     def stop(self) -> None:
         """The agent is stopping: end every session (on the Trio thread)."""
+        self.stopped = True
+        self.ready.set()
         for route in list(self.routes.values()):
             route.client.fail("the gleam agent is shutting down")
         for served in self.server.close_all(None, "the serving agent is shutting down"):
@@ -111,6 +123,11 @@ class CudaForwarding:
         if route is None:
             return
         log.info("session %016x (%s) ended: %s", client.session, client.program, reason)
+        row = client.row()
+        row.update(ended=time.time(), end_reason=reason)
+        if route.served is not None:
+            row["server_stats"] = dict(route.served.stats)
+        self.finished.append(row)
         if route.served is not None:
             route.served.stop(reason)
         elif route.link is not None and not route.link.closed and client.failed is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,20 +135,29 @@ class _Backend:
         self._be: Any = ffi.NULL
         self._sessions = 0
         self._closing = False
+        # Sessions open on agent threads and close on their executor threads.
+        self._lock = threading.RLock()
 
     def devices(self) -> list[DeviceInfo]:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def close(self) -> None:
         """Frees the backend once its last session has closed."""
-        self._closing = True
-        if self._sessions == 0 and self._be != ffi.NULL:
-            lib.gl_backend_free(self._be)
-            self._be = ffi.NULL
+        with self._lock:
+            self._closing = True
+            if self._sessions == 0 and self._be != ffi.NULL:
+                lib.gl_backend_free(self._be)
+                self._be = ffi.NULL
+
+    def _session_opened(self) -> None:
+        with self._lock:
+            self._sessions += 1
 
     def _session_closed(self) -> None:
-        self._sessions -= 1
-        if self._closing:
+        with self._lock:
+            self._sessions -= 1
+            closing = self._closing
+        if closing:
             self.close()
 
     def __del__(self) -> None:
@@ -330,7 +340,7 @@ class ExecSession:
             message = ffi.string(err).decode(errors="replace") or "cannot open a session"
             raise (MemoryError if "out of memory" in message else OSError)(message)
         self._backend = backend
-        backend._sessions += 1
+        backend._session_opened()
         self.va_base: int = lib.gl_exec_va_base(self._x)
         self.va_size: int = lib.gl_exec_va_size(self._x)
         self._reply_len = ffi.new("size_t *")
