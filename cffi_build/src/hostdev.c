@@ -66,6 +66,12 @@ static int host_open(gl_exec *x, char *err, size_t err_len)
         free(s);
         return -1;
     }
+#ifdef MADV_HUGEPAGE
+    /* Device memory is touched in bulk (copies, kernels): huge pages take a
+     * 1 GiB upload from 262144 page faults to 512. Advice only; ignored if
+     * the kernel has transparent huge pages off. */
+    madvise(p, size, MADV_HUGEPAGE);
+#endif
     s->objs.next = s->objs.prev = &s->objs;
     s->primary.h.kind = GL_H_CTX;
     s->primary.primary = 1;

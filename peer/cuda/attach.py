@@ -139,7 +139,7 @@ class Attach(Handoff):
                 raise AttachFailed(f"lost the link to {link.peer.name}")
             return
         client = self._client(stream, buffered, session, LinkChannel(link), program, pid,
-                              hello.backend, forward=link.io.submit_batch)
+                              hello.backend, forward=LinkChannel(link).submit_batch)
         fw.add_route(session, Route(client, link, None))
         client.start()
 

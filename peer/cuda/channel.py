@@ -43,7 +43,9 @@ class LinkChannel:
         self.name = link.peer.name
 
     def submit_batch(self, buf: bytes | bytearray | memoryview) -> None:
-        self.link.io.submit_batch(buf)  # type: ignore[arg-type]
+        # Called on OS threads (the program's reader, an executor) that are on a
+        # round trip's critical path: write now when the link's writer is idle.
+        self.link.io.send_batch_now(buf)
 
     def submit_control(self, message: Message) -> None:
         self.link.io.submit(message)

@@ -100,18 +100,24 @@ class ServedSession:
     def _run(self) -> None:
         reply = bytearray(envelope.HEADER_SIZE + self.reply_capacity)
         last_stats = 0.0
+        seen = -1
         try:
             while not self._stopping.is_set():
-                body = self._queue.get()
-                if body is _STOP:
-                    break
-                replies = self.replies
-                reply = self._execute(body, reply)
+                idle = False
+                try:
+                    body = self._queue.get(timeout=STATS_EVERY)
+                except queue.Empty:
+                    idle = True
+                else:
+                    if body is _STOP:
+                        break
+                    reply = self._execute(body, reply)
+                # The native counters are read off the critical path: when the
+                # session is idle, or at most every STATS_EVERY while it is busy.
                 now = time.monotonic()
-                # After a waiting call the client may look at the counters.
-                if self.replies != replies or now - last_stats >= STATS_EVERY:
+                if self.batches != seen and (idle or now - last_stats >= STATS_EVERY):
                     self.stats = self.exec.stats()
-                    last_stats = now
+                    seen, last_stats = self.batches, now
         except self.batch_error as exc:
             reason = short_reason(f"malformed batch: {exc}")
             log.warning("session %016x from %s: %s", self.session, self.client, reason)

@@ -1,0 +1,146 @@
+"""Unmodified CUDA programs through gleam, end to end on loopback.
+
+The examples (examples/cuda) are compiled with gcc against NVIDIA's own cuda.h
+and run through ``gleam-peer run``: the interposer (a real libcuda.so.1),
+a client agent without a device, the encrypted link, and a second agent serving
+with the host backend. Every program checks every number it computes against
+its own CPU computation and prints a JSON verdict, which the tests read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gleam.peer.cuda.examples import (
+    KERNELS_FATBIN,
+    KERNELS_PTX,
+    ExampleError,
+    build_example,
+    interposer_dir,
+)
+from gleam.peer.localmesh import LocalMesh, wait_for
+
+EXAMPLES = ("device_query", "vector_add", "mlp_infer", "saxpy_streams", "bench_calls")
+
+
+@pytest.fixture(scope="module")
+def binaries(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bin")
+    try:
+        return {name: build_example(name, out) for name in EXAMPLES}
+    except ExampleError as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory):
+    mesh = LocalMesh(tmp_path_factory.mktemp("mesh"))
+    try:
+        server = mesh.start("server", extra=["--backend", "host"])
+        client = mesh.start("client", mesh_key=server.state.mesh_key(),
+                            peers=[f"127.0.0.1:{server.port}"], extra=["--backend", "none"])
+        wait_for(lambda: server.node_id in client.authenticated_peers(), 20, "the link")
+        yield client, server
+    finally:
+        mesh.close()
+
+
+def run(client, *argv: object, check: bool = True) -> tuple[subprocess.CompletedProcess, dict]:
+    done = subprocess.run(
+        [sys.executable, "-m", "gleam.peer", "run", "--state-dir", str(client.state.path), "--",
+         *map(str, argv)],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "GLEAM_EXAMPLE_KERNELS": str(KERNELS_PTX)},
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    verdict = json.loads(lines[-1]) if lines else {}
+    if check:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert verdict.get("ok", True), verdict
+    return done, verdict
+
+
+def test_device_query_answers_from_the_serving_host_device(mesh, binaries):
+    client, _ = mesh
+    done, _ = run(client, binaries["device_query"])
+    assert "gleam host device" in done.stdout
+
+
+@pytest.mark.parametrize("image", [KERNELS_PTX, KERNELS_FATBIN], ids=["ptx", "fatbin"])
+def test_vector_add_from_ptx_and_from_a_fatbin(mesh, binaries, image):
+    client, _ = mesh
+    _, verdict = run(client, binaries["vector_add"], image)
+    assert verdict == {**verdict, "ok": True, "n": 1 << 20, "mismatches": 0}
+
+
+def test_mlp_inference_matches_the_cpu(mesh, binaries):
+    client, _ = mesh
+    _, verdict = run(client, binaries["mlp_infer"], KERNELS_PTX, 5)
+    assert verdict["ok"] and verdict["max_abs_err"] < 1e-4
+    assert verdict["classes"] == [0, 3, 9, 0, 1, 0, 9, 0]
+    finished = client.request("cuda_sessions")["finished"][-1]
+    assert finished["peer"] == "server" and finished["backend"] == "host"
+    assert finished["waiting"] > 0 and finished["oneway"] > finished["waiting"]
+    assert finished["bytes_to_server"] > 500_000  # the weights went up
+
+
+def test_streams_events_unified_copies_and_promised_errors(mesh, binaries):
+    client, _ = mesh
+    _, verdict = run(client, binaries["saxpy_streams"], KERNELS_PTX)
+    assert verdict["mismatches"] == 0 and verdict["failed_checks"] == 0
+
+
+def test_nvidia_python_bindings_program(mesh):
+    pytest.importorskip("cuda.bindings.driver")
+    client, _ = mesh
+    script = Path(__file__).resolve().parents[1] / "examples" / "cuda" / "vector_add_bindings.py"
+    _, verdict = run(client, sys.executable, script, KERNELS_PTX)
+    assert verdict["ok"] and verdict["mismatches"] == 0
+
+
+def test_bench_program_modes_check_their_results(mesh, binaries):
+    client, _ = mesh
+    _, oneway = run(client, binaries["bench_calls"], "oneway", 2000)
+    assert oneway["calls"] == 2000
+    _, waiting = run(client, binaries["bench_calls"], "waiting", 50)
+    assert waiting["ok"]
+    _, h2d = run(client, binaries["bench_calls"], "h2d", 40 << 20, 16 << 20)
+    assert h2d["ok"] and h2d["bytes"] == 40 << 20
+
+
+def test_no_agent_means_no_device_with_one_line_why(binaries, tmp_path):
+    env = {**os.environ, "GLEAM_CUDA_SOCKET": str(tmp_path / "nothing.sock"),
+           "LD_LIBRARY_PATH": str(interposer_dir())}
+    done = subprocess.run([str(binaries["device_query"])], capture_output=True, text=True,
+                          env=env, timeout=30)
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.startswith("gleam:")]
+    assert len(lines) == 1 and "no CUDA device" in lines[0]
+
+
+def test_a_server_lost_mid_session_fails_the_next_waiting_call(tmp_path, binaries):
+    """SIGKILL the server while a program waits between calls: the program's next
+    waiting call returns an error (CUDA_ERROR_DEVICE_UNAVAILABLE), not a hang."""
+    mesh = LocalMesh(tmp_path)
+    try:
+        server = mesh.start("server", extra=["--backend", "host"])
+        client = mesh.start("client", mesh_key=server.state.mesh_key(),
+                            peers=[f"127.0.0.1:{server.port}"], extra=["--backend", "none"])
+        wait_for(lambda: server.node_id in client.authenticated_peers(), 20, "the link")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gleam.peer", "run", "--state-dir", str(client.state.path),
+             "--", str(binaries["bench_calls"]), "waiting", "100000000"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: client.request("cuda_sessions")["client"], 20, "the session")
+        mesh.stop(server, sig=9)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode != 0
+        assert "lost the CUDA server" in err
+    finally:
+        mesh.close()
