@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from gleam.peer.cuda.launch import param_layout
+
 Launch = Any  # the launch object described above; typed loosely to avoid an import cycle
 
 PTR, I32, F32 = 8, 4, 4  # parameter sizes, as in the kernels' PTX .param declarations
@@ -60,18 +62,6 @@ class HostKernel:
             run = self.run
             return f"{getattr(run, '__module__', '?')}.{getattr(run, '__qualname__', run)}"
         return f"native {self.native}"
-
-
-def param_layout(sizes: Iterable[int]) -> tuple[tuple[int, ...], int]:
-    """Offsets of parameters of the given sizes, packed with CUDA's natural alignment."""
-    offsets = []
-    end = 0
-    for size in sizes:
-        align = size if size in (1, 2, 4, 8) else 8
-        end = (end + align - 1) // align * align
-        offsets.append(end)
-        end += size
-    return tuple(offsets), end
 
 
 def registry(kernels: Iterable[HostKernel]) -> dict[str, HostKernel]:
