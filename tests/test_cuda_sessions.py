@@ -238,7 +238,7 @@ def test_a_large_copy_round_trips_in_chunks(process_mesh, mesh_key):
     assert kind == envelope.HELLO, body
     hello = unpack_hello(body)
     ids = native.call_ids()
-    chunk = 8 * 1024 * 1024  # GL_COPY_CHUNK: the largest envelope the interposer sends
+    chunk = envelope.COPY_CHUNK  # GL_COPY_CHUNK: the largest envelope the interposer sends
     data = os.urandom(chunk)
     base = hello.va_base
     with sock:

@@ -16,8 +16,11 @@ enum { GL_ENV_BATCH = 1, GL_ENV_REPLY = 2, GL_ENV_HELLO = 3, GL_ENV_FAIL = 4 };
 /* Host-to-device payloads up to this size travel inside the batch buffer;
  * larger ones go out by writev from the application's buffer. */
 #define GL_INLINE_MAX (64u * 1024u)
-/* Copies are cut into chunks of at most this size (one envelope each). */
-#define GL_COPY_CHUNK (8u * 1024u * 1024u)
+/* Copies are cut into chunks of at most this size (one envelope each). Small
+ * enough that the five stages of a copy (program -> client agent -> seal ->
+ * link -> open -> device memory) overlap: 8 MiB chunks reached 65% of the
+ * 10 Gbit/s lab link, 2 MiB 74-82%, 1 MiB 88-90% (docs/benchmarks.md). */
+#define GL_COPY_CHUNK (1u * 1024u * 1024u)
 /* The interposer's batch buffer: a batch is flushed when the next record
  * does not fit. */
 #define GL_BATCH_CAPACITY (256u * 1024u)

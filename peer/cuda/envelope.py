@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import struct
 
+from gleam.peer._native import lib as _native_lib
+
 HEADER_SIZE = 16
 BATCH, REPLY, HELLO, FAIL = 1, 2, 3, 4
 TYPE_NAMES = {BATCH: "BATCH", REPLY: "REPLY", HELLO: "HELLO", FAIL: "FAIL"}
 
-# What one envelope may carry: a host-to-device chunk (GL_COPY_CHUNK, 8 MiB)
-# inside a batch, with room for the batch and record headers. Anything
-# larger is a broken or hostile interposer, refused before it is buffered.
-COPY_CHUNK = 8 * 1024 * 1024
+# What one envelope may carry: a host-to-device chunk (GL_COPY_CHUNK, from
+# gl_session.h) inside a batch, with room for the batch and record headers.
+# Anything larger is a broken or hostile interposer, refused before it is buffered.
+COPY_CHUNK: int = _native_lib.GL_COPY_CHUNK
 MAX_BODY = COPY_CHUNK + 64 * 1024
 
 _HEADER = struct.Struct("<IBBHQ")
