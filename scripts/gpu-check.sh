@@ -66,7 +66,7 @@ step server-backend-is-cuda "$py" -c '
 import json, subprocess, sys
 doc = json.loads(subprocess.check_output([sys.executable, "-m", "gleam.peer", "status", "--json",
                                           "--state-dir", sys.argv[1]]))
-assert doc["node"].get("cuda", {}).get("backend") == "cuda", doc["node"].get("cuda")' "$work/server"
+assert doc.get("cuda", {}).get("backend") == "cuda", doc.get("cuda")' "$work/server"
 
 run() { "$py" -m gleam.peer run --state-dir "$work/client" -- "$@"; }
 step gleam-device_query run "$work/bin/device_query" "$ptx"
