@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gleam.peer.bench.report import positive_int
 from gleam.peer.cuda.examples import KERNELS_PTX, ExampleError, build_example
 from gleam.peer.localmesh import LocalAgent, LocalMesh, MeshError, wait_for
 
@@ -33,8 +34,9 @@ SLOW_FACTOR = 4  # the mini-pc computes at a quarter of the desktop's speed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", type=int, default=2, help="times to run the example (2)")
-    parser.add_argument("--repeats", type=int, default=20,
+    parser.add_argument("--runs", type=positive_int, default=2,
+                        help="times to run the example (2)")
+    parser.add_argument("--repeats", type=positive_int, default=20,
                         help="forward passes per run of the example (20)")
     parser.add_argument("--no-live", action="store_true",
                         help="no live status view (also when stdout is not a terminal)")

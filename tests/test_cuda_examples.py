@@ -144,3 +144,12 @@ def test_a_server_lost_mid_session_fails_the_next_waiting_call(tmp_path, binarie
         assert "lost the CUDA server" in err
     finally:
         mesh.close()
+
+
+def test_the_status_view_says_which_backend_serves(mesh):
+    from gleam.peer.tui import render_text
+
+    client, server = mesh
+    served = render_text(server.status(), width=120)
+    assert "cuda" in served and "backend" in served and "host" in served
+    assert "none" in render_text(client.status(), width=120)

@@ -47,6 +47,8 @@ def write_header(buf: bytearray | memoryview, kind: int, session: int, body_len:
 
 def parse_header(buf: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """``(kind, session, body_len)`` of the header at the front of ``buf``."""
+    if len(buf) < HEADER_SIZE:
+        raise EnvelopeError(f"envelope header of {len(buf)} bytes (needs {HEADER_SIZE})")
     body_len, kind, flags, reserved, session = _HEADER.unpack_from(buf, 0)
     if flags or reserved:
         raise EnvelopeError("envelope flags or reserved bits set")
