@@ -19,13 +19,15 @@ sys.path.insert(0, str(HERE))
 from gen_cuda import generate  # noqa: E402
 
 LIB_NAME = "libcuda.so.1"
+# Files of the native core that the interposer links too (plain C, no Python).
+SHARED_CORE = ("records.c", "ranges.c")
 
 
 def sources() -> list[str]:
     generated = HERE / "generated"
     generate(generated)
     files = [*sorted((HERE / "interposer").glob("*.c")), generated / "gl_stubs.c",
-             HERE / "src" / "records.c"]
+             *(HERE / "src" / name for name in SHARED_CORE)]
     return [str(p) for p in files]
 
 

@@ -11,57 +11,22 @@
 #include <string.h>
 
 #include "internal.h"
+#include "ranges.h"
 
 #define GL_ALLOC_ALIGN 256u
 
-typedef struct {
-    uint64_t base, size;
-    int freeable;
-} range;
-
+/* tag: 1 for a cuMemAlloc range (freeable), 0 for a module global. */
 static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
-static range *g_r;
-static size_t g_n, g_cap;
+static gl_ranges g_t;
 static uint64_t g_base, g_end;
 
 void gl_va_init(uint64_t base, uint64_t size)
 {
     pthread_rwlock_wrlock(&g_lock);
-    g_n = 0;
+    g_t.n = 0;
     g_base = base;
     g_end = size > UINT64_MAX - base ? UINT64_MAX : base + size;
     pthread_rwlock_unlock(&g_lock);
-}
-
-/* Index of the first range with base > ptr. */
-static size_t upper(uint64_t ptr)
-{
-    size_t lo = 0, hi = g_n;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (g_r[mid].base <= ptr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static int insert_at(size_t i, uint64_t base, uint64_t size, int freeable)
-{
-    if (g_n == g_cap) {
-        size_t cap = g_cap ? g_cap * 2 : 64;
-        range *r = realloc(g_r, cap * sizeof *r);
-        if (r == NULL)
-            return -1;
-        g_r = r;
-        g_cap = cap;
-    }
-    memmove(g_r + i + 1, g_r + i, (g_n - i) * sizeof *g_r);
-    g_r[i] = (range){base, size, freeable};
-    g_n++;
-    return 0;
 }
 
 static uint64_t align_up(uint64_t v)
@@ -82,20 +47,21 @@ CUresult gl_va_alloc(uint64_t size, uint64_t *out)
     cur = align_up(g_base);
     /* Walk the gaps in address order; globals outside the range are skipped
      * because they never bound a gap inside it. */
-    for (size_t i = 0; i <= g_n; i++) {
-        uint64_t next = i < g_n ? g_r[i].base : g_end;
-        if (i < g_n && (g_r[i].base < g_base || g_r[i].base >= g_end))
+    for (size_t i = 0; i <= g_t.n; i++) {
+        uint64_t next = i < g_t.n ? g_t.r[i].base : g_end;
+        if (i < g_t.n && (g_t.r[i].base < g_base || g_t.r[i].base >= g_end))
             continue;
         if (next > g_end)
             next = g_end;
         if (cur >= g_base && cur <= next && next - cur >= size) {
-            r = insert_at(i, cur, size, 1) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+            r = gl_ranges_insert(&g_t, i, (gl_range){cur, size, 1}) == 0
+                    ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
             if (r == CUDA_SUCCESS)
                 *out = cur;
             break;
         }
-        if (i < g_n) {
-            uint64_t end = g_r[i].base + g_r[i].size;
+        if (i < g_t.n) {
+            uint64_t end = g_t.r[i].base + g_t.r[i].size;
             if (end > UINT64_MAX - GL_ALLOC_ALIGN)
                 break;
             if (align_up(end) > cur)
@@ -106,22 +72,14 @@ CUresult gl_va_alloc(uint64_t size, uint64_t *out)
     return r;
 }
 
-static long index_of_base(uint64_t ptr)
-{
-    size_t i = upper(ptr);
-
-    return i > 0 && g_r[i - 1].base == ptr ? (long)(i - 1) : -1;
-}
-
 CUresult gl_va_free(uint64_t ptr)
 {
     CUresult r = CUDA_ERROR_INVALID_VALUE;
 
     pthread_rwlock_wrlock(&g_lock);
-    long i = index_of_base(ptr);
-    if (i >= 0 && g_r[i].freeable) {
-        memmove(g_r + i, g_r + i + 1, (g_n - (size_t)i - 1) * sizeof *g_r);
-        g_n--;
+    long i = gl_ranges_index_of_base(&g_t, ptr);
+    if (i >= 0 && g_t.r[i].tag) {
+        gl_ranges_remove(&g_t, (size_t)i);
         r = CUDA_SUCCESS;
     }
     pthread_rwlock_unlock(&g_lock);
@@ -131,8 +89,8 @@ CUresult gl_va_free(uint64_t ptr)
 int gl_va_is_base(uint64_t ptr)
 {
     pthread_rwlock_rdlock(&g_lock);
-    long i = index_of_base(ptr);
-    int yes = i >= 0 && g_r[i].freeable;
+    long i = gl_ranges_index_of_base(&g_t, ptr);
+    int yes = i >= 0 && g_t.r[i].tag;
     pthread_rwlock_unlock(&g_lock);
     return yes;
 }
@@ -142,10 +100,10 @@ void gl_va_register(uint64_t base, uint64_t size)
     if (size == 0 || size > UINT64_MAX - base)
         return;
     pthread_rwlock_wrlock(&g_lock);
-    size_t i = upper(base);
+    size_t i = gl_ranges_upper(&g_t, base);
     /* The same global asked for twice is one range. */
-    if (!(i > 0 && g_r[i - 1].base == base && g_r[i - 1].size == size))
-        insert_at(i, base, size, 0);
+    if (!(i > 0 && g_t.r[i - 1].base == base && g_t.r[i - 1].size == size))
+        gl_ranges_insert(&g_t, i, (gl_range){base, size, 0});
     pthread_rwlock_unlock(&g_lock);
 }
 
@@ -154,13 +112,13 @@ int gl_va_find(uint64_t ptr, uint64_t *base, uint64_t *size)
     int found = 0;
 
     pthread_rwlock_rdlock(&g_lock);
-    size_t i = upper(ptr);
-    if (i > 0 && ptr - g_r[i - 1].base < g_r[i - 1].size) {
+    size_t i = gl_ranges_upper(&g_t, ptr);
+    if (i > 0 && ptr - g_t.r[i - 1].base < g_t.r[i - 1].size) {
         found = 1;
         if (base)
-            *base = g_r[i - 1].base;
+            *base = g_t.r[i - 1].base;
         if (size)
-            *size = g_r[i - 1].size;
+            *size = g_t.r[i - 1].size;
     }
     pthread_rwlock_unlock(&g_lock);
     return found;

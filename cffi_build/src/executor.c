@@ -156,32 +156,12 @@ void gl_exec_each_handle(gl_exec *x, void (*fn)(gl_exec *x, uint64_t key, void *
 
 /* --------------------------------------------------------- allocations */
 
-/* Index of the first allocation whose base is > p. */
-static size_t upper(const gl_range *a, size_t n, uint64_t p)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (a[mid].base <= p)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static int range_holds(const gl_range *r, uint64_t p, uint64_t size)
-{
-    return p >= r->base && size <= r->size && p - r->base <= r->size - size;
-}
-
 CUresult gl_exec_check_dptr(gl_exec *x, uint64_t ptr, uint64_t size)
 {
-    size_t i = upper(x->allocs, x->nallocs, ptr);
-    if (i > 0 && range_holds(&x->allocs[i - 1], ptr, size))
+    if (gl_ranges_find(&x->allocs, ptr, size) != NULL)
         return CUDA_SUCCESS;
-    for (size_t g = 0; g < x->nglobals; g++)
-        if (range_holds(&x->globals[g], ptr, size))
+    for (size_t g = 0; g < x->globals.n; g++)
+        if (gl_range_holds(&x->globals.r[g], ptr, size))
             return CUDA_SUCCESS;
     return CUDA_ERROR_INVALID_VALUE;
 }
@@ -191,10 +171,7 @@ void *gl_exec_host_ptr(gl_exec *x, uint64_t dptr, uint64_t size)
     /* Host backend only: device addresses are the host mapping's addresses. */
     if (x == NULL || x->be->kind != GL_BACKEND_HOST || dptr == 0)
         return NULL;
-    size_t i = upper(x->allocs, x->nallocs, dptr);
-    if (i > 0 && range_holds(&x->allocs[i - 1], dptr, size))
-        return (void *)(uintptr_t)dptr;
-    return NULL;
+    return gl_ranges_find(&x->allocs, dptr, size) != NULL ? (void *)(uintptr_t)dptr : NULL;
 }
 
 CUresult gx_glMemAlloc(gl_exec *x, CUdeviceptr dptr, size_t bytesize)
@@ -203,74 +180,62 @@ CUresult gx_glMemAlloc(gl_exec *x, CUdeviceptr dptr, size_t bytesize)
     if (n == 0 || p % 256 != 0 || p < x->va_base || n > x->va_size
         || p - x->va_base > x->va_size - n)
         return CUDA_ERROR_INVALID_VALUE;
-    size_t i = upper(x->allocs, x->nallocs, p);
-    if (i > 0 && x->allocs[i - 1].base + x->allocs[i - 1].size > p)
+    gl_ranges *t = &x->allocs;
+    size_t i = gl_ranges_upper(t, p);
+    if (i > 0 && t->r[i - 1].base + t->r[i - 1].size > p)
         return CUDA_ERROR_INVALID_VALUE;
-    if (i < x->nallocs && x->allocs[i].base < p + n)
+    if (i < t->n && t->r[i].base < p + n)
         return CUDA_ERROR_INVALID_VALUE;
     if (x->be->kind == GL_BACKEND_HOST && n > x->be->memory_limit - x->live_bytes)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (x->nallocs == x->acap) {
-        size_t ncap = x->acap ? x->acap * 2 : 64;
-        gl_range *na = realloc(x->allocs, ncap * sizeof *na);
-        if (na == NULL)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        x->allocs = na;
-        x->acap = ncap;
-    }
+    /* Room first: once the backend has mapped the range, recording it must not fail. */
+    if (gl_ranges_reserve(t) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = ((gl_fn_glMemAlloc)gl_exec_slot(x, GL_CALL_glMemAlloc))(dptr, bytesize);
     if (r != CUDA_SUCCESS)
         return r;
-    memmove(&x->allocs[i + 1], &x->allocs[i], (x->nallocs - i) * sizeof *x->allocs);
-    x->allocs[i] = (gl_range){p, n, NULL};
-    x->nallocs++;
+    gl_ranges_insert(t, i, (gl_range){p, n, 0});
     x->live_bytes += n;
     return CUDA_SUCCESS;
 }
 
 CUresult gx_glMemFree(gl_exec *x, CUdeviceptr dptr)
 {
-    size_t i = upper(x->allocs, x->nallocs, dptr);
-    if (i == 0 || x->allocs[i - 1].base != dptr)
+    long i = gl_ranges_index_of_base(&x->allocs, dptr);
+    if (i < 0)
         return CUDA_ERROR_INVALID_VALUE;
-    gl_range a = x->allocs[i - 1];
+    uint64_t size = x->allocs.r[i].size;
     CUresult r = ((gl_fn_glMemFree)gl_exec_slot(x, GL_CALL_glMemFree))(dptr);
     if (r != CUDA_SUCCESS)
         return r;
-    memmove(&x->allocs[i - 1], &x->allocs[i], (x->nallocs - i) * sizeof *x->allocs);
-    x->nallocs--;
-    x->live_bytes -= a.size;
+    gl_ranges_remove(&x->allocs, (size_t)i);
+    x->live_bytes -= size;
     return CUDA_SUCCESS;
 }
 
 /* The backend's free hook needs the allocation's size, which only the table has. */
 uint64_t gl_exec_alloc_size(gl_exec *x, uint64_t base)
 {
-    size_t i = upper(x->allocs, x->nallocs, base);
-    return (i > 0 && x->allocs[i - 1].base == base) ? x->allocs[i - 1].size : 0;
+    long i = gl_ranges_index_of_base(&x->allocs, base);
+    return i >= 0 ? x->allocs.r[i].size : 0;
 }
 
 CUresult gl_exec_add_global(gl_exec *x, uint64_t base, uint64_t size, void *owner)
 {
-    if (x->nglobals == x->gcap) {
-        size_t ncap = x->gcap ? x->gcap * 2 : 16;
-        gl_range *ng = realloc(x->globals, ncap * sizeof *ng);
-        if (ng == NULL)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        x->globals = ng;
-        x->gcap = ncap;
-    }
-    x->globals[x->nglobals++] = (gl_range){base, size, owner};
+    /* Globals may overlap nothing in particular: an unsorted list, appended. */
+    if (gl_ranges_insert(&x->globals, x->globals.n, (gl_range){base, size, (uintptr_t)owner})
+        != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     return CUDA_SUCCESS;
 }
 
 void gl_exec_drop_globals(gl_exec *x, void *owner)
 {
     size_t k = 0;
-    for (size_t g = 0; g < x->nglobals; g++)
-        if (x->globals[g].owner != owner)
-            x->globals[k++] = x->globals[g];
-    x->nglobals = k;
+    for (size_t g = 0; g < x->globals.n; g++)
+        if (x->globals.r[g].tag != (uintptr_t)owner)
+            x->globals.r[k++] = x->globals.r[g];
+    x->globals.n = k;
 }
 
 CUresult gx_cuModuleGetGlobal(gl_exec *x, CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
@@ -329,8 +294,8 @@ void gl_exec_free(gl_exec *x)
     x->be->ops->close(x);
     gl_cur = prev;
     free(x->handles);
-    free(x->allocs);
-    free(x->globals);
+    gl_ranges_free(&x->allocs);
+    gl_ranges_free(&x->globals);
     free(x);
 }
 

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "gl_cuda.h"
+#include "ranges.h"
 #include "records.h"
 #include "exec_api.h"
 #include "gl_calls.h"
@@ -59,11 +60,6 @@ struct gl_backend {
 };
 
 typedef struct {
-    uint64_t base, size;
-    void *owner; /* module of a registered global; NULL for allocations */
-} gl_range;
-
-typedef struct {
     uint64_t key; /* minted handle; 0 empty, 1 deleted */
     void *val;
 } gl_hslot;
@@ -73,11 +69,9 @@ struct gl_exec {
     uint64_t va_base, va_size;
     gl_hslot *handles;
     size_t hcap, hused; /* hused counts live and deleted slots */
-    gl_range *allocs;   /* sorted by base, non-overlapping */
-    size_t nallocs, acap;
+    gl_ranges allocs;   /* sorted by base, non-overlapping */
     uint64_t live_bytes;
-    gl_range *globals;  /* module globals (cuda backend) */
-    size_t nglobals, gcap;
+    gl_ranges globals;  /* module globals (cuda backend); tag: the module */
     CUresult deferred;
     gl_exec_stats_t stats;
     void *priv; /* backend's per-session state */

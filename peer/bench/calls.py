@@ -22,7 +22,6 @@ import secrets
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -103,32 +102,8 @@ def _loopback_figures(args: argparse.Namespace, binary: Path, root: Path) -> lis
     ]
 
 
-RAW_SINK = textwrap.dedent("""
-    import socket, sys
-    listener = socket.create_server((sys.argv[1], 0))
-    print(listener.getsockname()[1], flush=True)
-    conn, _ = listener.accept()
-    buf, total, got = bytearray(1 << 22), int(sys.argv[2]), 0
-    while got < total:
-        n = conn.recv_into(buf)
-        if not n:
-            break
-        got += n
-    conn.sendall(b"k")
-""")
-
-RAW_SOURCE = textwrap.dedent("""
-    import socket, sys, time
-    total, chunk = int(sys.argv[3]), int(sys.argv[4])
-    data = bytes(chunk)
-    with socket.create_connection((sys.argv[1], int(sys.argv[2]))) as s:
-        start, sent = time.perf_counter(), 0
-        while sent < total:
-            s.sendall(data)
-            sent += chunk
-        s.recv(1)
-        print(time.perf_counter() - start)
-""")
+# The raw reference runs in the lab's namespaces as processes of its own.
+TCP_REFERENCE = [sys.executable, "-m", "gleam.peer.bench.tcp_reference"]
 
 
 def _lab_figure(args: argparse.Namespace, binary: Path, root: Path) -> Row:
@@ -143,10 +118,10 @@ def _lab_figure(args: argparse.Namespace, binary: Path, root: Path) -> Row:
         lab.shape(a, LAB_RATE_MBIT)
         lab.shape(b, LAB_RATE_MBIT)
         # The reference: raw TCP over the same shaped link, same chunking.
-        sink = b.start([sys.executable, "-c", RAW_SINK, b.address, str(total)],
+        sink = b.start([*TCP_REFERENCE, "sink", str(total), b.address],
                        stdout=subprocess.PIPE, text=True)
         port = sink.stdout.readline().strip()  # type: ignore[union-attr]
-        raw = a.run([sys.executable, "-c", RAW_SOURCE, b.address, port, str(total), str(chunk)],
+        raw = a.run([*TCP_REFERENCE, "source", b.address, port, str(total), str(chunk)],
                     capture_output=True, text=True, check=True)
         raw_seconds = float(raw.stdout.strip())
         sink.wait(30)

@@ -2,10 +2,15 @@
 
 Run as a child process (``python -m gleam.peer.bench.tcp_reference``) so the
 reference, like the agents, gets a process and a core of its own. It listens
-on 127.0.0.1, prints its port, then serves one connection:
+on 127.0.0.1 (or the address given after N), prints its port, then serves one
+connection:
 
-* ``sink N``: read N bytes into a reused buffer, then answer one byte.
+* ``sink N [HOST]``: read N bytes into a reused buffer, then answer one byte.
 * ``echo``: answer every 8-byte message with the same 8 bytes until EOF.
+
+``source HOST PORT N CHUNK`` is the sending side as a process of its own (for a
+network namespace other than the benchmark's): it prints the seconds
+``measure_throughput`` took.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ import time
 BUFFER = 1 << 20
 
 
-def _serve(mode: str, total: int) -> None:
-    listener = socket.create_server(("127.0.0.1", 0))
+def _serve(mode: str, total: int, host: str = "127.0.0.1") -> None:
+    listener = socket.create_server((host, 0))
     print(listener.getsockname()[1], flush=True)
     listener.settimeout(60)
     conn, _ = listener.accept()
@@ -39,10 +44,10 @@ def _serve(mode: str, total: int) -> None:
                 conn.sendall(msg)
 
 
-def measure_throughput(port: int, total: int, chunk: int) -> float:
+def measure_throughput(port: int, total: int, chunk: int, host: str = "127.0.0.1") -> float:
     """Seconds to push ``total`` bytes to a sink and hear it got them all."""
     payload = bytes(chunk)
-    with socket.create_connection(("127.0.0.1", port)) as sock:
+    with socket.create_connection((host, port)) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         start = time.perf_counter()
         sent = 0
@@ -72,4 +77,9 @@ def measure_pingpong(port: int, count: int) -> float:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+    if sys.argv[1] == "source":
+        host, port, total, chunk = sys.argv[2], *map(int, sys.argv[3:6])
+        print(measure_throughput(port, total, chunk, host))
+    else:
+        _serve(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0,
+               *(sys.argv[3:4] or ["127.0.0.1"]))
