@@ -20,12 +20,14 @@ INCLUDE = HERE / "include"
 GENERATED = HERE / "generated"
 
 sys.path.insert(0, str(HERE))
+from abi_version import abi_version  # noqa: E402
 from gen_cuda import generate  # noqa: E402
 
 generate(GENERATED)
 
+CDEF = (HERE / "native.cdef").read_bytes()
 ffibuilder = FFI()
-ffibuilder.cdef((HERE / "native.cdef").read_text())
+ffibuilder.cdef(CDEF.decode())
 ffibuilder.set_source(
     "gleam.peer._native",
     '#include "gleam_native.h"\n',
@@ -35,6 +37,7 @@ ffibuilder.set_source(
         for p in [*SRC.glob("*.c"), GENERATED / "gl_dispatch.c"]
     ),
     include_dirs=[str(SRC), str(INCLUDE), str(GENERATED)],
+    define_macros=[("GL_NATIVE_ABI_VERSION", hex(abi_version(CDEF)))],
     extra_compile_args=[
         "-O2", "-std=gnu11", "-Wall", "-Wextra", "-Werror=implicit-function-declaration",
     ],

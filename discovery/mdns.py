@@ -26,6 +26,7 @@ import ifaddr
 import trio
 import zeroconf
 from zeroconf import (
+    DNSQuestionType,
     NonUniqueNameException,
     ServiceBrowser,
     ServiceInfo,
@@ -65,6 +66,11 @@ SHUTDOWN_TIMEOUT = 3.0
 # is reported gone. Answers to the new browser's first query come within a second.
 RECONFIRM_GRACE = 4.0
 MAX_NAME_ATTEMPTS = 32
+# How long a candidate instance name is asked for before we claim it (see _name_taken):
+# a defender that multicast its records less than a second ago must hold its answer
+# back until that second is over (RFC 6762 section 14), then aggregates it for up to
+# 120 ms.
+NAME_QUERY_TIMEOUT_MS = 1500
 # Bound the state a flood of hostile adverts can make us hold.
 MAX_TRACKED = 512
 
@@ -117,6 +123,21 @@ def _resolve(zc: Zeroconf, name: str) -> ServiceInfo | None:
     except Exception as exc:  # a closing Zeroconf, a blocked loop: try again on the next change
         log.debug("resolving %r failed: %r", name, exc)
         return None
+
+
+def _name_taken(zc: Zeroconf, instance: str) -> bool:
+    """Whether some responder on the network already answers for ``instance``.
+
+    Zeroconf's own probes are QU questions, so a defending responder on the same
+    host answers by unicast to 127.0.0.1:5353 (or the host's address). When several
+    mDNS responders share port 5353 on one machine, the kernel hands such a datagram
+    to one socket of the port, chosen by a hash seeded at boot: on some machines the
+    defence reaches the prober, on others the defender's own socket, and the conflict
+    goes unseen (RFC 6762 section 15.1). A QM question is answered by multicast,
+    which every socket of the group receives, so it sees the defence everywhere.
+    """
+    probe = ServiceInfo(SERVICE_TYPE, f"{instance}.{SERVICE_TYPE}")
+    return bool(probe.request(zc, NAME_QUERY_TIMEOUT_MS, question_type=DNSQuestionType.QM))
 
 
 def _service_info(
@@ -346,6 +367,8 @@ class MdnsDiscovery:
             self._own.add((name, host))
             try:
                 # Abandoned on cancellation: closing zc makes the thread give up.
+                if await trio.to_thread.run_sync(_name_taken, zc, name, abandon_on_cancel=True):
+                    raise NonUniqueNameException
                 await trio.to_thread.run_sync(zc.register_service, info, abandon_on_cancel=True)
             except NonUniqueNameException:
                 self._own.discard((name, host))

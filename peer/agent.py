@@ -35,6 +35,7 @@ from gleam.peer.protocol import (
     Role,
     mesh_id,
 )
+from gleam.peer.refusals import RefusalLog
 from gleam.peer.state import StateDir
 from gleam.peer.status import build_status
 
@@ -105,6 +106,7 @@ class Agent:
         self.links: dict[str, PeerLink] = {}
         self.targets = [DialTarget(a) for a in config.peers]
         self.events: deque[AgentEvent] = deque(maxlen=50)
+        self.refusals = RefusalLog()
         self.listen_port: int | None = None
         self.started_at = time.time()
         self.nursery: trio.Nursery | None = None
@@ -152,6 +154,7 @@ class Agent:
                 await nursery.start(self.mesh.run)
                 nursery.start_soon(self._serve_tcp, listeners)
                 nursery.start_soon(self._serve_control, control_listener)
+                nursery.start_soon(self._summarise_refusals)
                 for target in self.targets:
                     nursery.start_soon(self._dial_forever, target)
                 await nursery.start(self.discovering.run)
@@ -209,11 +212,21 @@ class Agent:
         try:
             peer = await establish(stream, conn, self.config.handshake_timeout)
         except HandshakeFailed as exc:
-            log.warning("refused connection from %s: %s", address, exc)
-            self.record("refused", f"{address}: {exc}")
+            # Repeats from one host are counted, not logged one by one.
+            self._log_refusals(self.refusals.note(host, str(exc), trio.current_time()))
             await stream.aclose()
             return
         await self._run_link(stream, conn, peer, address)
+
+    def _log_refusals(self, lines: list[str]) -> None:
+        for line in lines:
+            log.warning("%s", line)
+            self.record("refused", line)
+
+    async def _summarise_refusals(self) -> None:
+        while True:
+            await trio.sleep(self.refusals.interval_s)
+            self._log_refusals(self.refusals.flush(trio.current_time()))
 
     async def _run_link(
         self, stream: trio.SocketStream, conn: Connection, peer: Hello, address: str

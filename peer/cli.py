@@ -13,6 +13,7 @@ from typing import Any
 
 from gleam.peer import __version__
 from gleam.peer.bench import BENCHES
+from gleam.peer.native_abi import NativeCoreError
 
 log = logging.getLogger("gleam")
 
@@ -350,6 +351,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except NativeCoreError as exc:
+        print(f"gleam-peer: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:
         from gleam.peer.state import StateError
 

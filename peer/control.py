@@ -145,7 +145,7 @@ def _unread(buffer: FrameBuffer, last_chunk: bytes) -> bytes:
 async def serve_control_client(agent: Agent, stream: trio.abc.Stream) -> None:
     """Answer requests on one control connection until the client closes."""
     buffer = FrameBuffer(MAX_CONTROL_FRAME)
-    data = b""
+    data: bytes | bytearray = b""
     async with stream:
         while True:
             body = buffer.next_frame()

@@ -89,12 +89,12 @@ class Discovering:
             if not advert.foreign and advert.version == PROTOCOL_VERSION:
                 self._ensure_dialer(nursery, advert)
         elif isinstance(event, PeerGone):
-            advert = self.adverts.pop(event.instance, None)
-            if advert is not None and not any(
-                a.node_id == advert.node_id for a in self.adverts.values()
+            gone = self.adverts.pop(event.instance, None)
+            if gone is not None and not any(
+                a.node_id == gone.node_id for a in self.adverts.values()
             ):
-                scope = self._dialers.pop(advert.node_id, None)
-                if scope is not None and advert.node_id not in self.agent.links:
+                scope = self._dialers.pop(gone.node_id, None)
+                if scope is not None and gone.node_id not in self.agent.links:
                     scope.cancel()
         elif isinstance(event, DuplicateNodeId):
             await self._duplicate(event.advert)

@@ -27,7 +27,7 @@ SPEED_SECONDS = 0.2
 
 def measure_host_gflops(seconds: float = SPEED_SECONDS) -> float:
     """The CPU's measured FP32 matrix-product rate (one core), in GFLOP/s."""
-    from gleam.peer._native import lib
+    from gleam.peer.nativelib import lib
 
     rate = float(lib.gl_host_sgemm_gflops(SPEED_MATRIX, seconds))
     if rate <= 0:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gleam.peer._native import ffi, lib
+from gleam.peer.nativelib import ffi, lib
 
 __all__ = [
     "BATCH_HEADER_SIZE",

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from gleam.peer.agent import Agent
     from gleam.peer.link import PeerLink
 
-CORE_KEYS = ("node", "backend", "gpus", "peers", "links", "sessions", "plugins", "events")
+CORE_KEYS = ("node", "devices", "gpus", "peers", "links", "sessions", "plugins", "events")
 
 
 def _bits(bytes_per_s: float | None) -> float | None:
@@ -126,7 +126,9 @@ def build_status(agent: Agent) -> dict[str, Any]:
             "state_dir": str(agent.state.path),
             "incarnation": agent.mesh.membership.incarnation,
         },
-        "backend": {"name": agent.inventory.backend, "why": agent.inventory.why_host},
+        # What the inventory found (NVML GPUs or the host device); what the agent
+        # serves to CUDA programs is the cuda section's "backend".
+        "devices": {"kind": agent.inventory.backend, "why": agent.inventory.why_host},
         "gpus": [gpu_dict(g) for g in agent.mesh.gpus],
         "peers": _peers(agent),
         "links": _links(agent),

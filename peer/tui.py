@@ -61,15 +61,32 @@ def _gpu_cell(gpus: list[dict[str, Any]]) -> tuple[str, str, str]:
     return "\n".join(names), "\n".join(utils), "\n".join(mems)
 
 
+def serves_text(doc: dict[str, Any]) -> str:
+    """What the agent serves to CUDA programs, in the words of the header.
+
+    The serving backend comes from the cuda section (absent when CUDA forwarding
+    is off); the host device's speed is the CPU's measured rate, labelled as such.
+    """
+    cuda = doc.get("cuda")
+    serving = cuda.get("backend") if isinstance(cuda, dict) else None
+    if serving == "cuda":
+        return "serves CUDA on its GPU"
+    if serving == "host":
+        speeds = [g.get("gflops") for g in doc.get("gpus") or []
+                  if g.get("backend") == "host" and g.get("gflops")]
+        speed = f", CPU {speeds[0]:.1f} GFLOP/s" if speeds else ""
+        return f"serves CUDA on the host device{speed}"
+    return "serves no CUDA"
+
+
 def _header(doc: dict[str, Any]) -> Text:
     node = doc.get("node", {})
-    backend = doc.get("backend", {})
     return Text.assemble(
         ("gleam ", "bold"),
         (f"{node.get('name', '?')} ", "bold cyan"),
         f"id {str(node.get('id', '?'))[:8]}  port {node.get('port')}  "
         f"mesh {node.get('mesh_id', '?')}  v{node.get('version', '?')}  "
-        f"backend {backend.get('name', '?')}",
+        f"{serves_text(doc)}",
     )
 
 
@@ -144,7 +161,7 @@ def _events(doc: dict[str, Any], now: float | None) -> Table:
 COMPACT_BELOW = 110
 # Sections of the document the view lays out itself; any other dict section
 # (a plugin's, through gleam_status) gets a generic key/value table.
-CORE_SECTIONS = ("node", "backend", "gpus", "peers", "links", "sessions", "plugins", "events")
+CORE_SECTIONS = ("node", "devices", "gpus", "peers", "links", "sessions", "plugins", "events")
 
 
 def _short(value: Any) -> str:

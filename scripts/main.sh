@@ -6,5 +6,5 @@
 # arguments go to `gleam-peer demo` (see --help). To run a real agent instead:
 # .venv/bin/gleam-peer up
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
+GLEAM_JOB=main source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 exec gleam-peer demo "$@"

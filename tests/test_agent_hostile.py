@@ -168,3 +168,27 @@ async def test_oversized_or_malformed_frames(agents, mesh_key, garbage, reason):
     await wait_until(lambda: len(_refusals(a)) == 1)
     assert reason in _refusals(a)[0].lower()
     await _still_serving(agents, a, mesh_key)
+
+
+async def test_a_flood_of_bad_connections_is_summarised_not_logged_each(agents, mesh_key, caplog):
+    """300 connections of random bytes, bogus length prefixes and early closes: a few
+    log lines, a count per source and reason, and the agent still serves its mesh."""
+    a = await agents.start("a", mesh_key)
+    garbage = [os.urandom(64), struct.pack(">I", 1 << 31), b"GET / HTTP/1.1\r\n\r\n", b""]
+    caplog.set_level("WARNING", logger="gleam.peer.agent")
+    for i in range(300):
+        stream = await _open(a)
+        await stream.send_all(garbage[i % len(garbage)])
+        if i % len(garbage) == len(garbage) - 1:
+            await stream.aclose()  # hangs up before saying anything
+        else:
+            await _read_until_closed(stream)
+    refused = lambda: [r for r in caplog.records if "refused" in r.getMessage()]  # noqa: E731
+    await wait_until(lambda: len(refused()) >= 1)
+    assert len(refused()) <= 8, [r.getMessage() for r in refused()]
+
+    summary = a.refusals.flush(trio.current_time(), force=True)
+    counted = sum(int(line.split()[1]) for line in summary)
+    assert counted + len(refused()) >= 290  # a hang-up may end before it is refused
+    assert all("from 127.0.0.1" in line for line in summary)
+    await _still_serving(agents, a, mesh_key)

@@ -10,6 +10,7 @@ import dataclasses
 import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
 
 import ifaddr
 import pytest
@@ -40,7 +41,7 @@ from gleam.discovery.adverts import (
     transition,
     txt_properties,
 )
-from gleam.discovery.mdns import advert_from_info
+from gleam.discovery.mdns import _name_taken, advert_from_info
 
 MESH = "5a" * 8
 LOOPBACK = next(a for a in ifaddr.get_adapters() if any(ip.ip == "127.0.0.1" for ip in a.ips))
@@ -393,6 +394,41 @@ async def test_name_collision_renames_the_later_node(start: StartNodes) -> None:
     assert b.discovery.instance == f"{name} (2)"
     assert (await a.found(b)).instance == f"{name} (2)"
     assert (await b.found(a)).instance == name
+
+
+def lose_unicast_replies(node: Node) -> None:
+    """Drop every unicast datagram ``node`` sends, as the kernel does in effect on a
+    machine where a unicast reply to port 5353 lands on another socket of the port
+    (several responders on one host; which socket gets it depends on a boot-time hash)."""
+    zc = node.discovery._zc
+    assert zc is not None
+    send = zc.async_send
+
+    def multicast_only(out: Any, addr: Any = None, *args: Any, **kwargs: Any) -> None:
+        if addr is None:
+            send(out, addr, *args, **kwargs)
+
+    zc.async_send = multicast_only  # type: ignore[method-assign]
+
+
+async def test_name_collision_is_seen_when_unicast_replies_go_astray(start: StartNodes) -> None:
+    name = unique("twin")
+    (a,) = await start(local_advert(name))
+    lose_unicast_replies(a)
+    (b,) = await start(local_advert(name))
+    assert b.discovery.instance == f"{name} (2)"
+
+
+async def test_a_name_in_use_is_seen_by_a_multicast_question(start: StartNodes) -> None:
+    name = unique("held")
+    (a,) = await start(local_advert(name))
+    lose_unicast_replies(a)
+    zc = await trio.to_thread.run_sync(lambda: Zeroconf(interfaces=["127.0.0.1"]))
+    try:
+        assert await trio.to_thread.run_sync(_name_taken, zc, name)
+        assert not await trio.to_thread.run_sync(_name_taken, zc, unique("free"))
+    finally:
+        await trio.to_thread.run_sync(zc.close)
 
 
 async def test_readvertise_with_a_new_port_is_an_update(start: StartNodes) -> None:

@@ -13,7 +13,7 @@ import struct
 
 import pytest
 
-from gleam.peer._native import ffi, lib
+from gleam.peer.nativelib import ffi, lib
 from gleam.peer.records import (
     BATCH_HEADER_SIZE,
     MAX_ARGS,

@@ -14,7 +14,7 @@ import struct
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from gleam.peer._native import lib
+from gleam.peer.nativelib import lib
 from gleam.peer.records import (
     BATCH_HEADER_SIZE,
     MAX_ARGS,

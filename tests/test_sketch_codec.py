@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gleam.peer._native import ffi, lib
 from gleam.peer.compress import codec
+from gleam.peer.nativelib import ffi, lib
 
 B = 256  # a small block, so that tests hold many blocks
 

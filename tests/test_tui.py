@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gleam.peer.tui import render_text
+from gleam.peer.tui import render_text, serves_text
 
 GOLDEN = Path(__file__).parent / "golden"
 NOW = 1_800_000_000.0
@@ -15,7 +15,9 @@ NOW = 1_800_000_000.0
 DOC = {
     "node": {"id": "a1b2c3d4" * 4, "name": "desk", "port": 47470, "version": "0.1.0",
              "mesh_id": "0123456789abcdef"},
-    "backend": {"name": "cuda", "why": None},
+    "devices": {"kind": "cuda", "why": None},
+    "cuda": {"backend": "cuda", "note": None, "client_sessions": 1, "served_sessions": 0,
+             "max_sessions": 8},
     "gpus": [],
     "peers": [
         {"id": "b" * 32, "name": "laptop", "address": "10.0.0.7:47470", "authenticated": True,
@@ -63,3 +65,20 @@ def test_plugin_sections_render_generically():
     text = render_text(doc, width=120, now=NOW)
     assert "batch_tuner" in text and "global_batch" in text and "64, 128, 256, 64" in text
     assert text.startswith(render_text(DOC, width=120, now=NOW).split("recent events")[0][:200])
+
+
+@pytest.mark.parametrize(
+    ("cuda", "header"),
+    [
+        ({"backend": "cuda"}, "serves CUDA on its GPU"),
+        ({"backend": "host"}, "serves CUDA on the host device, CPU 21.5 GFLOP/s"),
+        ({"backend": "none"}, "serves no CUDA"),
+        (None, "serves no CUDA"),  # the cuda-forwarding plugin is disabled
+    ],
+)
+def test_header_names_what_the_agent_serves(cuda, header):
+    doc = {"node": {"name": "n"}, "gpus": [{"name": "host", "backend": "host", "gflops": 21.5}]}
+    if cuda is not None:
+        doc["cuda"] = cuda
+    assert serves_text(doc) == header
+    assert header in render_text(doc, width=200).splitlines()[0]

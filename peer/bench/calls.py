@@ -68,7 +68,7 @@ def _run_example(binary: Path, state: Path, args: list[str], netns: str | None =
 
 
 def _raw_rtt(count: int) -> tuple[float, float]:
-    from gleam.peer._native import lib
+    from gleam.peer.nativelib import lib
 
     tcp = float(lib.gl_pingpong_rtt(0, count, 8))
     unix = float(lib.gl_pingpong_rtt(1, count, 8))

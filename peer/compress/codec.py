@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from gleam.peer._native import ffi, lib
+from gleam.peer.nativelib import ffi, lib
 
 __all__ = [
     "BLOCK_DTYPE",

@@ -8,6 +8,7 @@ A named peer is matched by node id prefix or name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +41,8 @@ def advert(backend: str | None, sessions: int, gflops: float | None) -> dict[str
 
 
 def _score(extra: Any) -> float | None:
-    field = extra.get(GOSSIP_FIELD) if hasattr(extra, "get") else None
-    if not hasattr(field, "get") or field.get("backend") not in ("cuda", "host"):
+    field = extra.get(GOSSIP_FIELD) if isinstance(extra, Mapping) else None
+    if not isinstance(field, Mapping) or field.get("backend") not in ("cuda", "host"):
         return None
     try:
         return float(field.get("gflops") or 0.0) / (1 + int(field.get("sessions") or 0))

@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gleam.peer._native import ffi
 from gleam.peer.cuda import envelope
 from gleam.peer.cuda.channel import Channel
+from gleam.peer.nativelib import ffi
 
 _ALLOCATE = ffi.new_allocator(should_clear_after_alloc=False)
 
@@ -47,7 +47,7 @@ class ClientSession:
         session: int,
         sock: socket.socket,
         channel: Channel,
-        forward: Callable[[bytearray], None],
+        forward: Callable[[memoryview], None],
         on_end: Callable[[ClientSession, str], None],
         *,
         program: str,
@@ -129,7 +129,7 @@ class ClientSession:
             got += n
         return True
 
-    def _read_one(self) -> bytearray | None:
+    def _read_one(self) -> memoryview | None:
         header = bytearray(envelope.HEADER_SIZE)
         if not self._recv_exact(memoryview(header)):
             return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-from gleam.peer._native import lib as _native_lib
+from gleam.peer.nativelib import lib as _native_lib
 
 HEADER_SIZE = 16
 BATCH, REPLY, HELLO, FAIL = 1, 2, 3, 4
@@ -62,7 +62,7 @@ def session_of(buf: bytes | bytearray | memoryview) -> int:
     return int(session)
 
 
-def stamp_session(buf: bytearray, session: int) -> None:
+def stamp_session(buf: bytearray | memoryview, session: int) -> None:
     """Write the session id into an envelope's header, in place (no copy of the body)."""
     _SESSION.pack_into(buf, 8, session)
 

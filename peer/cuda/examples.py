@@ -31,7 +31,7 @@ def interposer_dir() -> Path:
 def cuda_include() -> Path:
     """NVIDIA's ``cuda.h`` directory, from the nvidia-cuda-runtime-cu12 wheel."""
     try:
-        import nvidia.cuda_runtime as runtime  # type: ignore[import-not-found]
+        import nvidia.cuda_runtime as runtime
     except ImportError as exc:
         raise ExampleError(
             "NVIDIA's cuda.h is needed to build the examples: "

@@ -104,7 +104,7 @@ def unpack_hello(body: bytes | bytearray | memoryview) -> Hello:
 
 def check_layout() -> None:
     """Raise if the native module declares gl_session_hello with another size."""
-    from gleam.peer._native import ffi
+    from gleam.peer.nativelib import ffi
 
     try:
         native = ffi.sizeof("gl_session_hello")

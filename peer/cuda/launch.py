@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from gleam.peer._native import ffi, lib
+from gleam.peer.nativelib import ffi, lib
 
 __all__ = ["IllegalAddress", "Launch", "param_layout"]
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import cffi
 
-from gleam.peer._native import ffi, lib
 from gleam.peer.cuda.launch import IllegalAddress, Launch, param_layout
+from gleam.peer.nativelib import ffi, lib
 
 __all__ = [
     "REPLY_CAPACITY",

@@ -248,7 +248,7 @@ class Connection:
         else:
             raise LocalProtocolError("only an error can be sent before our auth")
         self._goodbye_sent = isinstance(msg, Goodbye)
-        return self._flush_with(data)
+        return bytes(self._flush_with(data))  # a frame is bytes: no copy
 
     def send_batch(self, payload: bytes | bytearray | memoryview) -> bytes | memoryview:
         """One sealed data-plane frame carrying ``payload`` as opaque bytes.

@@ -183,8 +183,9 @@ def worker_features(obs: Observation) -> NDArray[np.float64]:
     rows = np.zeros((n, WORKER_FEATURES))
     for i, w in enumerate(workers):
         balanced = total * speeds[i] / speed_sum  # its share if all finished together
-        known = w.compute_elasticity is not None
-        elasticity = w.compute_elasticity if known else DEFAULT_ELASTICITY
+        elasticity = (
+            DEFAULT_ELASTICITY if w.compute_elasticity is None else w.compute_elasticity
+        )
         # Its compute time after doubling, over the slowest's today.
         doubled = w.compute_s * 2 ** elasticity / slowest
         rows[i] = (
@@ -198,7 +199,7 @@ def worker_features(obs: Observation) -> NDArray[np.float64]:
             math.log10(1 + w.rtt_ms) / 2 if w.rtt_ms is not None else 0.0,
             math.log10(1 + w.bandwidth_bps / 1e6) / 3 if w.bandwidth_bps is not None else 0.0,
             1.0 if w.compute_s >= slowest else 0.0,
-            elasticity if known else -0.5,
+            elasticity if w.compute_elasticity is not None else -0.5,
             _clip(math.log2(max(doubled, 1e-9)), -3, 2) / 2,
         )
     return rows

@@ -297,7 +297,7 @@ class BatchTuner:
         sizes = tuple(sizes)
         if len(sizes) != len(self.min_batch):
             raise ValueError(f"expected {len(self.min_batch)} batch sizes, got {len(sizes)}")
-        out = []
+        out: list[int] = []
         for b, lo, hi in zip(sizes, self.min_batch, self.max_batch, strict=True):
             if isinstance(b, bool) or not isinstance(b, numbers.Real) or not math.isfinite(b):
                 raise ValueError(f"batch sizes must be numbers, got {b!r}")
