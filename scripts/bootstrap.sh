@@ -45,7 +45,7 @@ sources="$(cd "$root" && { echo "editable=$editable"; cat $inputs 2>/dev/null; }
 # .gleam-stamp: line 1 the sources' hash, line 2 the extras installed so far (pip
 # never removes an extra's packages, so the test job's install covers the demo's).
 stamp="$venv/.gleam-stamp"
-have="$(sed -n 2p "$stamp" 2>/dev/null | tr ',' '\n')"
+have="$( { sed -n 2p "$stamp" 2>/dev/null || true; } | tr ',' '\n')"
 missing="$(comm -23 <(tr ',' '\n' <<<"$extras" | sort) <(sort <<<"$have"))"
 if [ "$(sed -n 1p "$stamp" 2>/dev/null)" != "$sources" ] || [ -n "$missing" ] \
     || ! "$venv/bin/python" -c 'import gleam.peer._native' 2>/dev/null; then
