@@ -3,7 +3,7 @@
 # Sourced by scripts/main.sh (GLEAM_JOB=main) and scripts/test.sh (GLEAM_JOB=test);
 # needs only python3 (3.11+) and gcc.
 #
-#   main: gleam and what the demo needs (the host kernels' numpy), nothing else
+#   main: gleam and what the demo needs (numpy, NVIDIA's cuda.h), nothing else
 #   test: also the test tools, mypy, and the training extra (torch, CPU build)
 #
 # gleam is installed as a regular (non-editable) package: its top-level folders
@@ -26,8 +26,8 @@ fi
 command -v gcc >/dev/null || { echo "gleam needs gcc to build its native core" >&2; exit 1; }
 
 case "$job" in
-    main) extras="host" ;;
-    test) extras="test,train,host" ;;
+    main) extras="demo" ;;
+    test) extras="test,train,host,demo" ;;
     *) echo "bootstrap.sh: GLEAM_JOB must be main or test (got '$job')" >&2; exit 2 ;;
 esac
 
@@ -39,7 +39,7 @@ fi
 editable="${GLEAM_EDITABLE:-0}"
 # Everything pip would install from the tree; a changed hash means reinstall.
 inputs="$(cd "$root" && git ls-files -co --exclude-standard -- pyproject.toml setup.py \
-    cffi_build peer discovery plugins 2>/dev/null | sort)"
+    cffi_build peer discovery plugins examples/cuda 2>/dev/null | sort)"
 sources="$(cd "$root" && { echo "editable=$editable"; cat $inputs 2>/dev/null; } \
     | sha256sum | cut -c1-16)"
 # .gleam-stamp: line 1 the sources' hash, line 2 the extras installed so far (pip
