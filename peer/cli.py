@@ -340,7 +340,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except NativeCoreError as exc:  # a command module needs the native core at import
+        print(f"gleam-peer: {exc}", file=sys.stderr)
+        return 1
     args = parser.parse_args(argv)
     _setup_logging(args.log_level)
     func: Callable[[argparse.Namespace], int] = args.func

@@ -11,10 +11,24 @@ rebuild, instead of a missing symbol mid-run or a struct read with the wrong lay
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 # tests/test_packaging.py checks this against cffi_build/native.cdef and prints the
 # value to put here when the cdef changes.
 EXPECTED_ABI = 0xa12fe44
 REBUILD = "rebuild it with ./scripts/test.sh, or pip install . from the gleam checkout"
+# Present when gleam runs from a source checkout (an editable install).
+_CHECKOUT_CDEF = Path(__file__).resolve().parents[1] / "cffi_build" / "native.cdef"
+
+
+def expected_abi() -> int:
+    """The ABI this code needs: in a source checkout the checkout's own cdef (so a
+    checkout updated without a rebuild is caught, and a developer changing the
+    cdef is told to rebuild, not to edit a constant), else ``EXPECTED_ABI``."""
+    if _CHECKOUT_CDEF.is_file():
+        return int(hashlib.sha256(_CHECKOUT_CDEF.read_bytes()).hexdigest()[:7], 16)
+    return EXPECTED_ABI
 
 
 class NativeCoreError(ImportError):
@@ -23,8 +37,9 @@ class NativeCoreError(ImportError):
 
 def check_abi(built: int) -> None:
     """Raise NativeCoreError unless the module's ABI number is the expected one."""
-    if built != EXPECTED_ABI:
+    expected = expected_abi()
+    if built != expected:
         raise NativeCoreError(
             f"gleam's native core was built from other sources (ABI {built:07x}, this code "
-            f"expects {EXPECTED_ABI:07x}); {REBUILD}"
+            f"expects {expected:07x}); {REBUILD}"
         )

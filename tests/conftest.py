@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -14,6 +15,12 @@ from gleam.peer.gpus import GpuInventory
 from gleam.peer.localmesh import LocalMesh, local_mesh
 from gleam.peer.plugin_manager import make_plugin_manager
 from gleam.peer.state import StateDir
+
+# A shell starts background jobs with SIGINT ignored, and an ignored signal stays
+# ignored across exec: the agents and commands these tests start would then never
+# see the Ctrl-C that some tests send them. Catching it here (Python's own
+# handler) makes every child start with the default disposition again.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

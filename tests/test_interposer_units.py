@@ -273,9 +273,10 @@ def test_session_with_a_fake_agent(harness: Path, tmp_path: Path) -> None:
 
 
 def test_built_library_exports_the_driver_api() -> None:
-    lib = ROOT / "peer" / "cuda" / "lib" / "libcuda.so.1"
-    if not lib.exists():
-        pytest.skip("the interposer is not built (pip install -e .)")
+    from gleam.peer.cuda.examples import interposer_dir
+
+    lib = interposer_dir() / "libcuda.so.1"  # where the installed gleam has it
+    assert lib.exists(), "the build did not link the interposer"
     # In a child: a libcuda.so.1 loaded into the test process would shadow
     # the real driver for anything else that runs there.
     code = f"""
