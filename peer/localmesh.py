@@ -89,6 +89,7 @@ class LocalMesh:
         extra: Sequence[str] = (),
         mdns: bool = False,
         timeout: float = 20,
+        env: dict[str, str] | None = None,
     ) -> LocalAgent:
         """Start an agent on loopback. With ``mdns`` it discovers on ``lo`` only:
         agents started here never multicast on the machine's real interfaces."""
@@ -109,7 +110,7 @@ class LocalMesh:
         with open(log_path, "ab") as log_file:
             proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             )
         agent = LocalAgent(name, state, proc, log_path)
         self.agents.append(agent)

@@ -7,4 +7,6 @@ int gl_native_abi_version(void);
 #include "sketch.h"
 #include "pingpong.h"
 #include "exec_api.h"
+#include "fatbin.h"
+#include "ptx.h"
 #endif

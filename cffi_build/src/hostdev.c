@@ -106,7 +106,17 @@ static CUresult host_unmap(gl_exec *x, uint64_t p, uint64_t size)
     return CUDA_SUCCESS;
 }
 
-const gl_backend_ops gl_host_ops = {host_open, host_close, host_unmap, NULL};
+/* A kernel fault loses the context, as on a GPU: from then on every waiting
+ * call of the session reports the fault (the deferred error is reported and
+ * cleared per reply, so it is set again before each batch). */
+static void host_run_begin(gl_exec *x)
+{
+    gl_hsess *s = x->priv;
+    if (s->sticky != CUDA_SUCCESS)
+        x->deferred = s->sticky;
+}
+
+const gl_backend_ops gl_host_ops = {host_open, host_close, host_unmap, host_run_begin};
 
 gl_backend *gl_backend_host_new(uint64_t memory_limit)
 {

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "executor.h"
+#include "ptx.h"
 
 typedef struct gl_hobj {
     int kind; /* GL_H_* */
@@ -20,7 +21,8 @@ typedef struct {
     int primary;
 } gl_hctx;
 
-/* A module or library: the image and the entry names found in it. */
+/* A module or library: the image, the entry names found in it, and its PTX
+ * translated for the interpreter (ptx.h) when the image carries PTX. */
 typedef struct {
     gl_hobj h;
     uint8_t *image;
@@ -28,12 +30,18 @@ typedef struct {
     char **names;
     size_t nnames;
     int search_bytes; /* parts of the image could not be parsed: search their bytes */
+    ptx_module *ptx;  /* NULL: no PTX (a cubin, a SASS-only fatbin, an opaque image) */
+    char targets[96]; /* what the image carries when it has no PTX ("sm_80,sm_90") */
+    int funcs;        /* functions made from ptx: it outlives an unload until the session ends */
+    int unloaded;
 } gl_hmod;
 
-/* A function or kernel: a resolved host implementation. */
+/* A function or kernel: a resolved host implementation, or a PTX kernel. */
 typedef struct {
     gl_hobj h;
     gl_kernel_impl impl;
+    const ptx_kernel *ptx; /* non-NULL: run by the interpreter */
+    gl_hmod *mod;
     char name[];
 } gl_hfunc;
 
@@ -48,6 +56,7 @@ typedef struct {
     gl_hctx primary;
     int primary_retains;
     gl_hctx *current;
+    CUresult sticky; /* a kernel fault (700, 716, 719, 702): the context is lost */
 } gl_hsess;
 
 gl_hsess *gl_hsess_of(void);
@@ -57,6 +66,10 @@ void gl_hobj_free_all(gl_hsess *s);
 
 /* Image parsing (hostdev_image.c). */
 int gl_himage_scan(gl_hmod *m);
+/* Finds the image's PTX (text, or inside a fatbin) and translates it:
+ * CUDA_SUCCESS (m->ptx may stay NULL), CUDA_ERROR_INVALID_PTX with a message
+ * in err, or CUDA_ERROR_OUT_OF_MEMORY. */
+CUresult gl_himage_load_ptx(gl_hmod *m, char *err, size_t err_len);
 int gl_himage_has(const gl_hmod *m, const char *name);
 void gl_himage_free(gl_hmod *m);
 

@@ -4,12 +4,18 @@
  * of .symtab) or a fatbin (its ELF members parsed; PTX or compressed members
  * make lookups fall back to a search for the NUL-terminated name). The image
  * is untrusted: every offset is checked against its size.
+ * gl_himage_load_ptx then translates the image's PTX (the text itself, or the
+ * newest PTX entry of a fatbin, decompressed by fatbin.c) for the interpreter,
+ * once per load; the module owns the result and its variables' storage.
  */
 #define _GNU_SOURCE /* memmem */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+
+#include "fatbin.h"
 #include "hostdev.h"
 
 #define FATBIN_MAGIC 0xBA55ED50u
@@ -153,6 +159,8 @@ int gl_himage_scan(gl_hmod *m)
 
 int gl_himage_has(const gl_hmod *m, const char *name)
 {
+    if (m->ptx != NULL && ptx_module_kernel(m->ptx, name) != NULL)
+        return 1;
     for (size_t i = 0; i < m->nnames; i++)
         if (strcmp(m->names[i], name) == 0)
             return 1;
@@ -172,10 +180,69 @@ int gl_himage_has(const gl_hmod *m, const char *name)
     return 0;
 }
 
+/* Text that claims to be PTX: anything else (a stand-in image) stays opaque. */
+static int looks_like_ptx(const uint8_t *p, size_t n)
+{
+    return memmem(p, n, ".entry", 6) != NULL || memmem(p, n, ".version", 8) != NULL
+           || memmem(p, n, ".func", 5) != NULL;
+}
+
+CUresult gl_himage_load_ptx(gl_hmod *m, char *err, size_t err_len)
+{
+    const uint8_t *p = m->image;
+    size_t n = m->size;
+    uint8_t *text = NULL;
+    size_t len = 0;
+    err[0] = 0;
+    if (n >= 4 && memcmp(p, "\177ELF", 4) == 0) {
+        uint32_t flags = n >= 0x34 ? (uint32_t)rd(p + 0x30, 4) : 0;
+        if ((flags & 0xff) >= 10)
+            snprintf(m->targets, sizeof m->targets, "sm_%u (a cubin)", flags & 0xff);
+        else
+            snprintf(m->targets, sizeof m->targets, "a cubin");
+        return CUDA_SUCCESS;
+    }
+    if (n >= 4 && rd(p, 4) == FATBIN_MAGIC) {
+        int rc = gl_fatbin_ptx(p, n, &text, &len, m->targets, sizeof m->targets);
+        if (rc == 0)
+            return CUDA_SUCCESS; /* SASS only: entries need a host implementation */
+        if (rc < 0) {
+            snprintf(err, err_len, "the fatbin's PTX cannot be read: %s", gl_fatbin_strerror(rc));
+            if (rc == GL_FATBIN_NOMEM)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            /* host implementations may still serve it: warn, do not refuse */
+            fprintf(stderr, "gleam host device: %s\n", err);
+            err[0] = 0;
+            return CUDA_SUCCESS;
+        }
+    } else if (!looks_like_ptx(p, n)) {
+        return CUDA_SUCCESS;
+    }
+    const char *src = text != NULL ? (const char *)text : (const char *)p;
+    size_t srclen = text != NULL ? len : n;
+    int rc = ptx_module_load(src, srclen, &m->ptx, err, err_len);
+    free(text);
+    if (rc != 0) {
+        m->ptx = NULL;
+        return CUDA_ERROR_INVALID_PTX;
+    }
+    return CUDA_SUCCESS;
+}
+
 void gl_himage_free(gl_hmod *m)
 {
     for (size_t i = 0; i < m->nnames; i++)
         free(m->names[i]);
     free(m->names);
     free(m->image);
+    m->names = NULL;
+    m->nnames = 0;
+    m->image = NULL;
+    if (m->ptx != NULL) {
+        gl_exec *x = gl_exec_current();
+        if (x != NULL && !m->unloaded)
+            gl_exec_drop_globals(x, m);
+        ptx_module_free(m->ptx);
+        m->ptx = NULL;
+    }
 }

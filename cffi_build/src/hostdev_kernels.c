@@ -1,8 +1,15 @@
 /*
  * hostdev_kernels.c — modules, libraries, functions and launches on the host
  * device. An entry resolves to a host implementation (a C builtin or a
- * Python kernel from the backend's registry); the device does not execute
- * PTX, so an entry without one is CUDA_ERROR_NOT_FOUND.
+ * Python kernel from the backend's registry: the fast path, unless
+ * GLEAM_HOST_KERNELS=0), else to the module's PTX, run by the interpreter
+ * (ptx.h). An image without PTX (a cubin, a SASS-only fatbin) serves only
+ * entries with a host implementation; any other entry is CUDA_ERROR_NOT_FOUND
+ * with a line on stderr naming the image's targets and the nvcc flag that
+ * adds PTX. PTX that does not translate fails the load with
+ * CUDA_ERROR_INVALID_PTX. A kernel fault (illegal or misaligned address,
+ * trap, time limit) is the launch's error and sticks to the session: later
+ * launches return it too, as a lost CUDA context does.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +48,8 @@ int gl_host_builtin(const char *name)
 
 static CUresult load(int kind, void **out, const void *image, size_t size)
 {
+    if (gl_hsess_of()->sticky != CUDA_SUCCESS)
+        return gl_hsess_of()->sticky; /* a lost context loads nothing more */
     gl_hmod *m = gl_hobj_new(kind, sizeof *m);
     if (m == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -56,7 +65,41 @@ static CUresult load(int kind, void **out, const void *image, size_t size)
         gl_hobj_free(m);
         return size == 0 ? CUDA_ERROR_INVALID_IMAGE : CUDA_ERROR_OUT_OF_MEMORY;
     }
+    char err[256];
+    CUresult r = gl_himage_load_ptx(m, err, sizeof err);
+    if (r != CUDA_SUCCESS) {
+        if (r == CUDA_ERROR_INVALID_PTX)
+            fprintf(stderr, "gleam host device: the module's PTX is refused: %s\n", err);
+        gl_hobj_free(m);
+        return r;
+    }
+    if (m->ptx != NULL) {
+        /* module variables: copies to them (cudaMemcpyToSymbol) pass the
+         * executor's pointer checks, and kernels may touch them */
+        void *base;
+        size_t bytes;
+        ptx_module_storage(m->ptx, &base, &bytes);
+        if (bytes > 0
+            && gl_exec_add_global(gl_exec_current(), (uint64_t)(uintptr_t)base, bytes, m)
+                   != CUDA_SUCCESS) {
+            gl_hobj_free(m);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
     *out = m;
+    return CUDA_SUCCESS;
+}
+
+/* Functions made from a module's PTX point into it: such a module stays
+ * (without its image and variables' registration) until the session ends. */
+static CUresult unload(gl_hmod *m)
+{
+    if (m->ptx == NULL || m->funcs == 0) {
+        gl_hobj_free(m);
+        return CUDA_SUCCESS;
+    }
+    gl_exec_drop_globals(gl_exec_current(), m);
+    m->unloaded = 1;
     return CUDA_SUCCESS;
 }
 
@@ -72,25 +115,30 @@ CUresult hb_glLibraryLoad(CUlibrary *library, const void *image, size_t size)
 
 CUresult hb_cuModuleUnload(CUmodule hmod)
 {
-    gl_hobj_free(hmod);
-    return CUDA_SUCCESS;
+    return unload((gl_hmod *)hmod);
 }
 
 CUresult hb_cuLibraryUnload(CUlibrary library)
 {
-    gl_hobj_free(library);
-    return CUDA_SUCCESS;
+    return unload((gl_hmod *)library);
 }
 
 CUresult hb_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
 {
-    (void)dptr, (void)bytes, (void)hmod, (void)name;
-    return CUDA_ERROR_NOT_FOUND; /* no PTX execution, so no module globals */
+    const gl_hmod *m = (const gl_hmod *)hmod;
+    void *addr;
+    size_t size;
+    if (m->ptx == NULL || m->unloaded || ptx_module_global(m->ptx, name, &addr, &size) != 0)
+        return CUDA_ERROR_NOT_FOUND;
+    *dptr = (CUdeviceptr)(uintptr_t)addr;
+    *bytes = size;
+    return CUDA_SUCCESS;
 }
 
 /* --------------------------------------------------------------- functions */
 
-static CUresult make_func(int kind, const char *name, const gl_kernel_impl *impl, void **out)
+static CUresult make_func(int kind, const char *name, const gl_kernel_impl *impl,
+                          const ptx_kernel *ptx, gl_hmod *mod, void **out)
 {
     size_t len = strlen(name);
     gl_hfunc *f = gl_hobj_new(kind, sizeof *f + len + 1);
@@ -98,44 +146,87 @@ static CUresult make_func(int kind, const char *name, const gl_kernel_impl *impl
         return CUDA_ERROR_OUT_OF_MEMORY;
     memcpy(f->name, name, len + 1);
     f->impl = *impl;
+    f->ptx = ptx;
+    f->mod = mod;
+    if (ptx != NULL)
+        mod->funcs++;
     *out = f;
     return CUDA_SUCCESS;
 }
 
-static CUresult resolve(int kind, const gl_hmod *m, const char *name, void **out)
+/* GLEAM_HOST_KERNELS=0 turns the registry off: every kernel runs from PTX. */
+static int registry_enabled(void)
 {
-    if (!gl_himage_has(m, name))
+    const char *v = getenv("GLEAM_HOST_KERNELS");
+    return v == NULL || strcmp(v, "0") != 0;
+}
+
+static CUresult resolve(int kind, gl_hmod *m, const char *name, void **out)
+{
+    if (m->unloaded || !gl_himage_has(m, name))
         return CUDA_ERROR_NOT_FOUND;
     gl_kernel_impl impl = {.native = -1};
     gl_exec *x = gl_exec_current();
-    if (gl_py_kernel_resolve(x->be->user, name, &impl) != 1 || impl.nparams > GL_KERNEL_MAX_PARAMS
-        || impl.native >= NBUILTINS || (impl.native < 0 && impl.handle == NULL)) {
-        fprintf(stderr, "gleam host device: no host implementation for kernel %s\n", name);
+    if (registry_enabled() && gl_py_kernel_resolve(x->be->user, name, &impl) == 1
+        && impl.nparams <= GL_KERNEL_MAX_PARAMS && impl.native < NBUILTINS
+        && (impl.native >= 0 || impl.handle != NULL))
+        return make_func(kind, name, &impl, NULL, NULL, out);
+    const ptx_kernel *k = m->ptx != NULL ? ptx_module_kernel(m->ptx, name) : NULL;
+    if (k == NULL) {
+        if (m->ptx == NULL && m->targets[0] != 0)
+            fprintf(stderr,
+                    "gleam host device: no host implementation for kernel %s, and its image "
+                    "carries no PTX (only %s); rebuild with "
+                    "-gencode arch=compute_XX,code=compute_XX to add PTX\n",
+                    name, m->targets);
+        else
+            fprintf(stderr, "gleam host device: no host implementation for kernel %s\n", name);
         return CUDA_ERROR_NOT_FOUND;
     }
-    return make_func(kind, name, &impl, out);
+    ptx_kernel_info info;
+    ptx_kernel_get_info(k, &info);
+    impl = (gl_kernel_impl){.native = -1, .nparams = info.nparams};
+    for (uint32_t p = 0; p < info.nparams && p < GL_KERNEL_MAX_PARAMS; p++) {
+        impl.offsets[p] = info.param_offsets[p];
+        impl.sizes[p] = info.param_sizes[p];
+    }
+    return make_func(kind, name, &impl, k, m, out);
 }
 
 CUresult hb_cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
-    return resolve(GL_H_FUNC, (const gl_hmod *)hmod, name, (void **)hfunc);
+    return resolve(GL_H_FUNC, (gl_hmod *)hmod, name, (void **)hfunc);
 }
 
 CUresult hb_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
-    return resolve(GL_H_KERNEL, (const gl_hmod *)library, name, (void **)pKernel);
+    return resolve(GL_H_KERNEL, (gl_hmod *)library, name, (void **)pKernel);
 }
 
 CUresult hb_cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 {
     const gl_hfunc *k = (const gl_hfunc *)kernel;
-    return make_func(GL_H_FUNC, k->name, &k->impl, (void **)pFunc);
+    return make_func(GL_H_FUNC, k->name, &k->impl, k->ptx, k->mod, (void **)pFunc);
 }
 
 CUresult hb_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
 {
-    (void)hfunc;
-    *pi = attrib == GL_FUNC_ATTR_MAX_THREADS_PER_BLOCK ? 1024 : 0;
+    const gl_hfunc *f = (const gl_hfunc *)hfunc;
+    ptx_kernel_info info = {0};
+    if (f->ptx != NULL)
+        ptx_kernel_get_info(f->ptx, &info);
+    switch ((int)attrib) {
+    case GL_FUNC_ATTR_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    case GL_FUNC_ATTR_SHARED_SIZE_BYTES: *pi = (int)info.static_shared; break;
+    case 3: /* LOCAL_SIZE_BYTES */ *pi = (int)info.local_size; break;
+    case GL_FUNC_ATTR_NUM_REGS: *pi = info.nregs > 255 ? 255 : (int)info.nregs; break;
+    case GL_FUNC_ATTR_PTX_VERSION:
+    case GL_FUNC_ATTR_BINARY_VERSION: *pi = f->ptx != NULL ? 80 : 0; break;
+    case 8: /* MAX_DYNAMIC_SHARED_SIZE_BYTES */
+        *pi = (int)(PTX_MAX_SHARED - info.static_shared);
+        break;
+    default: *pi = 0; break;
+    }
     return CUDA_SUCCESS;
 }
 
@@ -157,6 +248,32 @@ static uint64_t layout_size(const gl_kernel_impl *k)
     return (uint64_t)k->offsets[k->nparams - 1] + k->sizes[k->nparams - 1];
 }
 
+static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s)
+{
+    char err[256];
+    ptx_launch_args a = {
+        .grid = {l->grid[0], l->grid[1], l->grid[2]},
+        .block = {l->block[0], l->block[1], l->block[2]},
+        .dynamic_shared = l->shared,
+        .params = l->params,
+        .params_len = l->params_len,
+        .allocs = &l->x->allocs,
+        .extra = &l->x->globals,
+        .err = err,
+        .err_len = sizeof err,
+    };
+    int rc = ptx_launch(fn->mod->ptx, fn->ptx, &a);
+    if (rc == PTX_OK)
+        return CUDA_SUCCESS;
+    fprintf(stderr, "gleam host device: kernel %s: %s\n", fn->name, err);
+    if (rc == PTX_E_INVALID_VALUE)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (rc == PTX_E_OUT_OF_MEMORY)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s->sticky = (CUresult)rc;
+    return (CUresult)rc;
+}
+
 CUresult hb_glLaunch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                      unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                      unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
@@ -164,6 +281,9 @@ CUresult hb_glLaunch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
 {
     (void)hStream;
     const gl_hfunc *fn = (const gl_hfunc *)f;
+    gl_hsess *s = gl_hsess_of();
+    if (s->sticky != CUDA_SUCCESS)
+        return s->sticky;
     uint64_t threads = (uint64_t)blockDimX * blockDimY * blockDimZ;
     if (size != layout_size(&fn->impl) || gridDimX == 0 || gridDimY == 0 || gridDimZ == 0
         || threads == 0 || threads > 1024)
@@ -176,6 +296,8 @@ CUresult hb_glLaunch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
         .params = params,
         .params_len = size,
     };
+    if (fn->ptx != NULL)
+        return launch_ptx(fn, &l, s);
     if (fn->impl.native >= 0)
         return builtins[fn->impl.native].fn(&l);
     int r = gl_py_kernel_run(fn->impl.handle, &l);

@@ -12,4 +12,5 @@ BENCHES = {
     "compression": "gleam.peer.bench.compression",
     "batch": "gleam.peer.bench.batch",
     "calls": "gleam.peer.bench.calls",
+    "ptx": "gleam.peer.bench.ptx",
 }

@@ -1,0 +1,102 @@
+/*
+ * ptx.h — gleam's PTX interpreter: the public face. A PTX module is parsed
+ * and translated once (ptx_module_load) into kernels in a compact,
+ * pre-resolved form; ptx_launch runs one kernel warp-wide over a grid, blocks
+ * spread across worker threads, every memory access checked.
+ *
+ * Ownership: a ptx_module owns its kernels and the storage of its .global /
+ * .const variables; everything it hands out lives until ptx_module_free.
+ * Thread-safety: a loaded module is immutable, so any number of launches may
+ * run it at once; ptx_module_load/free have no shared state. The library
+ * keeps no global state besides read-only tables.
+ */
+#ifndef GLEAM_PTX_H
+#define GLEAM_PTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ranges.h"
+
+typedef struct ptx_module ptx_module;
+typedef struct ptx_kernel ptx_kernel;
+
+/* Input bounds: anything larger is refused with a message. */
+#define PTX_MAX_TEXT (64u << 20)   /* bytes of PTX text */
+#define PTX_MAX_CODE (1u << 22)    /* instructions of one kernel after inlining */
+#define PTX_MAX_REGS 16384u        /* registers of one kernel after inlining */
+#define PTX_MAX_CALL_DEPTH 32      /* nested .func calls (inlined) */
+#define PTX_MAX_PARAMS 64          /* parameters of an entry or a function */
+#define PTX_MAX_LOCAL (1u << 20)   /* local bytes per thread */
+#define PTX_MAX_SHARED (1u << 20)  /* static + dynamic shared bytes per block */
+
+/* Results of ptx_launch: CUresult values. */
+enum {
+    PTX_OK = 0,
+    PTX_E_INVALID_VALUE = 1,
+    PTX_E_OUT_OF_MEMORY = 2,
+    PTX_E_ILLEGAL_ADDRESS = 700,
+    PTX_E_LAUNCH_TIMEOUT = 702,
+    PTX_E_MISALIGNED = 716,
+    PTX_E_LAUNCH_FAILED = 719
+};
+
+/* Parses and translates TEXT (LEN bytes, a trailing NUL allowed). 0 and *out,
+ * or -1 and a one-line message "line N: what" in err. */
+int ptx_module_load(const char *text, size_t len, ptx_module **out, char *err, size_t err_len);
+void ptx_module_free(ptx_module *m);
+
+/* Kernel entries by name (NULL: none). */
+const ptx_kernel *ptx_module_kernel(const ptx_module *m, const char *name);
+size_t ptx_module_nkernels(const ptx_module *m);
+const char *ptx_module_kernel_name(const ptx_module *m, size_t i);
+/* A module-scope .global/.const variable: 0 and its host address and size. */
+int ptx_module_global(const ptx_module *m, const char *name, void **addr, size_t *size);
+/* The one block holding every module variable (base NULL, size 0 if none). */
+void ptx_module_storage(const ptx_module *m, void **base, size_t *size);
+
+typedef struct {
+    uint32_t nparams, params_size;
+    const uint32_t *param_offsets, *param_sizes;
+    uint32_t static_shared; /* bytes, the module's .shared variables */
+    uint32_t local_size;    /* bytes per thread (frames of inlined calls included) */
+    uint32_t nregs;         /* registers of the translated form */
+    uint32_t ninsns;
+} ptx_kernel_info;
+void ptx_kernel_get_info(const ptx_kernel *k, ptx_kernel_info *out);
+
+typedef struct {
+    unsigned grid[3], block[3];
+    unsigned dynamic_shared;
+    const void *params; /* the kernel's parameter buffer, params_len bytes */
+    size_t params_len;
+    /* Memory a generic/global access may touch besides the block's shared
+     * and local windows and the module's own variables: sorted,
+     * non-overlapping (allocs) and an unsorted list (extra); either NULL. */
+    const gl_ranges *allocs;
+    const gl_ranges *extra;
+    double timeout_s;  /* <= 0: GLEAM_PTX_TIMEOUT_S or 60 s */
+    unsigned threads;  /* workers; 0: GLEAM_PTX_THREADS or the CPU count */
+    /* out */
+    uint64_t insns;    /* thread-instructions executed (active lanes) */
+    char *err;         /* a message on failure, when non-NULL */
+    size_t err_len;
+} ptx_launch_args;
+
+/* Runs the grid to completion; PTX_OK or a PTX_E_* (a CUresult). */
+int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a);
+
+/* ---- entry points for Python (native.cdef) ---- */
+
+/* Parses and translates only: 0, or -1 with a message (fuzzing, `check`). */
+int gl_ptx_check(const char *text, size_t len, char *err, size_t err_len);
+/* Load once, run on caller-owned host buffers (benchmarks): the buffers the
+ * kernel may touch are given as (base, size) pairs, sorted by base. */
+ptx_module *gl_ptx_load(const char *text, size_t len, char *err, size_t err_len);
+void gl_ptx_unload(ptx_module *m);
+int gl_ptx_run(ptx_module *m, const char *entry, const unsigned *grid3, const unsigned *block3,
+               unsigned dynamic_shared, const void *params, size_t params_len,
+               const uint64_t *ranges, size_t nranges, unsigned threads, uint64_t *insns,
+               char *err, size_t err_len);
+
+#endif /* GLEAM_PTX_H */

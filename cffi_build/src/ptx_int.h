@@ -1,0 +1,243 @@
+/*
+ * ptx_int.h — internals shared by the PTX interpreter's files:
+ *   ptx_parse.c     PTX text -> per-function compact code (ptx_func): lexer,
+ *                   symbols, declarations (private header ptx_parse.h)
+ *   ptx_translate.c one instruction -> compact code (operands, modifiers)
+ *   ptx_ops.h       the opcode table
+ *   ptx_link.c      inlines .func calls: one flat kernel per entry (ptx_kernel);
+ *                   recursive and indirect calls get out-of-line bodies
+ *   ptx_exec.c   the handlers and a warp's dispatch loop
+ *   ptx_launch.c blocks, worker threads, memory windows, the public API
+ *
+ * The compact form: every value lives in a register slot of 64 bits per lane
+ * (SoA: r[reg][32]); immediates are constant registers filled at warp start,
+ * special registers (%tid ...) fixed slots below PTX_NSREG, predicates are
+ * 32-bit lane masks. An instruction names registers by index, its handler
+ * and its widths are chosen at translation, branch targets are code indices.
+ */
+#ifndef GLEAM_PTX_INT_H
+#define GLEAM_PTX_INT_H
+
+#include <stdint.h>
+
+#include "ptx.h"
+#include "ptx_ops.h"
+
+#define PTX_LANES 32
+#define PTX_FULL 0xffffffffu
+
+/* Fixed register slots, the same in every kernel (filled per warp). */
+enum {
+    PTX_R_ZERO, PTX_R_TID_X, PTX_R_TID_Y, PTX_R_TID_Z, PTX_R_NTID_X, PTX_R_NTID_Y, PTX_R_NTID_Z,
+    PTX_R_CTAID_X, PTX_R_CTAID_Y, PTX_R_CTAID_Z, PTX_R_NCTAID_X, PTX_R_NCTAID_Y, PTX_R_NCTAID_Z,
+    PTX_R_LANEID, PTX_R_WARPID, PTX_R_NWARPID, PTX_R_LM_EQ, PTX_R_LM_LE, PTX_R_LM_LT,
+    PTX_R_LM_GE, PTX_R_LM_GT, PTX_R_SMID, PTX_R_NSMID, PTX_R_GRIDID, PTX_R_DYN_SMEM,
+    PTX_R_TOTAL_SMEM, PTX_R_WARPSZ,
+    PTX_NSREG = 32
+};
+/* Fixed predicate slots: always false, always true. */
+enum { PTX_P_FALSE, PTX_P_TRUE, PTX_NSPRED };
+
+/* Control kinds, run by the dispatch loop itself. */
+enum { PTX_C_NONE, PTX_C_BRA, PTX_C_EXIT, PTX_C_RET, PTX_C_BAR, PTX_C_TRAP, PTX_C_CALL,
+       PTX_C_OCALL, PTX_C_ORET };
+
+/* Field kinds (2 bits each in ptx_insn.fk) tell the linker what to renumber. */
+enum { PTX_FK_NONE, PTX_FK_REG, PTX_FK_PRED };
+enum { PTX_F_D0, PTX_F_D1, PTX_F_D2, PTX_F_D3, PTX_F_S0, PTX_F_S1, PTX_F_S2, PTX_F_S3, PTX_F_AB,
+       PTX_NFIELDS };
+
+/* Relocations of ptx_insn.imm (and constants): local frame offsets are known
+ * only once calls are inlined. */
+enum { PTX_RL_NONE, PTX_RL_LOCAL, PTX_RL_ARG, PTX_RL_RET, PTX_RL_GLOBAL, PTX_RL_DYNSH,
+       PTX_RL_FUNC };
+
+/* A function's address as a kernel sees it: a tag and the function's index. */
+#define PTX_FUNC_TAG 0x7f7c000000000000ull
+
+/* cvt operand kinds (ptx_insn.aux of PTX_OP_cvt: dst | src << 8). */
+enum { CK_U8, CK_S8, CK_U16, CK_S16, CK_U32, CK_S32, CK_U64, CK_S64, CK_F16, CK_BF16, CK_F32,
+       CK_F64 };
+
+#define PTX_GUARD_NEG 0x80000000u
+
+struct ptx_warp;
+struct ptx_insn;
+typedef int (*ptx_fn)(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+
+typedef struct ptx_insn {
+    ptx_fn fn;         /* handler; NULL for control */
+    uint16_t op;       /* PTX_OP_* */
+    uint8_t ctl;       /* PTX_C_* */
+    uint8_t mode;      /* handler-specific: rounding, sub-op, sign, ... */
+    uint32_t guard;    /* 0, or predicate index | PTX_GUARD_NEG */
+    uint32_t d[4], s[4];
+    uint32_t ab;       /* address base register */
+    uint32_t aux;      /* branch target, vector count, type codes ... */
+    int64_t imm;       /* address offset or immediate */
+    uint32_t fk;       /* field kinds, 2 bits per PTX_F_* */
+    uint8_t reloc, reloc_arg;
+    uint16_t mode2;
+    uint32_t line;     /* source line, for messages */
+} ptx_insn;
+
+typedef struct {
+    uint32_t reg;
+    uint8_t reloc, reloc_arg;
+    uint64_t value;
+} ptx_const;
+
+/* One call site before inlining: the caller-local offsets of its arguments. */
+typedef struct {
+    uint32_t callee;
+    int indirect;     /* the target is the register in the call's s[0] */
+    uint32_t nret, nargs;
+    uint32_t off[PTX_MAX_PARAMS]; /* nret return slots, then nargs argument slots */
+    uint32_t size[PTX_MAX_PARAMS];
+} ptx_callsite;
+
+/* Recursive and indirect calls cannot be inlined: the callee runs out of
+ * line, in a frame of its own above the caller's (per-lane frame pointers),
+ * with its registers saved in that frame. A call site after linking: */
+typedef struct {
+    int32_t body;     /* the callee's ptx_body, -1: indirect */
+    uint32_t nret, nargs;
+    uint32_t off[PTX_MAX_PARAMS]; /* the caller's slots (frame-relative): returns, then arguments */
+    uint32_t size[PTX_MAX_PARAMS];
+    uint32_t k;       /* the callee's frame starts k bytes above the caller's */
+} ptx_ocall;
+
+/* An out-of-line function body: frame layout [params][rets][locals][header][saves]. */
+typedef struct {
+    uint32_t func, entry;
+    uint32_t rb, nr, pb, np; /* the registers and predicates it may clobber */
+    uint32_t rets, hdr, save, frame;
+} ptx_body;
+
+typedef struct {
+    char *name;
+    int is_entry, defined;
+    ptx_insn *code;
+    uint32_t ncode, capcode;
+    uint32_t nregs, npreds; /* slot counts including the fixed ones */
+    ptx_const *consts;
+    uint32_t nconsts, capconsts;
+    uint32_t local_size;    /* own .local variables and call parameters */
+    ptx_callsite *calls;
+    uint32_t ncalls, capcalls;
+    uint32_t nparams, nrets;
+    uint32_t param_offsets[PTX_MAX_PARAMS], param_sizes[PTX_MAX_PARAMS];
+    uint32_t params_size;
+    uint32_t line;
+} ptx_func;
+
+struct ptx_kernel {
+    char *name;
+    ptx_insn *code;
+    uint32_t ncode;
+    ptx_ocall *ocalls;
+    uint32_t nocalls;
+    ptx_body *bodies;
+    uint32_t nbodies;
+    int32_t *body_of; /* function index -> body, -1; nfuncs entries */
+    uint32_t nfuncs;
+    uint32_t nregs, npreds;
+    ptx_const *consts;
+    uint32_t nconsts;
+    uint32_t local_size;
+    uint32_t static_shared;
+    uint32_t nparams, params_size;
+    uint32_t param_offsets[64], param_sizes[64];
+};
+
+typedef struct {
+    char *name;
+    uint64_t offset, size;
+} ptx_var;
+
+struct ptx_module {
+    ptx_func *funcs;
+    uint32_t nfuncs;
+    ptx_kernel *kernels;
+    uint32_t nkernels;
+    ptx_var *globals; /* .global and .const, in storage */
+    uint32_t nglobals;
+    uint8_t *storage;
+    uint64_t storage_size;
+    uint32_t static_shared;
+    int has_dyn_shared;
+    uint32_t *taken; /* functions whose address an initialiser holds */
+    uint32_t ntaken;
+};
+
+/* Linking (ptx_link.c): builds m->kernels from m->funcs. */
+int ptx_link(ptx_module *m, char *err, size_t err_len);
+void ptx_func_free(ptx_func *f);
+
+/* ---- runtime ---- */
+
+struct ptx_launch_ctx;
+
+typedef struct ptx_block {
+    const ptx_kernel *k;
+    struct ptx_launch_ctx *lc;
+    uint8_t *shared;
+    uint64_t shared_size;
+    uint8_t *local;        /* nthreads frames of local_size bytes */
+    uint64_t local_size, local_total;
+    const uint8_t *params;
+    uint64_t params_len;
+    uint64_t c_lo, c_len;  /* the last two ranges an access hit */
+    uint64_t c2_lo, c2_len;
+    uint64_t backedges;
+    uint32_t red_popc;     /* bar.red of the barrier being gathered */
+    int red_all, red_any;
+    int err;
+    uint32_t err_line;
+    uint64_t err_addr;
+} ptx_block;
+
+typedef struct ptx_warp {
+    uint64_t (*r)[PTX_LANES];
+    uint32_t *p;
+    ptx_block *b;
+    uint32_t pc, mask;
+    uint32_t live;         /* lanes not exited */
+    uint32_t parked;       /* live lanes waiting at lpc[] */
+    uint32_t atbar;        /* lanes waiting at a barrier */
+    uint32_t cc;           /* the carry flag of each lane (add.cc ...) */
+    uint32_t merge_pc;     /* lowest lpc of the parked lanes */
+    uint32_t lpc[PTX_LANES];
+    uint32_t index;        /* warp in block */
+    uint32_t fp[PTX_LANES];   /* frame pointers (offsets in the lane's local memory) */
+    /* lanes that did not take an out-of-line call wait for the ones that did */
+    struct { uint32_t waiting, outstanding, ret_pc; } cw[16];
+    uint32_t cw_used;
+    const struct ptx_insn *bar; /* the barrier its waiting lanes arrived at */
+    uint64_t insns;
+} ptx_warp;
+
+extern const ptx_fn ptx_handlers[PTX_NOPS];
+extern const char *const ptx_op_names[PTX_NOPS];
+
+/* Runs W until its lanes have all exited or wait at a barrier: 0 or PTX_E_*. */
+int ptx_warp_run(ptx_warp *w);
+/* Picks the next group of lanes (lowest pc); 0 when none can run. */
+int ptx_warp_select(ptx_warp *w);
+
+/* Memory classification for generic/global accesses (ptx_launch.c). */
+uint8_t *ptx_gaddr_slow(ptx_block *b, uint64_t a, uint64_t size);
+int ptx_deadline_check(ptx_block *b);
+
+static inline uint8_t *ptx_gaddr(ptx_block *b, uint64_t a, uint64_t size)
+{
+    uint64_t off = a - b->c_lo;
+    if (off < b->c_len && b->c_len - off >= size)
+        return (uint8_t *)(uintptr_t)a;
+    off = a - b->c2_lo;
+    if (off < b->c2_len && b->c2_len - off >= size)
+        return (uint8_t *)(uintptr_t)a;
+    return ptx_gaddr_slow(b, a, size);
+}
+
+#endif /* GLEAM_PTX_INT_H */

@@ -1,0 +1,188 @@
+/*
+ * ptx_parse.h — private to the PTX front end: ptx_parse.c (the lexer, the
+ * symbol tables, declarations and the module's structure) and
+ * ptx_translate.c (an instruction's operands and modifiers to compact code).
+ * One parse state (ps) per ptx_module_load call; no global state.
+ */
+#ifndef GLEAM_PTX_PARSE_H
+#define GLEAM_PTX_PARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ptx_int.h"
+
+/* ------------------------------------------------------------------ types */
+
+enum {
+    T_NONE, T_B8, T_B16, T_B32, T_B64, T_U8, T_U16, T_U32, T_U64, T_S8, T_S16, T_S32, T_S64,
+    T_F16, T_F16X2, T_BF16, T_BF16X2, T_F32, T_F64, T_PRED, T_B128, T_TF32
+};
+static const char *const type_names[] = {
+    "", "b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64",
+    "f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "pred", "b128", "tf32"};
+#define NTYPES ((int)(sizeof type_names / sizeof type_names[0]))
+
+static inline int tsize(int t)
+{
+    switch (t) {
+    case T_B8: case T_U8: case T_S8: return 1;
+    case T_B16: case T_U16: case T_S16: case T_F16: case T_BF16: return 2;
+    case T_B32: case T_U32: case T_S32: case T_F32: case T_F16X2: case T_BF16X2: case T_TF32:
+        return 4;
+    case T_B64: case T_U64: case T_S64: case T_F64: return 8;
+    case T_B128: return 16;
+    default: return 0;
+    }
+}
+static inline int tsigned(int t) { return t == T_S8 || t == T_S16 || t == T_S32 || t == T_S64; }
+static inline int tfloat(int t) { return t == T_F32 || t == T_F64; }
+/* Index in the INT6 order s16 u16 s32 u32 s64 u64, -1 if none. */
+static inline int ix_int6(int t)
+{
+    switch (t) {
+    case T_S16: return 0;
+    case T_U16: case T_B16: return 1;
+    case T_S32: return 2;
+    case T_U32: case T_B32: return 3;
+    case T_S64: return 4;
+    case T_U64: case T_B64: return 5;
+    default: return -1;
+    }
+}
+
+/* cvt kinds (ptx_exec.c's h_cvt): integer by size and sign, f16, bf16, f32, f64. */
+static inline int cvt_kind(int t)
+{
+    switch (t) {
+    case T_U8: case T_B8: return CK_U8;
+    case T_S8: return CK_S8;
+    case T_U16: case T_B16: return CK_U16;
+    case T_S16: return CK_S16;
+    case T_U32: case T_B32: return CK_U32;
+    case T_S32: return CK_S32;
+    case T_U64: case T_B64: return CK_U64;
+    case T_S64: return CK_S64;
+    case T_F16: return CK_F16;
+    case T_BF16: return CK_BF16;
+    case T_F32: return CK_F32;
+    case T_F64: return CK_F64;
+    default: return -1;
+    }
+}
+
+/* ------------------------------------------------------------------ lexer */
+
+enum { K_EOF, K_ID, K_DIR, K_INT, K_FLT, K_F32, K_F64, K_STR, K_PUNCT };
+
+typedef struct {
+    int kind;
+    const char *s;
+    uint32_t n;
+    uint64_t u;
+    double f;
+    uint32_t line;
+} tok;
+
+typedef struct {
+    const char *p, *end;
+    uint32_t line;
+    ptx_module *m;
+    char *err;
+    size_t err_len;
+    int failed;
+    tok t;
+    /* symbols: a stack with scope marks, found through a hash of chains */
+    struct psym *syms;
+    uint32_t nsyms, capsyms;
+    uint32_t *head;
+    uint32_t marks[64];
+    int depth;
+    /* labels of the current function */
+    struct plabel *labels;
+    uint32_t nlabels, caplabels;
+    uint32_t *lhead;
+    ptx_func *f;
+    uint32_t fidx;
+    uint32_t sink;  /* a scratch register for `_` */
+    uint32_t psink; /* and a scratch predicate */
+    uint32_t iline; /* line of the instruction being translated */
+    int in_insn;    /* errors name iline */
+} ps;
+
+#define NBUCKETS 4096u
+/* ---------------------------------------------------------------- symbols */
+
+enum { S_REG, S_PRED, S_GVAR, S_SVAR, S_DSVAR, S_LVAR, S_KPARAM, S_FPARAM, S_FRET, S_FUNC,
+       S_PROTO };
+
+typedef struct psym {
+    const char *s;
+    uint32_t n;
+    uint8_t kind, type;
+    uint32_t idx;
+    uint64_t val;
+    uint32_t next; /* previous symbol of the same bucket + 1 */
+} psym;
+
+typedef struct plabel {
+    const char *s;
+    uint32_t n;
+    int64_t pc; /* -1: not yet defined */
+    uint32_t next;
+} plabel;
+
+/* -------------------------------------------------------------- operands */
+
+enum { O_NONE, O_REG, O_PRED, O_INT, O_FLT, O_F32, O_F64, O_SYM, O_ADDR, O_VEC, O_SINK,
+       O_LABEL };
+
+typedef struct {
+    int kind;
+    int neg;
+    uint32_t idx;     /* register / predicate */
+    int rtype;
+    uint64_t u;       /* integer / bits / symbol value */
+    double f;
+    int reloc, rarg;  /* for O_SYM and O_ADDR */
+    int symkind;      /* psym kind for O_SYM / O_ADDR bases */
+    int has_base;     /* O_ADDR: register base */
+    uint32_t base;
+    int64_t off;
+    uint32_t vec[4];
+    int vsink[4]; /* 1: `_`, 2: the immediate vval */
+    uint64_t vval[4];
+    int nvec;
+    int has2;         /* a|b */
+    uint32_t idx2;
+    int kind2;
+    const char *name;
+    uint32_t nname;
+} opnd;
+
+
+#define SD(i, k, r) px_setf(i, PTX_F_D0 + (k), PTX_FK_REG, r)
+#define SS(i, k, r) px_setf(i, PTX_F_S0 + (k), PTX_FK_REG, r)
+#define SDP(i, k, r) px_setf(i, PTX_F_D0 + (k), PTX_FK_PRED, r)
+#define SSP(i, k, r) px_setf(i, PTX_F_S0 + (k), PTX_FK_PRED, r)
+
+/* ptx_parse.c */
+void px_fail(ps *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void px_next(ps *s);
+int px_is_p(ps *s, char c);
+int px_tok_is(const tok *t, const char *w);
+void px_expect(ps *s, char c);
+uint64_t px_expect_int(ps *s);
+psym *px_find(ps *s, const char *p, uint32_t n);
+uint32_t px_label_id(ps *s, const char *p, uint32_t n);
+ptx_insn *px_emit(ps *s, int op, uint32_t guard);
+void px_setf(ptx_insn *i, int field, int kind, uint32_t v);
+uint32_t px_new_reg(ps *s);
+uint32_t px_cst(ps *s, uint64_t v, int reloc, int arg);
+
+/* ptx_translate.c */
+void px_parse_operand(ps *s, opnd *o);
+/* Translates the instruction at s->t (its guard already read): 0 or -1. */
+int px_instruction(ps *s, uint32_t guard);
+
+#endif /* GLEAM_PTX_PARSE_H */

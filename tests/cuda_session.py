@@ -1,0 +1,99 @@
+"""A forwarded CUDA session driven in-process: call batches straight into the executor.
+
+No network and no agent: each ``run`` encodes records as the client would and hands the
+batch to a native ``ExecSession`` over a backend, then decodes the reply header.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+
+from gleam.peer.cuda import native
+from gleam.peer.records import CallRecord, encode_batch
+
+IDS = native.call_ids()
+CTX, MOD, FUNC, LIB, KERNEL, STREAM, EVENT = range(1, 8)
+_serial = itertools.count(1)
+
+Reply = tuple[int, int, list[int], bytes]  # result, deferred error, values, bytes
+
+
+def mint(kind: int) -> int:
+    """A client-minted handle of one kind, as the interposer makes them."""
+    return 0x67 << 56 | kind << 48 | next(_serial)
+
+
+def rec(name: str, *args: int, payload: bytes | None = None) -> CallRecord:
+    cid = IDS[name]
+    return CallRecord(cid, tuple(args), payload, oneway=not native.lib.gl_call_is_waiting(cid))
+
+
+class Session:
+    def __init__(self, backend: native.HostBackend, va_size: int = 1 << 30) -> None:
+        self.x = native.ExecSession(backend, va_size)
+        self.reply = bytearray(native.REPLY_CAPACITY)
+        self._next = 0
+
+    def run(self, *records: CallRecord) -> Reply | None:
+        """None when the batch ended on a one-way call (no reply is owed)."""
+        n = self.x.run(encode_batch(records), self.reply)
+        if n < 0:
+            return None
+        result, deferred, nvals, nbytes = struct.unpack_from("<iiII", self.reply, 0)
+        values = list(struct.unpack_from("<8Q", self.reply, 16))[:nvals]
+        assert n == 80 + nbytes
+        return result, deferred, values, bytes(self.reply[80:n])
+
+    def context(self) -> None:
+        ctx = mint(CTX)
+        retain = rec("cuDevicePrimaryCtxRetain", ctx, 0)
+        assert self.run(retain, rec("glCtxSetCurrent", ctx)) is None
+        assert self.sync() == (0, 0)
+
+    def alloc(self, size: int, offset: int | None = None) -> int:
+        """An allocation at va_base + offset (by default after the previous one, 256-aligned)."""
+        if offset is None:
+            offset = self._next
+        self._next = max(self._next, (offset + max(size, 1) + 255) & ~255)
+        p = self.x.va_base + offset
+        assert self.run(rec("glMemAlloc", p, size)) is None
+        return p
+
+    def htod(self, p: int, data: bytes) -> None:
+        assert self.run(rec("glMemcpyHtoD", p, len(data), 0, payload=data)) is None
+
+    def dtoh(self, p: int, n: int) -> bytes:
+        r = self.run(rec("glMemcpyDtoH", p, n, 0))
+        assert r is not None and r[:2] == (0, 0), r
+        return r[3]
+
+    def sync(self) -> tuple[int, int]:
+        r = self.run(rec("cuCtxSynchronize"))
+        assert r is not None
+        return r[0], r[1]
+
+    def load(self, image: bytes) -> int:
+        mod = mint(MOD)
+        assert self.run(rec("glModuleLoad", mod, len(image), payload=image)) is None
+        return mod
+
+    def function(self, mod: int, name: str) -> int:
+        fn = mint(FUNC)
+        assert self.run(rec("cuModuleGetFunction", fn, mod, payload=name.encode() + b"\0")) is None
+        return fn
+
+    def global_(self, mod: int, name: str) -> tuple[int, int, int]:
+        """cuModuleGetGlobal: (result, device pointer, size in bytes)."""
+        r = self.run(rec("cuModuleGetGlobal", mod, payload=name.encode() + b"\0"))
+        assert r is not None
+        ptr, size = (r[2] + [0, 0])[:2]
+        return r[0], ptr, size
+
+    def launch(self, fn: int, grid: tuple[int, int, int], block: tuple[int, int, int],
+               params: bytes, shared: int = 0) -> None:
+        launch = rec("glLaunch", fn, *grid, *block, shared, 0, len(params), payload=params)
+        assert self.run(launch) is None
+
+    def close(self) -> None:
+        self.x.close()
