@@ -249,7 +249,7 @@ ROWS: tuple[Row, ...] = (
       (s("cuKernelGetFunction", 12000),), {"pFunc": "mint:func", "kernel": "h:kernel"},
       client="custom", driver="cuKernelGetFunction"),
     R("cuFuncGetAttribute", "int *pi, CUfunction_attribute attrib, CUfunction hfunc", WAITING,
-      (s("cuFuncGetAttribute", 2020),), {"pi": "out", "hfunc": "h:func"},
+      (s("cuFuncGetAttribute", 2020),), {"pi": "out", "hfunc": "h:func"}, client="custom",
       driver="cuFuncGetAttribute"),
     R("cuFuncGetParamInfo", "CUfunction func, size_t paramIndex, size_t *paramOffset, "
       "size_t *paramSize", WAITING, (s("cuFuncGetParamInfo", 12040),),
@@ -297,6 +297,46 @@ ROWS: tuple[Row, ...] = (
     R("cuEventDestroy", "CUevent hEvent", ONEWAY,
       (s("cuEventDestroy", 2000), s("cuEventDestroy_v2", 4000)), {"hEvent": "h:event!"},
       driver="cuEventDestroy_v2"),
+    # ------------------------------------- appended for numba-cuda (cuda.core)
+    R("cuKernelGetAttribute", "int *pi, CUfunction_attribute attrib, CUkernel kernel, "
+      "CUdevice dev", WAITING, (s("cuKernelGetAttribute", 12000),),
+      {"pi": "out", "kernel": "h:kernel"}, driver="cuKernelGetAttribute"),
+    # The linker runs in the interposer (interposer/linker.c): one input image
+    # links to itself, which either backend then loads (and JITs, for PTX).
+    R("cuLinkCreate", "unsigned int numOptions, CUjit_option *options, void **optionValues, "
+      "CUlinkState *stateOut", LOCAL, (s("cuLinkCreate", 5050), s("cuLinkCreate_v2", 6050)),
+      ctx=False),
+    R("cuLinkAddData", "CUlinkState state, CUjitInputType type, void *data, size_t size, "
+      "const char *name, unsigned int numOptions, CUjit_option *options, void **optionValues",
+      LOCAL, (s("cuLinkAddData", 5050), s("cuLinkAddData_v2", 6050)), ctx=False),
+    R("cuLinkAddFile", "CUlinkState state, CUjitInputType type, const char *path, "
+      "unsigned int numOptions, CUjit_option *options, void **optionValues",
+      LOCAL, (s("cuLinkAddFile", 5050), s("cuLinkAddFile_v2", 6050)), ctx=False),
+    R("cuLinkComplete", "CUlinkState state, void **cubinOut, size_t *sizeOut", LOCAL,
+      (s("cuLinkComplete", 5050),), ctx=False),
+    R("cuLinkDestroy", "CUlinkState state", LOCAL, (s("cuLinkDestroy", 5050),), ctx=False),
+    # cuda.core launches with the extensible form; it becomes a glLaunch.
+    R("cuLaunchKernelEx", "const CUlaunchConfig *config, CUfunction f, void **kernelParams, "
+      "void **extra", LOCAL, (ptsz("cuLaunchKernelEx", 11060),)),
+    # Occupancy (interposer/occupancy.c; host: hostdev_attrs.c). A CUkernel may
+    # stand for its function here too.
+    R("cuOccupancyMaxActiveBlocksPerMultiprocessor", "int *numBlocks, CUfunction func, "
+      "int blockSize, size_t dynamicSMemSize", WAITING,
+      (s("cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050),),
+      {"numBlocks": "out", "func": "h:func"}, client="custom",
+      driver="cuOccupancyMaxActiveBlocksPerMultiprocessor"),
+    R("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "int *numBlocks, CUfunction func, "
+      "int blockSize, size_t dynamicSMemSize, unsigned int flags", WAITING,
+      (s("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000),),
+      {"numBlocks": "out", "func": "h:func"}, client="custom",
+      driver="cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"),
+    R("cuOccupancyMaxPotentialBlockSize", "int *minGridSize, int *blockSize, CUfunction func, "
+      "CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, "
+      "int blockSizeLimit", LOCAL, (s("cuOccupancyMaxPotentialBlockSize", 6050),)),
+    R("cuOccupancyMaxPotentialBlockSizeWithFlags", "int *minGridSize, int *blockSize, "
+      "CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, "
+      "size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags", LOCAL,
+      (s("cuOccupancyMaxPotentialBlockSizeWithFlags", 7000),)),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

@@ -155,6 +155,26 @@ def test_get_proc_address(harness: Path) -> None:
     assert proc.stderr.count("gleam: cuGraphLaunch is not forwarded") == 1
 
 
+def test_linker_links_one_image_to_itself(harness: Path, tmp_path: Path) -> None:
+    ptx = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n\tret;\n}\n"
+    path = tmp_path / "k.ptx"
+    path.write_text(ptx)
+    proc = run(harness, "link", str(path), env={"GLEAM_CUDA_SOCKET": str(tmp_path / "none")})
+    size = len(ptx) + 1
+    assert proc.stdout.splitlines() == [
+        "empty 1",  # nothing added: CUDA_ERROR_INVALID_VALUE
+        f"one {size} 1",
+        "nvvm 801",  # LTO IR needs nvJitLink
+        "two 801",  # two images need a real linker
+        "nofile 301",
+        f"file {size} 1",
+        "priority 3",  # accepted; then no session: CUDA_ERROR_NOT_INITIALIZED
+        "cooperative 801",
+    ]
+    assert "linking 2 images is not supported" in proc.stderr
+    assert "launch attribute 2 is not supported" in proc.stderr
+
+
 def test_init_without_agent(harness: Path, tmp_path: Path) -> None:
     path = tmp_path / "nobody.sock"
     proc = run(harness, "init", env={"GLEAM_CUDA_SOCKET": str(path)})

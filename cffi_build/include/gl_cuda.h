@@ -23,11 +23,14 @@ typedef struct CUlib_st *CUlibrary;
 typedef struct CUkern_st *CUkernel;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUlinkState_st *CUlinkState;
 typedef struct { char bytes[16]; } CUuuid;
 typedef int CUdevice_attribute;
 typedef int CUfunction_attribute;
 typedef int CUpointer_attribute;
 typedef int CUjit_option;
+typedef int CUjitInputType;
+typedef size_t (*CUoccupancyB2DSize)(int blockSize);
 typedef int CUlibraryOption;
 typedef int CUdriverProcAddressQueryResult;
 /* cuCtxCreate_v4's parameters (execution affinity and CIG); gleam accepts only
@@ -46,6 +49,7 @@ enum {
     CUDA_ERROR_INVALID_CONTEXT = 201,
     CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
     CUDA_ERROR_INVALID_PTX = 218,
+    CUDA_ERROR_FILE_NOT_FOUND = 301,
     CUDA_ERROR_OPERATING_SYSTEM = 304,
     CUDA_ERROR_INVALID_HANDLE = 400,
     CUDA_ERROR_NOT_FOUND = 500,
@@ -75,6 +79,42 @@ enum {
     GL_CU_GET_PROC_ADDRESS_SUCCESS = 0,
     GL_CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
     GL_CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2
+};
+
+/* cuLink*: input kinds and the JIT options whose values the linker writes. */
+enum {
+    GL_CU_JIT_INPUT_CUBIN = 0, GL_CU_JIT_INPUT_PTX = 1, GL_CU_JIT_INPUT_FATBINARY = 2,
+    GL_CU_JIT_INPUT_OBJECT = 3, GL_CU_JIT_INPUT_LIBRARY = 4, GL_CU_JIT_INPUT_NVVM = 5
+};
+enum {
+    GL_CU_JIT_WALL_TIME = 2,
+    GL_CU_JIT_INFO_LOG_BUFFER = 3, GL_CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+    GL_CU_JIT_ERROR_LOG_BUFFER = 5, GL_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
+};
+
+/* cuLaunchKernelEx's configuration (the layout is CUDA's: an attribute is an
+ * id padded to 8 bytes and a 64-byte value union). */
+typedef struct {
+    int id;
+    char pad[4];
+    union { char bytes[64]; int cooperative; unsigned int clusterDim[3]; } value;
+} CUlaunchAttribute;
+typedef struct {
+    unsigned int gridDimX, gridDimY, gridDimZ;
+    unsigned int blockDimX, blockDimY, blockDimZ;
+    unsigned int sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute *attrs;
+    unsigned int numAttrs;
+} CUlaunchConfig;
+enum {
+    GL_CU_LAUNCH_ATTRIBUTE_IGNORE = 0,
+    GL_CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW = 1,
+    GL_CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2,
+    GL_CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY = 3,
+    GL_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
+    GL_CU_LAUNCH_ATTRIBUTE_PRIORITY = 8,
+    GL_CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 14
 };
 
 /* cuPointerGetAttribute. */

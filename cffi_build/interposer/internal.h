@@ -109,5 +109,8 @@ void gl_layout_free(gl_layout *l);
 /* The parameter layout of function f (fetched from the server once when
  * the image did not tell). */
 CUresult gl_func_layout(uint64_t f, const gl_layout **out);
+/* The function a launch of h runs: h itself, or for a CUkernel its function
+ * (made once). */
+CUresult gl_launchable(uint64_t h, uint64_t *func);
 
 #endif /* GLEAM_INTERPOSER_INTERNAL_H */

@@ -1,8 +1,10 @@
 /*
  * launch.c — cuLaunchKernel: packs the parameters into one buffer with the
  * function's layout (module.c) and sends one glLaunch record. The `extra`
- * form (a ready buffer) is sent as given.
+ * form (a ready buffer) is sent as given. cuLaunchKernelEx is the same launch
+ * described by a CUlaunchConfig.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,7 +46,11 @@ CUresult gli_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gr
 
     if (r != CUDA_SUCCESS)
         return r;
-    if ((r = gl_check_handle(GL_H_FUNC, (uint64_t)(uintptr_t)f)) != CUDA_SUCCESS)
+    uint64_t fh;
+    if ((r = gl_launchable((uint64_t)(uintptr_t)f, &fh)) != CUDA_SUCCESS)
+        return r;
+    f = (CUfunction)(uintptr_t)fh;
+    if ((r = gl_check_handle(GL_H_FUNC, fh)) != CUDA_SUCCESS)
         return r;
     if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ)
         return CUDA_ERROR_INVALID_VALUE;
@@ -77,4 +83,47 @@ CUresult gli_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gr
                      sharedMemBytes, hStream, buf, size, ptds);
     free(packed);
     return r;
+}
+
+/* Launch attributes that change nothing a program can observe on gleam's
+ * devices pass; any other one is refused with a line saying which. */
+static CUresult check_attribute(const CUlaunchAttribute *a)
+{
+    switch (a->id) {
+    case GL_CU_LAUNCH_ATTRIBUTE_IGNORE:
+    case GL_CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: /* cache hints */
+    case GL_CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+    case GL_CU_LAUNCH_ATTRIBUTE_PRIORITY:
+    case GL_CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        return CUDA_SUCCESS;
+    case GL_CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
+        if (a->value.cooperative == 0)
+            return CUDA_SUCCESS;
+        break;
+    case GL_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+        if (a->value.clusterDim[0] <= 1 && a->value.clusterDim[1] <= 1
+            && a->value.clusterDim[2] <= 1)
+            return CUDA_SUCCESS;
+        break;
+    default:
+        break;
+    }
+    fprintf(stderr, "gleam: cuLaunchKernelEx: launch attribute %d is not supported\n", a->id);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult gli_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                              void **extra, int ptds)
+{
+    if (config == NULL || (config->numAttrs > 0 && config->attrs == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned int i = 0; i < config->numAttrs; i++) {
+        CUresult r = check_attribute(&config->attrs[i]);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return gli_cuLaunchKernel(f, config->gridDimX, config->gridDimY, config->gridDimZ,
+                              config->blockDimX, config->blockDimY, config->blockDimZ,
+                              config->sharedMemBytes, config->hStream, kernelParams, extra,
+                              ptds);
 }

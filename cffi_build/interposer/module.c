@@ -161,6 +161,39 @@ CUresult gli_cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel, int ptds)
     return add_func((uint64_t)(uintptr_t)*pFunc, l);
 }
 
+/* CUDA 12 lets a CUkernel stand for the CUfunction of the current context in
+ * launches (cuda.core launches this way). The interposer makes that function
+ * once per kernel with cuKernelGetFunction and keeps it. The executor runs on
+ * one context per session, so one function per kernel is the right one. */
+static pthread_mutex_t g_kernel_funcs_lock = PTHREAD_MUTEX_INITIALIZER;
+static gl_hmap *g_kernel_funcs; /* CUkernel -> CUfunction */
+
+CUresult gl_launchable(uint64_t h, uint64_t *func)
+{
+    CUresult r = CUDA_SUCCESS;
+
+    if (gl_check_handle(GL_H_KERNEL, h) != CUDA_SUCCESS) {
+        *func = h; /* a function, or something the launch will refuse */
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_lock(&g_kernel_funcs_lock);
+    if (g_kernel_funcs == NULL && (g_kernel_funcs = gl_hmap_new()) == NULL)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    void *known = r == CUDA_SUCCESS ? gl_hmap_get(g_kernel_funcs, h) : NULL;
+    if (known != NULL) {
+        *func = (uint64_t)(uintptr_t)known;
+    } else if (r == CUDA_SUCCESS) {
+        CUfunction f;
+        r = gli_cuKernelGetFunction(&f, (CUkernel)(uintptr_t)h, 0);
+        if (r == CUDA_SUCCESS && gl_hmap_put(g_kernel_funcs, h, f) != 0)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (r == CUDA_SUCCESS)
+            *func = (uint64_t)(uintptr_t)f;
+    }
+    pthread_mutex_unlock(&g_kernel_funcs_lock);
+    return r;
+}
+
 /* Asks the server for parameters 0, 1, 2 … until it answers INVALID_VALUE
  * (the end of the list). Any other error is returned and nothing cached, so
  * a deferred error of earlier work surfaces here and the next call retries. */

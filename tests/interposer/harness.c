@@ -27,6 +27,14 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
 CUresult cuCtxSynchronize(void);
 CUresult cuGetProcAddress_v2(const char *, void **, int, cuuint64_t,
                              CUdriverProcAddressQueryResult *);
+CUresult cuLinkCreate_v2(unsigned int, CUjit_option *, void **, CUlinkState *);
+CUresult cuLinkAddData_v2(CUlinkState, CUjitInputType, void *, size_t, const char *,
+                          unsigned int, CUjit_option *, void **);
+CUresult cuLinkAddFile_v2(CUlinkState, CUjitInputType, const char *, unsigned int,
+                          CUjit_option *, void **);
+CUresult cuLinkComplete(CUlinkState, void **, size_t *);
+CUresult cuLinkDestroy(CUlinkState);
+CUresult cuLaunchKernelEx(const CUlaunchConfig *, CUfunction, void **, void **);
 
 #define CHECK(cond)                                                          \
     do {                                                                     \
@@ -268,6 +276,54 @@ static int cmd_session(void)
     return 0;
 }
 
+/* cuLink*: one image links to itself; the logs come back empty. */
+static int cmd_link(const char *ptx_path)
+{
+    static const char ptx[] = ".version 8.0\n.target sm_80\n.address_size 64\n"
+                              ".visible .entry k()\n{\n\tret;\n}\n";
+    char info[64] = "stale", errlog[64] = "stale";
+    CUjit_option opts[5] = {GL_CU_JIT_INFO_LOG_BUFFER, GL_CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                            GL_CU_JIT_ERROR_LOG_BUFFER, GL_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                            GL_CU_JIT_WALL_TIME};
+    void *vals[5] = {info, (void *)(uintptr_t)sizeof info, errlog,
+                     (void *)(uintptr_t)sizeof errlog, NULL};
+    CUlinkState st;
+    void *out;
+    size_t size;
+
+    CHECK(cuLinkCreate_v2(5, opts, vals, &st) == CUDA_SUCCESS);
+    CHECK(info[0] == 0 && errlog[0] == 0 && vals[1] == NULL && vals[3] == NULL);
+    printf("empty %d\n", cuLinkComplete(st, &out, &size));
+    /* a size without the NUL, as cuda.core passes it */
+    CHECK(cuLinkAddData_v2(st, GL_CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx - 1, "k.ptx", 0,
+                           NULL, NULL) == CUDA_SUCCESS);
+    CHECK(cuLinkComplete(st, &out, &size) == CUDA_SUCCESS);
+    printf("one %zu %d\n", size, size == sizeof ptx && memcmp(out, ptx, sizeof ptx) == 0);
+    printf("nvvm %d\n", cuLinkAddData_v2(st, GL_CU_JIT_INPUT_NVVM, (void *)ptx, sizeof ptx,
+                                         "k.ltoir", 0, NULL, NULL));
+    CHECK(cuLinkAddData_v2(st, GL_CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx, "again", 0, NULL,
+                           NULL) == CUDA_SUCCESS);
+    printf("two %d\n", cuLinkComplete(st, &out, &size));
+    CHECK(cuLinkDestroy(st) == CUDA_SUCCESS);
+
+    CHECK(cuLinkCreate_v2(0, NULL, NULL, &st) == CUDA_SUCCESS);
+    printf("nofile %d\n", cuLinkAddFile_v2(st, GL_CU_JIT_INPUT_PTX, "/nonexistent/k.ptx", 0,
+                                           NULL, NULL));
+    CHECK(cuLinkAddFile_v2(st, GL_CU_JIT_INPUT_PTX, ptx_path, 0, NULL, NULL) == CUDA_SUCCESS);
+    CHECK(cuLinkComplete(st, &out, &size) == CUDA_SUCCESS);
+    printf("file %zu %d\n", size, memcmp(out, ptx, sizeof ptx) == 0);
+    CHECK(cuLinkDestroy(st) == CUDA_SUCCESS);
+
+    /* launch attributes: hints pass (to the session check), others are refused */
+    CUlaunchAttribute attr = {.id = GL_CU_LAUNCH_ATTRIBUTE_PRIORITY};
+    CUlaunchConfig cfg = {1, 1, 1, 1, 1, 1, 0, NULL, &attr, 1};
+    printf("priority %d\n", cuLaunchKernelEx(&cfg, NULL, NULL, NULL));
+    attr.id = GL_CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attr.value.cooperative = 1;
+    printf("cooperative %d\n", cuLaunchKernelEx(&cfg, NULL, NULL, NULL));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -285,6 +341,8 @@ int main(int argc, char **argv)
         return cmd_init();
     if (argc == 2 && strcmp(argv[1], "session") == 0)
         return cmd_session();
-    fprintf(stderr, "usage: harness ptx|image FILE | alloc|procaddr|prefix|init|session\n");
+    if (argc == 3 && strcmp(argv[1], "link") == 0)
+        return cmd_link(argv[2]);
+    fprintf(stderr, "usage: harness ptx|image|link FILE | alloc|procaddr|prefix|init|session\n");
     return 2;
 }
