@@ -43,7 +43,11 @@ def main(mode: str) -> dict[str, int]:
     out: dict[str, int] = {}
     if mode == "bad":
         image = np.frombuffer(BAD + b"\0", dtype=np.uint8)
+        # Loading returns at once through gleam (its errors surface at the next
+        # waiting call, as asynchronous errors do); the session itself goes on.
         out["load"] = code(driver.cuModuleLoadData(image.ctypes.data))
+        out["sync"] = code(driver.cuCtxSynchronize())
+        out["sync_again"] = code(driver.cuCtxSynchronize())
         return out
     image = np.frombuffer(PTX + b"\0", dtype=np.uint8)
     _, module = driver.cuModuleLoadData(image.ctypes.data)

@@ -173,13 +173,21 @@ static CUresult resolve(int kind, gl_hmod *m, const char *name, void **out)
         return make_func(kind, name, &impl, NULL, NULL, out);
     const ptx_kernel *k = m->ptx != NULL ? ptx_module_kernel(m->ptx, name) : NULL;
     if (k == NULL) {
-        if (m->ptx == NULL && m->targets[0] != 0)
+        if (m->ptx == NULL && m->targets[0] != 0) {
+            /* Name the flag for the image's own architecture: "sm_80,..." -> 80. */
+            const char *sm = strstr(m->targets, "sm_");
+            int arch = sm != NULL ? atoi(sm + 3) : 0;
+            char flag[64];
+            if (arch > 0)
+                snprintf(flag, sizeof flag, "-gencode arch=compute_%d,code=compute_%d", arch,
+                         arch);
+            else
+                snprintf(flag, sizeof flag, "-gencode arch=compute_XX,code=compute_XX");
             fprintf(stderr,
                     "gleam host device: no host implementation for kernel %s, and its image "
-                    "carries no PTX (only %s); rebuild with "
-                    "-gencode arch=compute_XX,code=compute_XX to add PTX\n",
-                    name, m->targets);
-        else
+                    "carries no PTX (only %s); rebuild it with %s to add PTX\n",
+                    name, m->targets, flag);
+        } else
             fprintf(stderr, "gleam host device: no host implementation for kernel %s\n", name);
         return CUDA_ERROR_NOT_FOUND;
     }
