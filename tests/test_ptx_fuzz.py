@@ -22,9 +22,8 @@ from hypothesis import strategies as st
 from gleam.peer.nativelib import ffi, lib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-REAL = sorted((ROOT / "tests" / "ptx_corpus").glob("*.ptx")) + [
-    ROOT / "peer" / "cuda" / "ptx" / "kernels.ptx"
-]
+REAL = [*sorted((ROOT / "tests" / "ptx_corpus").glob("*.ptx")),
+        ROOT / "peer" / "cuda" / "ptx" / "kernels.ptx"]
 SEEDS = [p.read_bytes() for p in REAL if p.exists()]
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
