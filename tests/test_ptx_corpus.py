@@ -1,9 +1,10 @@
 """The PTX corpus (tests/ptx_corpus) through the executor and the host backend's interpreter.
 
-Every case of ``ptx_corpus/cases.py`` is loaded twice, as nvcc's PTX and as nvcc's default
-fatbin (compressed PTX inside), launched through real call batches with no host kernel
-registered, and checked against its numpy reference. The committed images are rebuilt
-and compared when nvcc is present.
+Every case of ``ptx_corpus/cases.py`` is loaded three times, as nvcc's PTX, as nvcc's
+default fatbin (compressed PTX inside) and as NVRTC's PTX (compiled here from the same
+source, as CuPy and cuda.bindings users compile), launched through real call batches with
+no host kernel registered, and checked against its numpy reference. The committed images
+are rebuilt and compared when nvcc is present.
 """
 
 from __future__ import annotations
@@ -26,11 +27,38 @@ from .ptx_corpus.spec import EXACT, Buf, Case, inputs, pack_params
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "ptx_corpus"
-KINDS = ("ptx", "fatbin")
+KINDS = ("ptx", "fatbin", "nvrtc")
 _results: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+_nvrtc_ptx: dict[str, bytes] = {}
+
+
+def nvrtc_ptx(source: str) -> bytes:
+    """NVRTC's PTX for a corpus file (compute_75, NVRTC's defaults: optimised)."""
+    if source not in _nvrtc_ptx:
+        nvrtc = pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC is not installed")
+        from gleam.peer.cuda.examples import cuda_include
+
+        cu = CORPUS / f"{source}.cu"
+        err, prog = nvrtc.nvrtcCreateProgram(cu.read_bytes(), cu.name.encode(), 0, [], [])
+        assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS, err
+        opts = [b"--gpu-architecture=compute_75", f"-I{cuda_include()}".encode()]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+            log = b" " * size
+            nvrtc.nvrtcGetProgramLog(prog, log)
+            pytest.fail(f"NVRTC cannot compile {cu.name}: {log.decode(errors='replace')}")
+        _, size = nvrtc.nvrtcGetPTXSize(prog)
+        ptx = b" " * size
+        nvrtc.nvrtcGetPTX(prog, ptx)
+        nvrtc.nvrtcDestroyProgram(prog)
+        _nvrtc_ptx[source] = ptx.rstrip(b"\0")
+    return _nvrtc_ptx[source]
 
 
 def image(source: str, kind: str) -> bytes:
+    if kind == "nvrtc":
+        return nvrtc_ptx(source) + b"\0"
     data = (CORPUS / f"{source}.{kind}").read_bytes()
     return data + b"\0" if kind == "ptx" else data  # cuModuleLoadData wants PTX terminated
 
@@ -172,7 +200,7 @@ def test_committed_images_match_nvcc(tmp_path):
     subprocess.run([str(ROOT / "scripts" / "gen-ptx-corpus.sh"), str(tmp_path)], check=True,
                    capture_output=True)
     for cu in CORPUS.glob("*.cu"):
-        for kind in KINDS:
+        for kind in ("ptx", "fatbin"):  # the committed ones (NVRTC's are made per run)
             fresh = (tmp_path / f"{cu.stem}.{kind}").read_bytes()
             assert fresh == (CORPUS / f"{cu.stem}.{kind}").read_bytes(), (
                 f"{cu.stem}.{kind} is stale: run scripts/gen-ptx-corpus.sh")
