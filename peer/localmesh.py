@@ -123,6 +123,17 @@ class LocalMesh:
         wait_for(ready, timeout, f"agent {name} to answer on its control socket")
         return agent
 
+    def serving_pair(
+        self, server: str = "server", server_env: dict[str, str] | None = None
+    ) -> tuple[LocalAgent, LocalAgent]:
+        """A host-backend server and a client without a device, linked: (client, server)."""
+        serving = self.start(server, extra=["--backend", "host"], env=server_env)
+        client = self.start("client", mesh_key=serving.state.mesh_key(),
+                            peers=[f"127.0.0.1:{serving.port}"], extra=["--backend", "none"])
+        wait_for(lambda: serving.node_id in client.authenticated_peers(), 20,
+                 "the client agent to link the server")
+        return client, serving
+
     def stop(self, agent: LocalAgent, sig: int = signal.SIGTERM, timeout: float = 10) -> int:
         if agent.process.poll() is None:
             agent.process.send_signal(sig)

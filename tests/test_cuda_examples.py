@@ -47,11 +47,7 @@ def mesh(tmp_path_factory, request):
     env = {"GLEAM_HOST_KERNELS": "0"} if request.param == "ptx-only" else {}
     try:
         name = "server-ptx" if request.param == "ptx-only" else "server"
-        server = mesh.start(name, extra=["--backend", "host"], env=env)
-        client = mesh.start("client", mesh_key=server.state.mesh_key(),
-                            peers=[f"127.0.0.1:{server.port}"], extra=["--backend", "none"])
-        wait_for(lambda: server.node_id in client.authenticated_peers(), 20, "the link")
-        yield client, server
+        yield mesh.serving_pair(name, server_env=env)
     finally:
         mesh.close()
 
@@ -165,10 +161,7 @@ def test_a_server_lost_mid_session_fails_the_next_waiting_call(tmp_path, binarie
     waiting call returns an error (CUDA_ERROR_DEVICE_UNAVAILABLE), not a hang."""
     mesh = LocalMesh(tmp_path)
     try:
-        server = mesh.start("server", extra=["--backend", "host"])
-        client = mesh.start("client", mesh_key=server.state.mesh_key(),
-                            peers=[f"127.0.0.1:{server.port}"], extra=["--backend", "none"])
-        wait_for(lambda: server.node_id in client.authenticated_peers(), 20, "the link")
+        client, server = mesh.serving_pair()
         proc = subprocess.Popen(
             [sys.executable, "-m", "gleam.peer", "run", "--state-dir", str(client.state.path),
              "--", str(binaries["bench_calls"]), "waiting", "100000000"],

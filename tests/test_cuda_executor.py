@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import shutil
 import struct
 import subprocess
@@ -17,15 +16,12 @@ from hypothesis import strategies as st
 from gleam.peer.cuda import native
 from gleam.peer.records import CallRecord, encode_batch
 
-IDS = native.call_ids()
-CTX, MOD, FUNC, LIB, KERNEL, STREAM, EVENT = range(1, 8)
+from .cuda_session import CTX, EVENT, FUNC, IDS, KERNEL, LIB, MOD, STREAM, Session, mint, rec
+
 INVALID_VALUE, NOT_FOUND, NOT_READY, INVALID_HANDLE = 1, 500, 600, 400
 INVALID_DEVICE, ILLEGAL_ADDRESS, LAUNCH_FAILED = 101, 700, 719
-_serial = itertools.count(1)
 
 
-def mint(kind: int) -> int:
-    return 0x67 << 56 | kind << 48 | next(_serial)
 
 
 @dataclass(frozen=True)
@@ -67,41 +63,6 @@ PTX = b"""
 .visible .entry gleam_empty() { ret; }
 .visible .entry nohost() { ret; }
 \x00"""
-
-
-def rec(name: str, *args: int, payload: bytes | None = None) -> CallRecord:
-    cid = IDS[name]
-    return CallRecord(cid, tuple(args), payload, oneway=not native.lib.gl_call_is_waiting(cid))
-
-
-class Session:
-    def __init__(self, backend: native.HostBackend) -> None:
-        self.x = native.ExecSession(backend, 1 << 30)
-        self.reply = bytearray(native.REPLY_CAPACITY)
-
-    def run(self, *records: CallRecord) -> tuple[int, int, list[int], bytes] | None:
-        n = self.x.run(encode_batch(records), self.reply)
-        if n < 0:
-            return None
-        result, deferred, nvals, nbytes = struct.unpack_from("<iiII", self.reply, 0)
-        values = list(struct.unpack_from("<8Q", self.reply, 16))[:nvals]
-        assert n == 80 + nbytes
-        return result, deferred, values, bytes(self.reply[80:n])
-
-    def alloc(self, size: int, offset: int = 0) -> int:
-        p = self.x.va_base + offset
-        assert self.run(rec("glMemAlloc", p, size)) is None
-        return p
-
-    def dtoh(self, p: int, n: int) -> bytes:
-        r = self.run(rec("glMemcpyDtoH", p, n, 0))
-        assert r is not None and r[:2] == (0, 0), r
-        return r[3]
-
-    def sync(self) -> tuple[int, int]:
-        r = self.run(rec("cuCtxSynchronize"))
-        assert r is not None
-        return r[0], r[1]
 
 
 @pytest.fixture
@@ -306,7 +267,7 @@ def test_freed_memory_comes_back_zeroed(s):
     size = 3 * 65536 + 512
     p = s.alloc(size)
     s.run(rec("cuMemsetD8", p, 0xAB, size), rec("glMemFree", p))
-    s.alloc(size)
+    s.alloc(size, p - s.x.va_base)  # the same place again
     assert s.dtoh(p, size) == bytes(size)
 
 

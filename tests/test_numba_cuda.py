@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from gleam.peer.localmesh import LocalMesh, wait_for
+from gleam.peer.localmesh import LocalMesh
 
 pytestmark = pytest.mark.slow
 
@@ -153,11 +153,7 @@ def mesh(tmp_path_factory):
         pytest.skip(why)
     mesh = LocalMesh(tmp_path_factory.mktemp("mesh"))
     try:
-        server = mesh.start("server", extra=["--backend", "host"])
-        client = mesh.start("client", mesh_key=server.state.mesh_key(),
-                            peers=[f"127.0.0.1:{server.port}"], extra=["--backend", "none"])
-        wait_for(lambda: server.node_id in client.authenticated_peers(), 20, "the link")
-        yield client, server
+        yield mesh.serving_pair()
     finally:
         mesh.close()
 

@@ -80,11 +80,7 @@ def _raw_rtt(count: int) -> tuple[float, float]:
 def _loopback_figures(args: argparse.Namespace, binary: Path, root: Path) -> list[Row]:
     mesh = LocalMesh(root)
     try:
-        server = mesh.start("server", extra=["--backend", "host"])
-        client = mesh.start("client", mesh_key=server.state.mesh_key(),
-                            peers=[f"127.0.0.1:{server.port}"], extra=["--backend", "none"])
-        wait_for(lambda: server.node_id in client.authenticated_peers(), 20,
-                 "the client agent to link the server")
+        client, _server = mesh.serving_pair()
         _run_example(binary, client.state.path, ["oneway", "1000"])  # warm the path
         oneway = _run_example(binary, client.state.path, ["oneway", str(args.calls)])
         waiting = _run_example(binary, client.state.path, ["waiting", str(args.waits)])
