@@ -49,23 +49,31 @@ size_t gl_fatbin_size(const uint8_t *img, size_t n)
     return container_size(img, n);
 }
 
+/* Adds an LZ4 length's extension bytes at src[*ip] (a 255 says another
+ * follows) to *len; -1 when the input ends first or *len passes CAP (which
+ * also keeps it from wrapping). */
+static int lz4_extend(const uint8_t *src, size_t n, size_t *ip, size_t *len, size_t cap)
+{
+    unsigned b;
+    do {
+        if (*ip >= n)
+            return -1;
+        b = src[(*ip)++];
+        *len += b;
+        if (*len > cap)
+            return -1;
+    } while (b == 255);
+    return 0;
+}
+
 long gl_fatbin_lz4(const uint8_t *src, size_t n, uint8_t *dst, size_t cap)
 {
     size_t ip = 0, op = 0;
     while (ip < n) {
         unsigned token = src[ip++];
         size_t lit = token >> 4;
-        if (lit == 15) {
-            unsigned b;
-            do {
-                if (ip >= n)
-                    return -1;
-                b = src[ip++];
-                lit += b;
-                if (lit > cap) /* also keeps lit from wrapping */
-                    return -1;
-            } while (b == 255);
-        }
+        if (lit == 15 && lz4_extend(src, n, &ip, &lit, cap) != 0)
+            return -1;
         if (lit > n - ip || lit > cap - op)
             return -1;
         memcpy(dst + op, src + ip, lit);
@@ -80,17 +88,8 @@ long gl_fatbin_lz4(const uint8_t *src, size_t n, uint8_t *dst, size_t cap)
         if (dist == 0 || dist > op)
             return -1;
         size_t match = token & 15;
-        if (match == 15) {
-            unsigned b;
-            do {
-                if (ip >= n)
-                    return -1;
-                b = src[ip++];
-                match += b;
-                if (match > cap)
-                    return -1;
-            } while (b == 255);
-        }
+        if (match == 15 && lz4_extend(src, n, &ip, &match, cap) != 0)
+            return -1;
         match += 4;
         if (match > cap - op)
             return -1;

@@ -145,7 +145,20 @@ H(fence)
 
 /* ---------------------------------------------------- integer arithmetic */
 
-#define BIN(T, name, expr)                                                                    \
+/* The sources of a handler with N operands, and their per-lane loads as the
+ * C type of T (a, b, c); a shift's amount b is a u32 whatever T is. */
+#define SRCS_1 const uint64_t *A = RS(0)
+#define SRCS_2 const uint64_t *A = RS(0), *B = RS(1)
+#define SRCS_3 const uint64_t *A = RS(0), *B = RS(1), *C = RS(2)
+#define LOADS_1(T) CT_##T a = LD_##T(A[l]);
+#define LOADS_2(T) LOADS_1(T) CT_##T b = LD_##T(B[l]);
+#define LOADS_3(T) LOADS_2(T) CT_##T c = LD_##T(C[l]);
+#define LOADS_SHIFT(T) LOADS_1(T) uint32_t b = (uint32_t)B[l];
+
+/* An integer handler: EXPR sees a, b, c as loaded by LOADS and the type's
+ * ct (C type), wt (double width), W (bits), SG (signed), WM (width mask),
+ * MINV (least value). */
+#define INT_OP(T, name, N, LOADS, expr)                                                       \
     H(name##_##T)                                                                             \
     {                                                                                         \
         typedef CT_##T ct __attribute__((unused));                                            \
@@ -154,66 +167,18 @@ H(fence)
         const uint64_t WM __attribute__((unused)) = ~U64(0) >> (64 - W);                      \
         const ct MINV __attribute__((unused)) = (ct)MIN_##T;                                  \
         uint64_t *D = RD(0);                                                                  \
-        const uint64_t *A = RS(0), *B = RS(1);                                                \
+        SRCS_##N;                                                                             \
         LANES(m, {                                                                            \
-            CT_##T a = LD_##T(A[l]);                                                          \
-            CT_##T b = LD_##T(B[l]);                                                          \
+            LOADS(T)                                                                          \
             D[l] = ST_##T(expr);                                                              \
         });                                                                                   \
         return 0;                                                                             \
     }
-#define TER(T, name, expr)                                                                    \
-    H(name##_##T)                                                                             \
-    {                                                                                         \
-        typedef CT_##T ct __attribute__((unused));                                            \
-        typedef WT_##T wt __attribute__((unused));                                            \
-        enum { W = W_##T, SG = SG_##T };                                                      \
-        const uint64_t WM __attribute__((unused)) = ~U64(0) >> (64 - W);                      \
-        const ct MINV __attribute__((unused)) = (ct)MIN_##T;                                  \
-        uint64_t *D = RD(0);                                                                  \
-        const uint64_t *A = RS(0), *B = RS(1), *C = RS(2);                                    \
-        LANES(m, {                                                                            \
-            CT_##T a = LD_##T(A[l]);                                                          \
-            CT_##T b = LD_##T(B[l]);                                                          \
-            CT_##T c = LD_##T(C[l]);                                                          \
-            D[l] = ST_##T(expr);                                                              \
-        });                                                                                   \
-        return 0;                                                                             \
-    }
-#define UN(T, name, expr)                                                                     \
-    H(name##_##T)                                                                             \
-    {                                                                                         \
-        typedef CT_##T ct __attribute__((unused));                                            \
-        typedef WT_##T wt __attribute__((unused));                                            \
-        enum { W = W_##T, SG = SG_##T };                                                      \
-        const uint64_t WM __attribute__((unused)) = ~U64(0) >> (64 - W);                      \
-        const ct MINV __attribute__((unused)) = (ct)MIN_##T;                                  \
-        uint64_t *D = RD(0);                                                                  \
-        const uint64_t *A = RS(0);                                                            \
-        LANES(m, {                                                                            \
-            CT_##T a = LD_##T(A[l]);                                                          \
-            D[l] = ST_##T(expr);                                                              \
-        });                                                                                   \
-        return 0;                                                                             \
-    }
+#define BIN(T, name, expr) INT_OP(T, name, 2, LOADS_2, expr)
+#define TER(T, name, expr) INT_OP(T, name, 3, LOADS_3, expr)
+#define UN(T, name, expr) INT_OP(T, name, 1, LOADS_1, expr)
 /* Shifts: the amount is a u32 and saturates at the width. */
-#define SHIFT(T, name, expr)                                                                  \
-    H(name##_##T)                                                                             \
-    {                                                                                         \
-        typedef CT_##T ct __attribute__((unused));                                            \
-        typedef WT_##T wt __attribute__((unused));                                            \
-        enum { W = W_##T, SG = SG_##T };                                                      \
-        const uint64_t WM __attribute__((unused)) = ~U64(0) >> (64 - W);                      \
-        const ct MINV __attribute__((unused)) = (ct)MIN_##T;                                  \
-        uint64_t *D = RD(0);                                                                  \
-        const uint64_t *A = RS(0), *B = RS(1);                                                \
-        LANES(m, {                                                                            \
-            CT_##T a = LD_##T(A[l]);                                                          \
-            uint32_t b = (uint32_t)B[l];                                                      \
-            D[l] = ST_##T(expr);                                                              \
-        });                                                                                   \
-        return 0;                                                                             \
-    }
+#define SHIFT(T, name, expr) INT_OP(T, name, 2, LOADS_SHIFT, expr)
 
 EACH_INT(BIN, add, U64(a) + U64(b))
 EACH_INT(BIN, sub, U64(a) - U64(b))
@@ -300,26 +265,20 @@ H(mad24_u32)
     LANES(m, D[l] = ST_u32((A[l] & 0xffffff) * (B[l] & 0xffffff) + C[l]));
     return 0;
 }
-H(sad_s32)
-{
-    uint64_t *D = RD(0);
-    const uint64_t *A = RS(0), *B = RS(1), *C = RS(2);
-    LANES(m, {
-        int64_t a = LD_s32(A[l]), b = LD_s32(B[l]);
-        D[l] = ST_u32((uint64_t)(a > b ? a - b : b - a) + C[l]);
-    });
-    return 0;
-}
-H(sad_u32)
-{
-    uint64_t *D = RD(0);
-    const uint64_t *A = RS(0), *B = RS(1), *C = RS(2);
-    LANES(m, {
-        uint32_t a = LD_u32(A[l]), b = LD_u32(B[l]);
-        D[l] = ST_u32((uint64_t)(a > b ? a - b : b - a) + C[l]);
-    });
-    return 0;
-}
+/* sad: |a - b| + c, the difference taken in VT (wide enough for T). */
+#define SAD(T, VT)                                                                            \
+    H(sad_##T)                                                                                \
+    {                                                                                         \
+        uint64_t *D = RD(0);                                                                  \
+        SRCS_3;                                                                               \
+        LANES(m, {                                                                            \
+            VT a = LD_##T(A[l]), b = LD_##T(B[l]);                                            \
+            D[l] = ST_u32((uint64_t)(a > b ? a - b : b - a) + C[l]);                          \
+        });                                                                                   \
+        return 0;                                                                             \
+    }
+SAD(s32, int64_t)
+SAD(u32, uint32_t)
 static inline uint64_t sat32(int64_t v)
 {
     return ST_u32(v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : v);
@@ -371,6 +330,9 @@ H(carry)
 
 /* ------------------------------------------------------------------ bits */
 
+/* The bit-field ops have 32- and 64-bit forms only. */
+#define EACH_BITS(M) M(s32) M(u32) M(s64) M(u64)
+
 #define BFE(T)                                                                                \
     H(bfe_##T)                                                                                \
     {                                                                                         \
@@ -391,10 +353,7 @@ H(carry)
         });                                                                                   \
         return 0;                                                                             \
     }
-BFE(s32)
-BFE(u32)
-BFE(s64)
-BFE(u64)
+EACH_BITS(BFE)
 
 #define BFI(T)                                                                                \
     H(bfi_##T)                                                                                \
@@ -414,10 +373,7 @@ BFE(u64)
         });                                                                                   \
         return 0;                                                                             \
     }
-BFI(s32)
-BFI(u32)
-BFI(s64)
-BFI(u64)
+EACH_BITS(BFI)
 
 /* bfind: the position of the most significant non-sign bit, ~0 if none. */
 #define BFIND(T)                                                                              \
@@ -434,10 +390,7 @@ BFI(u64)
         });                                                                                   \
         return 0;                                                                             \
     }
-BFIND(s32)
-BFIND(u32)
-BFIND(s64)
-BFIND(u64)
+EACH_BITS(BFIND)
 
 H(prmt)
 {
@@ -569,52 +522,26 @@ static inline double satd(double x) { return x > 0.0 ? (x < 1.0 ? x : 1.0) : 0.0
 #define SAT_f32 satf
 #define SAT_f64 satd
 
-#define FBIN(T, name, expr)                                                                   \
+/* A float handler under the instruction's rounding mode; SAT: whether the
+ * op takes .sat (mode2 bit 0), which clamps the result to [0, 1]. */
+#define FLT_OP(T, name, N, SAT, expr)                                                         \
     H(name##_##T)                                                                             \
     {                                                                                         \
         uint64_t *D = RD(0);                                                                  \
-        const uint64_t *A = RS(0), *B = RS(1);                                                \
+        SRCS_##N;                                                                             \
         RND_BEGIN                                                                             \
         LANES(m, {                                                                            \
-            CT_##T a = LD_##T(A[l]);                                                          \
-            CT_##T b = LD_##T(B[l]);                                                          \
+            LOADS_##N(T)                                                                      \
             D[l] = ST_##T(expr);                                                              \
         });                                                                                   \
         RND_END                                                                               \
-        if (i->mode2 & 1)                                                                     \
+        if (SAT && (i->mode2 & 1))                                                            \
             LANES(m, D[l] = ST_##T(SAT_##T(LD_##T(D[l]))));                                   \
         return 0;                                                                             \
     }
-#define FTER(T, name, expr)                                                                   \
-    H(name##_##T)                                                                             \
-    {                                                                                         \
-        uint64_t *D = RD(0);                                                                  \
-        const uint64_t *A = RS(0), *B = RS(1), *C = RS(2);                                    \
-        RND_BEGIN                                                                             \
-        LANES(m, {                                                                            \
-            CT_##T a = LD_##T(A[l]);                                                          \
-            CT_##T b = LD_##T(B[l]);                                                          \
-            CT_##T c = LD_##T(C[l]);                                                          \
-            D[l] = ST_##T(expr);                                                              \
-        });                                                                                   \
-        RND_END                                                                               \
-        if (i->mode2 & 1)                                                                     \
-            LANES(m, D[l] = ST_##T(SAT_##T(LD_##T(D[l]))));                                   \
-        return 0;                                                                             \
-    }
-#define FUN(T, name, expr)                                                                    \
-    H(name##_##T)                                                                             \
-    {                                                                                         \
-        uint64_t *D = RD(0);                                                                  \
-        const uint64_t *A = RS(0);                                                            \
-        RND_BEGIN                                                                             \
-        LANES(m, {                                                                            \
-            CT_##T a = LD_##T(A[l]);                                                          \
-            D[l] = ST_##T(expr);                                                              \
-        });                                                                                   \
-        RND_END                                                                               \
-        return 0;                                                                             \
-    }
+#define FBIN(T, name, expr) FLT_OP(T, name, 2, 1, expr)
+#define FTER(T, name, expr) FLT_OP(T, name, 3, 1, expr)
+#define FUN(T, name, expr) FLT_OP(T, name, 1, 0, expr)
 
 #define EACH_FLT(M, ...) M(f32, __VA_ARGS__) M(f64, __VA_ARGS__)
 EACH_FLT(FBIN, fadd, a + b)
@@ -780,11 +707,10 @@ static inline int setp_finish(ptx_warp *w, const ptx_insn *i, uint32_t m, uint32
 #define SETP(T, name, expr)                                                                   \
     H(setp_##name##_##T)                                                                      \
     {                                                                                         \
-        const uint64_t *A = RS(0), *B = RS(1);                                                \
+        SRCS_2;                                                                               \
         uint32_t r = 0;                                                                       \
         LANES(m, {                                                                            \
-            CT_##T a = LD_##T(A[l]);                                                          \
-            CT_##T b = LD_##T(B[l]);                                                          \
+            LOADS_2(T)                                                                        \
             r |= (uint32_t)(expr) << l;                                                       \
         });                                                                                   \
         return setp_finish(w, i, m, r);                                                       \
@@ -897,28 +823,21 @@ H(pack4_16)
                     | (uint64_t)(uint16_t)C[l] << 32 | (uint64_t)(uint16_t)E[l] << 48);
     return 0;
 }
-H(unpack2_32)
-{
-    uint64_t *D0 = RD(0), *D1 = RD(1);
-    const uint64_t *A = RS(0);
-    LANES(m, {
-        uint64_t v = A[l];
-        D0[l] = (uint32_t)v;
-        D1[l] = v >> 32;
-    });
-    return 0;
-}
-H(unpack2_16)
-{
-    uint64_t *D0 = RD(0), *D1 = RD(1);
-    const uint64_t *A = RS(0);
-    LANES(m, {
-        uint64_t v = A[l];
-        D0[l] = (uint16_t)v;
-        D1[l] = (uint16_t)(v >> 16);
-    });
-    return 0;
-}
+/* A register as two halves of UT, the low one first. */
+#define UNPACK2(name, UT)                                                                     \
+    H(name)                                                                                   \
+    {                                                                                         \
+        uint64_t *D0 = RD(0), *D1 = RD(1);                                                    \
+        const uint64_t *A = RS(0);                                                            \
+        LANES(m, {                                                                            \
+            uint64_t v = A[l];                                                                \
+            D0[l] = (UT)v;                                                                    \
+            D1[l] = (UT)(v >> (8 * sizeof(UT)));                                              \
+        });                                                                                   \
+        return 0;                                                                             \
+    }
+UNPACK2(unpack2_32, uint32_t)
+UNPACK2(unpack2_16, uint16_t)
 H(unpack4_16)
 {
     uint64_t *D0 = RD(0), *D1 = RD(1), *D2 = RD(2), *D3 = RD(3);
@@ -1003,23 +922,39 @@ static double round_int(double x, int rnd)
     }
 }
 
+/* An integer source of kind SK: a signed kind's value in *SV, an unsigned
+ * one's in *UV, the other 0. */
+static void int_load(uint64_t v, int sk, int64_t *sv, uint64_t *uv)
+{
+    *sv = 0;
+    *uv = 0;
+    switch (sk) {
+    case CK_S8: *sv = (int8_t)v; break;
+    case CK_S16: *sv = (int16_t)v; break;
+    case CK_S32: *sv = (int32_t)v; break;
+    case CK_S64: *sv = (int64_t)v; break;
+    case CK_U8: *uv = (uint8_t)v; break;
+    case CK_U16: *uv = (uint16_t)v; break;
+    case CK_U32: *uv = (uint32_t)v; break;
+    default: *uv = v; break;
+    }
+}
+
+/* A float source of kind SK (f64, f32, f16, else bf16) as a double. */
+static double float_load(uint64_t v, int sk)
+{
+    return sk == CK_F64 ? f64of(v) : sk == CK_F32 ? (double)f32of(v)
+           : sk == CK_F16 ? (double)h2f((uint16_t)v) : (double)bf2f((uint16_t)v);
+}
+
 static uint64_t cvt1(uint64_t v, int dk, int sk, int rnd, int sat)
 {
     int sfloat = sk >= CK_F16, dfloat = dk >= CK_F16;
     if (!sfloat && !dfloat) {
-        int64_t sv = 0;
-        uint64_t uv = 0;
+        int64_t sv;
+        uint64_t uv;
         int neg = 0;
-        switch (sk) {
-        case CK_S8: sv = (int8_t)v; break;
-        case CK_S16: sv = (int16_t)v; break;
-        case CK_S32: sv = (int32_t)v; break;
-        case CK_S64: sv = (int64_t)v; break;
-        case CK_U8: uv = (uint8_t)v; break;
-        case CK_U16: uv = (uint16_t)v; break;
-        case CK_U32: uv = (uint32_t)v; break;
-        default: uv = v; break;
-        }
+        int_load(v, sk, &sv, &uv);
         if (ck_signed(sk)) {
             neg = sv < 0;
             uv = (uint64_t)sv;
@@ -1034,8 +969,7 @@ static uint64_t cvt1(uint64_t v, int dk, int sk, int rnd, int sat)
         return int_store(dk, uv);
     }
     if (!dfloat) {
-        double x = sk == CK_F64 ? f64of(v) : sk == CK_F32 ? (double)f32of(v)
-                   : sk == CK_F16 ? (double)h2f((uint16_t)v) : (double)bf2f((uint16_t)v);
+        double x = float_load(v, sk);
         return f2int(x, dk, rnd);
     }
     /* to a float: from an integer or a float */
@@ -1044,19 +978,10 @@ static uint64_t cvt1(uint64_t v, int dk, int sk, int rnd, int sat)
         fesetround(fe_modes[fr]);
     uint64_t out;
     if (!sfloat) {
-        int64_t sv = 0;
-        uint64_t uv = 0;
+        int64_t sv;
+        uint64_t uv;
         int sgn = ck_signed(sk);
-        switch (sk) {
-        case CK_S8: sv = (int8_t)v; break;
-        case CK_S16: sv = (int16_t)v; break;
-        case CK_S32: sv = (int32_t)v; break;
-        case CK_S64: sv = (int64_t)v; break;
-        case CK_U8: uv = (uint8_t)v; break;
-        case CK_U16: uv = (uint16_t)v; break;
-        case CK_U32: uv = (uint32_t)v; break;
-        default: uv = v; break;
-        }
+        int_load(v, sk, &sv, &uv);
         if (dk == CK_F64)
             out = bits64(sgn ? (double)sv : (double)uv);
         else {
@@ -1068,8 +993,7 @@ static uint64_t cvt1(uint64_t v, int dk, int sk, int rnd, int sat)
         if (dk == CK_F64 && sat)
             out = bits64(satd(f64of(out)));
     } else {
-        double x = sk == CK_F64 ? f64of(v) : sk == CK_F32 ? (double)f32of(v)
-                   : sk == CK_F16 ? (double)h2f((uint16_t)v) : (double)bf2f((uint16_t)v);
+        double x = float_load(v, sk);
         x = round_int(x, rnd);
         if (dk == CK_F64)
             out = bits64(sat ? satd(x) : x);
@@ -1200,7 +1124,23 @@ static int fault(ptx_warp *w, const ptx_insn *i, uint64_t addr, int code)
 #define SX4(x) ((uint64_t)(int64_t)(int32_t)(x))
 #define SX8(x) ((uint64_t)(x))
 
-/* WHERE(a, size) yields the host pointer of [a, a+size) or NULL. */
+/* A vector access of AUX elements of N bytes at [ab + imm]; per lane, its
+ * address a, checked for alignment, and p = WHERE(a, size), the host pointer
+ * of [a, a+size) or NULL (a fault). */
+#define MEM_ACCESS(N)                                                                         \
+    ptx_block *b = w->b;                                                                      \
+    const uint64_t *A = w->r[i->ab];                                                          \
+    unsigned vec = i->aux;                                                                    \
+    uint64_t size = (uint64_t)(N) * vec, off = (uint64_t)i->imm;                              \
+    (void)b
+#define MEM_LANE(PT, WHERE)                                                                   \
+    uint64_t a = A[l] + off;                                                                  \
+    if (a & (size - 1))                                                                       \
+        return fault(w, i, a, PTX_E_MISALIGNED);                                              \
+    PT *p = WHERE(a, size);                                                                   \
+    if (p == NULL)                                                                            \
+        return fault(w, i, a, PTX_E_ILLEGAL_ADDRESS)
+
 #define MEMOPS(cls, WHERE)                                                                    \
     MEMOP(cls, 1, uint8_t, SX1, WHERE)                                                        \
     MEMOP(cls, 2, uint16_t, SX2, WHERE)                                                       \
@@ -1209,18 +1149,9 @@ static int fault(ptx_warp *w, const ptx_insn *i, uint64_t addr, int code)
 #define MEMOP(cls, N, UT, SX, WHERE)                                                          \
     H(ld_##cls##N)                                                                            \
     {                                                                                         \
-        ptx_block *b = w->b;                                                                  \
-        const uint64_t *A = w->r[i->ab];                                                      \
-        unsigned vec = i->aux;                                                                \
-        uint64_t size = (uint64_t)N * vec, off = (uint64_t)i->imm;                            \
-        (void)b;                                                                              \
+        MEM_ACCESS(N);                                                                        \
         LANES(m, {                                                                            \
-            uint64_t a = A[l] + off;                                                          \
-            if (a & (size - 1))                                                               \
-                return fault(w, i, a, PTX_E_MISALIGNED);                                      \
-            const uint8_t *p = WHERE(a, size);                                                \
-            if (p == NULL)                                                                    \
-                return fault(w, i, a, PTX_E_ILLEGAL_ADDRESS);                                 \
+            MEM_LANE(const uint8_t, WHERE);                                                   \
             for (unsigned v = 0; v < vec; v++) {                                              \
                 UT x;                                                                         \
                 memcpy(&x, p + (size_t)v * N, N);                                             \
@@ -1234,18 +1165,9 @@ static int fault(ptx_warp *w, const ptx_insn *i, uint64_t addr, int code)
 #define STOP(cls, N, UT, WHERE)                                                               \
     H(st_##cls##N)                                                                            \
     {                                                                                         \
-        ptx_block *b = w->b;                                                                  \
-        const uint64_t *A = w->r[i->ab];                                                      \
-        unsigned vec = i->aux;                                                                \
-        uint64_t size = (uint64_t)N * vec, off = (uint64_t)i->imm;                            \
-        (void)b;                                                                              \
+        MEM_ACCESS(N);                                                                        \
         LANES(m, {                                                                            \
-            uint64_t a = A[l] + off;                                                          \
-            if (a & (size - 1))                                                               \
-                return fault(w, i, a, PTX_E_MISALIGNED);                                      \
-            uint8_t *p = WHERE(a, size);                                                      \
-            if (p == NULL)                                                                    \
-                return fault(w, i, a, PTX_E_ILLEGAL_ADDRESS);                                 \
+            MEM_LANE(uint8_t, WHERE);                                                         \
             for (unsigned v = 0; v < vec; v++) {                                              \
                 UT x = (UT)w->r[i->s[v]][l];                                                  \
                 memcpy(p + (size_t)v * N, &x, N);                                             \

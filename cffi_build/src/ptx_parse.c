@@ -234,22 +234,45 @@ psym *px_find(ps *s, const char *p, uint32_t n)
     return NULL;
 }
 
-static psym *add_sym(ps *s, const char *p, uint32_t n, int kind)
+/* Makes room for element N of the array P (capacity *CAP, elements of ELEM
+ * bytes), doubling from FIRST; refuses N >= MAX (0: no bound) with the
+ * message TOO_MANY. Returns the array, moved or not, or NULL after px_fail. */
+static void *grow(ps *s, void *p, uint32_t *cap, uint32_t n, size_t elem, uint32_t first,
+                  uint32_t max, const char *too_many)
 {
-    if (s->nsyms >= (1u << 22)) {
-        px_fail(s, "too many symbols");
+    if (max != 0 && n >= max) {
+        px_fail(s, "%s", too_many);
         return NULL;
     }
-    if (s->nsyms == s->capsyms) {
-        uint32_t cap = s->capsyms ? s->capsyms * 2 : 1024;
-        psym *ns = realloc(s->syms, cap * sizeof *ns);
-        if (ns == NULL) {
-            px_fail(s, "out of memory");
-            return NULL;
-        }
-        s->syms = ns;
-        s->capsyms = cap;
+    if (n < *cap)
+        return p;
+    uint32_t nc = *cap ? *cap * 2 : first;
+    void *np = realloc(p, nc * elem);
+    if (np == NULL) {
+        px_fail(s, "out of memory");
+        return NULL;
     }
+    *cap = nc;
+    return np;
+}
+
+/* The array P of N elements of ELEM bytes, one longer (for the module's
+ * short lists, sized exactly); NULL after px_fail. */
+static void *grow_one(ps *s, void *p, uint32_t n, size_t elem)
+{
+    void *np = realloc(p, ((size_t)n + 1) * elem);
+    if (np == NULL)
+        px_fail(s, "out of memory");
+    return np;
+}
+
+static psym *add_sym(ps *s, const char *p, uint32_t n, int kind)
+{
+    psym *ns = grow(s, s->syms, &s->capsyms, s->nsyms, sizeof *ns, 1024, 1u << 22,
+                    "too many symbols");
+    if (ns == NULL)
+        return NULL;
+    s->syms = ns;
     uint32_t b = hash(p, n);
     psym *y = &s->syms[s->nsyms++];
     *y = (psym){.s = p, .n = n, .kind = (uint8_t)kind, .next = s->head[b]};
@@ -285,20 +308,11 @@ uint32_t px_label_id(ps *s, const char *p, uint32_t n)
     for (uint32_t k = s->lhead[b]; k; k = s->labels[k - 1].next)
         if (s->labels[k - 1].n == n && memcmp(s->labels[k - 1].s, p, n) == 0)
             return k - 1;
-    if (s->nlabels >= (1u << 22)) {
-        px_fail(s, "too many labels");
+    plabel *nl = grow(s, s->labels, &s->caplabels, s->nlabels, sizeof *nl, 256, 1u << 22,
+                      "too many labels");
+    if (nl == NULL)
         return 0;
-    }
-    if (s->nlabels == s->caplabels) {
-        uint32_t cap = s->caplabels ? s->caplabels * 2 : 256;
-        plabel *nl = realloc(s->labels, cap * sizeof *nl);
-        if (nl == NULL) {
-            px_fail(s, "out of memory");
-            return 0;
-        }
-        s->labels = nl;
-        s->caplabels = cap;
-    }
+    s->labels = nl;
     s->labels[s->nlabels] = (plabel){.s = p, .n = n, .pc = -1, .next = s->lhead[b]};
     s->lhead[b] = ++s->nlabels;
     return s->nlabels - 1;
@@ -311,20 +325,11 @@ ptx_insn *px_emit(ps *s, int op, uint32_t guard)
     ptx_func *f = s->f;
     if (s->failed)
         return NULL;
-    if (f->ncode >= PTX_MAX_CODE) {
-        px_fail(s, "function too long");
+    ptx_insn *nc = grow(s, f->code, &f->capcode, f->ncode, sizeof *nc, 256, PTX_MAX_CODE,
+                        "function too long");
+    if (nc == NULL)
         return NULL;
-    }
-    if (f->ncode == f->capcode) {
-        uint32_t cap = f->capcode ? f->capcode * 2 : 256;
-        ptx_insn *nc = realloc(f->code, cap * sizeof *nc);
-        if (nc == NULL) {
-            px_fail(s, "out of memory");
-            return NULL;
-        }
-        f->code = nc;
-        f->capcode = cap;
-    }
+    f->code = nc;
     ptx_insn *i = &f->code[f->ncode++];
     memset(i, 0, sizeof *i);
     i->op = (uint16_t)op;
@@ -363,16 +368,10 @@ uint32_t px_cst(ps *s, uint64_t v, int reloc, int arg)
                 return f->consts[k].reg; /* recent duplicates only: cheap, bounded */
     if (v == 0 && reloc == PTX_RL_NONE)
         return PTX_R_ZERO;
-    if (f->nconsts == f->capconsts) {
-        uint32_t cap = f->capconsts ? f->capconsts * 2 : 64;
-        ptx_const *nc = realloc(f->consts, cap * sizeof *nc);
-        if (nc == NULL) {
-            px_fail(s, "out of memory");
-            return PTX_R_ZERO;
-        }
-        f->consts = nc;
-        f->capconsts = cap;
-    }
+    ptx_const *nc = grow(s, f->consts, &f->capconsts, f->nconsts, sizeof *nc, 64, 0, NULL);
+    if (nc == NULL)
+        return PTX_R_ZERO;
+    f->consts = nc;
     uint32_t r = px_new_reg(s);
     f->consts[f->nconsts++] = (ptx_const){r, (uint8_t)reloc, (uint8_t)arg, v};
     return r;
@@ -481,11 +480,9 @@ static int init_address(ps *s, stage *g, uint64_t at, int es, uint64_t *v)
     }
     if (y != NULL && y->kind == S_FUNC && !generic && off == 0) {
         ptx_module *m = s->m;
-        uint32_t *nt = realloc(m->taken, (m->ntaken + 1) * sizeof *nt);
-        if (nt == NULL) {
-            px_fail(s, "out of memory");
+        uint32_t *nt = grow_one(s, m->taken, m->ntaken, sizeof *nt);
+        if (nt == NULL)
             return -1;
-        }
         m->taken = nt;
         m->taken[m->ntaken++] = y->idx;
         *v = PTX_FUNC_TAG | y->idx;
@@ -495,16 +492,28 @@ static int init_address(ps *s, stage *g, uint64_t at, int es, uint64_t *v)
         px_fail(s, "unsupported initialiser (the address of what is not a module variable)");
         return -1;
     }
-    void *nr = realloc(g->relocs, (g->nrelocs + 1) * sizeof *g->relocs);
-    if (nr == NULL) {
-        px_fail(s, "out of memory");
+    void *nr = grow_one(s, g->relocs, g->nrelocs, sizeof *g->relocs);
+    if (nr == NULL)
         return -1;
-    }
     g->relocs = nr;
     g->relocs[g->nrelocs].at = at;
     g->relocs[g->nrelocs++].target = y->val + (uint64_t)off;
     *v = 0;
     return 0;
+}
+
+/* D as the bits of an initialiser element of TYPE (f32, else f64). */
+static uint64_t float_bits(double d, int type)
+{
+    uint64_t v;
+    if (type == T_F32) {
+        float f = (float)d;
+        uint32_t b;
+        memcpy(&b, &f, 4);
+        v = b;
+    } else
+        memcpy(&v, &d, 8);
+    return v;
 }
 
 /* A module variable's initialiser: = value or = { v, v, ... } (nested
@@ -553,27 +562,13 @@ static void initialiser(ps *s, stage *g, uint64_t base, uint64_t size, int type)
                     d = f;
                 } else if (o.kind == O_F64)
                     memcpy(&d, &o.u, 8);
-                if (type == T_F32) {
-                    float f = (float)d;
-                    uint32_t b;
-                    memcpy(&b, &f, 4);
-                    v = b;
-                } else
-                    memcpy(&v, &d, 8);
+                v = float_bits(d, type);
             } else {
                 px_fail(s, "unsupported initialiser (addresses in initialisers)");
                 return;
             }
-            if (o.kind == O_INT && tfloat(type)) {
-                double d = (double)(int64_t)o.u;
-                if (type == T_F32) {
-                    float f = (float)d;
-                    uint32_t b;
-                    memcpy(&b, &f, 4);
-                    v = b;
-                } else
-                    memcpy(&v, &d, 8);
-            }
+            if (o.kind == O_INT && tfloat(type))
+                v = float_bits((double)(int64_t)o.u, type);
             if (at + (uint64_t)es > size) {
                 px_fail(s, "initialiser longer than the variable");
                 return;
@@ -589,11 +584,9 @@ static void initialiser(ps *s, stage *g, uint64_t base, uint64_t size, int type)
 static int add_global(ps *s, const char *name, uint32_t n, uint64_t off, uint64_t size)
 {
     ptx_module *m = s->m;
-    ptx_var *nv = realloc(m->globals, (m->nglobals + 1) * sizeof *nv);
-    if (nv == NULL) {
-        px_fail(s, "out of memory");
+    ptx_var *nv = grow_one(s, m->globals, m->nglobals, sizeof *nv);
+    if (nv == NULL)
         return -1;
-    }
     m->globals = nv;
     char *c = malloc(n + 1);
     if (c == NULL) {
@@ -876,11 +869,9 @@ static int func_slot(ps *s, const tok *name, int is_entry)
         px_fail(s, "too many functions");
         return -1;
     }
-    ptx_func *nf = realloc(m->funcs, (m->nfuncs + 1) * sizeof *nf);
-    if (nf == NULL) {
-        px_fail(s, "out of memory");
+    ptx_func *nf = grow_one(s, m->funcs, m->nfuncs, sizeof *nf);
+    if (nf == NULL)
         return -1;
-    }
     m->funcs = nf;
     ptx_func *f = &m->funcs[m->nfuncs];
     memset(f, 0, sizeof *f);

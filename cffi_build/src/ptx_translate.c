@@ -304,14 +304,22 @@ static uint32_t src(ps *s, const opnd *o, int t)
     return PTX_R_ZERO;
 }
 
-static uint32_t dst(ps *s, const opnd *o)
+/* A writable register of the file KIND (indices below FIRST are the special,
+ * read-only ones) or the sink "_"; else a failure and BAD. */
+static uint32_t dest_in(ps *s, const opnd *o, int kind, uint32_t first, uint32_t sink,
+                        const char *expected, uint32_t bad)
 {
-    if (o->kind == O_REG && o->idx >= PTX_NSREG)
+    if (o->kind == kind && o->idx >= first)
         return o->idx;
     if (o->kind == O_SINK)
-        return s->sink;
-    px_fail(s, "expected a destination register");
-    return s->sink;
+        return sink;
+    px_fail(s, "expected a destination %s", expected);
+    return bad;
+}
+
+static uint32_t dst(ps *s, const opnd *o)
+{
+    return dest_in(s, o, O_REG, PTX_NSREG, s->sink, "register", s->sink);
 }
 
 static uint32_t psrc(ps *s, const opnd *o, int *neg)
@@ -330,12 +338,7 @@ static uint32_t psrc(ps *s, const opnd *o, int *neg)
 
 static uint32_t pdst(ps *s, const opnd *o)
 {
-    if (o->kind == O_PRED && o->idx >= PTX_NSPRED)
-        return o->idx;
-    if (o->kind == O_SINK)
-        return s->psink;
-    px_fail(s, "expected a destination predicate");
-    return PTX_P_FALSE;
+    return dest_in(s, o, O_PRED, PTX_NSPRED, s->psink, "predicate", PTX_P_FALSE);
 }
 
 /* ------------------------------------------------------------ modifiers */
