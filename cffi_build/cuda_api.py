@@ -237,10 +237,12 @@ ROWS: tuple[Row, ...] = (
       "void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, "
       "void **libraryOptionValues, unsigned int numLibraryOptions", LOCAL,
       (s("cuLibraryLoadData", 12000),)),
+    # Libraries are context-independent (cudart's eager loading makes them
+    # before any context exists).
     R("glLibraryLoad", "CUlibrary *library, const void *image, size_t size", ONEWAY, (),
-      {"library": "mint:lib", "image": "hin:size"}),
+      {"library": "mint:lib", "image": "hin:size"}, ctx=False),
     R("cuLibraryUnload", "CUlibrary library", ONEWAY, (s("cuLibraryUnload", 12000),),
-      {"library": "h:lib!"}, driver="cuLibraryUnload"),
+      {"library": "h:lib!"}, driver="cuLibraryUnload", ctx=False),
     R("cuLibraryGetKernel", "CUkernel *pKernel, CUlibrary library, const char *name", ONEWAY,
       (s("cuLibraryGetKernel", 12000),), {"pKernel": "mint:kernel", "library": "h:lib",
                                           "name": "cstr"},
@@ -337,6 +339,17 @@ ROWS: tuple[Row, ...] = (
       "CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, "
       "size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags", LOCAL,
       (s("cuOccupancyMaxPotentialBlockSizeWithFlags", 7000),)),
+    # ------------------------------------- appended for libcudart (runtime API)
+    # cudart's private tables, answered in the interposer (interposer/export_tables.c).
+    R("cuGetExportTable", "const void **ppExportTable, const CUuuid *pExportTableId", LOCAL,
+      (s("cuGetExportTable", 3000),), ctx=False),
+    # What cudart asks before loading its modules (interposer/runtime.c).
+    R("cuModuleGetLoadingMode", "CUmoduleLoadingMode *mode", LOCAL,
+      (s("cuModuleGetLoadingMode", 11070),), ctx=False),
+    # cudart 12 takes each library's module (host: hostdev_runtime.c).
+    R("cuLibraryGetModule", "CUmodule *pMod, CUlibrary library", ONEWAY,
+      (s("cuLibraryGetModule", 12000),), {"pMod": "mint:mod", "library": "h:lib"},
+      driver="cuLibraryGetModule"),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

@@ -248,7 +248,9 @@ def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
         for name, since, per_thread, base in exported(r):
             sep = ", " if call else ""
             out.append(f"GL_EXPORT CUresult {name}({decl(ps, extra='')})\n"
-                       f"{{\n    return {target}({call}{sep}{per_thread});\n}}\n")
+                       f"{{\n    if (__builtin_expect(gl_trace_on, 0))\n"
+                       f"        gl_trace_call(\"{name}\");\n"
+                       f"    return {target}({call}{sep}{per_thread});\n}}\n")
             table.append(f'    {{"{base}", "{name}", {since}, {per_thread}, (void *){name}}},\n')
     out.append("\nconst gl_symbol gl_symbols[] = {\n" + "".join(table) + "};\n")
     out.append(f"const int gl_symbol_count = {len(table)};\n\n")

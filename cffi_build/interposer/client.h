@@ -73,4 +73,10 @@ CUresult gl_wait(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
  * stderr and returns CUDA_ERROR_NOT_SUPPORTED. */
 CUresult gl_unsupported_call(int slot);
 
+/* GLEAM_TRACE=1 (read once when the library loads): every exported call and
+ * every symbol gleam does not forward is named on stderr (trace.c). Off, a
+ * stub pays one predictable branch on this flag. */
+extern int gl_trace_on;
+void gl_trace_call(const char *name);
+
 #endif /* GLEAM_CLIENT_H */

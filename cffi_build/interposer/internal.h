@@ -94,6 +94,8 @@ typedef struct {
 /* The size of a module image: ELF64, fatbin or NUL-terminated PTX text;
  * CUDA_ERROR_INVALID_IMAGE for anything else. *is_ptx tells which. */
 CUresult gl_image_size(const void *image, size_t *size, int *is_ptx);
+/* The fatbin inside cudart's registration wrapper, or image itself. */
+const void *gl_image_unwrap(const void *image);
 /* Parses every .entry's parameter list of PTX text. Returns 0, or -1 when
  * out of memory or the text is malformed (out is then empty). */
 int gl_ptx_entries(const char *ptx, gl_entries *out);
@@ -112,5 +114,13 @@ CUresult gl_func_layout(uint64_t f, const gl_layout **out);
 /* The function a launch of h runs: h itself, or for a CUkernel its function
  * (made once). */
 CUresult gl_launchable(uint64_t h, uint64_t *func);
+
+/* ---- integrity.c: cudart's start-up check of the driver */
+
+/* The 16 bytes cudart expects from the integrity table's slot 1. */
+CUresult gl_integrity_answer(uint32_t version, uint64_t seconds, const void *cudart_table,
+                             const void *integrity_table, const void *fn, uint64_t out[2]);
+/* RFC 1319 MD2 (exported for the tests' check against the RFC's vectors). */
+void gl_md2(const void *msg, size_t len, uint8_t out[16]);
 
 #endif /* GLEAM_INTERPOSER_INTERNAL_H */

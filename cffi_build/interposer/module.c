@@ -69,6 +69,7 @@ static CUresult load(void **handle, const void *image, int is_lib, int ptds)
         return r;
     if (handle == NULL || image == NULL)
         return CUDA_ERROR_INVALID_VALUE;
+    image = gl_image_unwrap(image);
     if ((r = gl_image_size(image, &size, &is_ptx)) != CUDA_SUCCESS)
         return r;
     if (is_ptx && (e = calloc(1, sizeof *e)) != NULL && gl_ptx_entries(image, e) != 0) {

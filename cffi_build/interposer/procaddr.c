@@ -104,6 +104,8 @@ CUresult gli_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion
         r = CUDA_ERROR_NOT_FOUND;
     } else {
         int slot = unsupported_slot(symbol);
+        if (gl_trace_on)
+            fprintf(stderr, "gleam: trace: cuGetProcAddress(%s): not forwarded\n", symbol);
         if (slot >= 0) {
             *pfn = gl_unsupported_slots[slot];
         } else {
@@ -113,6 +115,8 @@ CUresult gli_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion
     }
     if (symbolStatus)
         *symbolStatus = status;
+    if (gl_trace_on && r != CUDA_SUCCESS)
+        fprintf(stderr, "gleam: trace: cuGetProcAddress(%s, %d): %d\n", symbol, cudaVersion, r);
     return r;
 }
 

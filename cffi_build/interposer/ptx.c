@@ -27,6 +27,21 @@ static uint64_t le64(const uint8_t *p)
     return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
 }
 
+/* libcudart hands the driver its registration wrapper (what nvcc emits in
+ * .nvFatBinSegment: magic 0x466243b1, version, the fatbin's address, ...)
+ * where an image is expected; the driver reads the fatbin it points to. */
+#define FATBIN_WRAPPER_MAGIC 0x466243b1u
+
+const void *gl_image_unwrap(const void *image)
+{
+    if (image != NULL && le32(image) == FATBIN_WRAPPER_MAGIC) {
+        const void *inner;
+        memcpy(&inner, (const uint8_t *)image + 8, sizeof inner);
+        return inner;
+    }
+    return image;
+}
+
 CUresult gl_image_size(const void *image, size_t *size, int *is_ptx)
 {
     const uint8_t *p = image;

@@ -1,0 +1,24 @@
+/*
+ * trace.c — GLEAM_TRACE=1: one stderr line per exported call, per symbol
+ * resolved that gleam does not forward, and per export-table slot cudart
+ * calls, so a user can see where a program stops. The flag is read once,
+ * when the library loads; it is the only state here.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "client.h"
+
+int gl_trace_on;
+
+__attribute__((constructor)) static void read_trace_flag(void)
+{
+    const char *env = getenv("GLEAM_TRACE");
+
+    gl_trace_on = env != NULL && env[0] != '\0' && env[0] != '0';
+}
+
+void gl_trace_call(const char *name)
+{
+    fprintf(stderr, "gleam: trace: %s\n", name);
+}
