@@ -350,6 +350,9 @@ ROWS: tuple[Row, ...] = (
     R("cuLibraryGetModule", "CUmodule *pMod, CUlibrary library", ONEWAY,
       (s("cuLibraryGetModule", 12000),), {"pMod": "mint:mod", "library": "h:lib"},
       driver="cuLibraryGetModule"),
+    # cudaMemcpyToSymbol & co. on a library: its module's global (interposer/runtime.c).
+    R("cuLibraryGetGlobal", "CUdeviceptr *dptr, size_t *bytes, CUlibrary library, "
+      "const char *name", LOCAL, (s("cuLibraryGetGlobal", 12000),)),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

@@ -32,6 +32,33 @@ static CUresult parse_extra(void **extra, const void **buf, size_t *size)
     return CUDA_SUCCESS;
 }
 
+/* The device's launch limits (cached attributes 1..7: threads per block,
+ * block and grid extents), checked here because the launch is one-way: a
+ * too-large block fails at the launch with CUDA_ERROR_INVALID_VALUE, as
+ * NVIDIA documents for cuLaunchKernel. (cudart 13 passes that on as
+ * cudaErrorInvalidValue; on a GPU it reports cudaErrorInvalidConfiguration,
+ * which it maps from CUresult 9: docs/cuda-forwarding.md.) A limit the device
+ * does not report (0) is not checked. */
+static CUresult check_launch_limits(unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                    unsigned by, unsigned bz)
+{
+    const unsigned dims[7] = {0, bx, by, bz, gx, gy, gz};
+    CUdevice dev;
+    int limit;
+
+    if (gli_cuCtxGetDevice(&dev, 0) != CUDA_SUCCESS)
+        return CUDA_SUCCESS; /* the server answers for a launch without a context */
+    if (gli_cuDeviceGetAttribute(&limit, 1, dev, 0) == CUDA_SUCCESS && limit > 0
+        && (uint64_t)bx * by * bz > (uint64_t)limit)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (int a = 2; a <= 7; a++) {
+        if (gli_cuDeviceGetAttribute(&limit, a, dev, 0) == CUDA_SUCCESS && limit > 0
+            && dims[a - 1] > (unsigned)limit)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
 CUresult gli_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                             unsigned int gridDimZ, unsigned int blockDimX,
                             unsigned int blockDimY, unsigned int blockDimZ,
@@ -54,6 +81,9 @@ CUresult gli_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gr
         return r;
     if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ)
         return CUDA_ERROR_INVALID_VALUE;
+    if ((r = check_launch_limits(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                                 blockDimZ)) != CUDA_SUCCESS)
+        return r;
     /* An `extra` holding only the end marker gives nothing. */
     if (extra != NULL && extra[0] == GL_CU_LAUNCH_PARAM_END)
         extra = NULL;
