@@ -353,6 +353,9 @@ ROWS: tuple[Row, ...] = (
     # cudaMemcpyToSymbol & co. on a library: its module's global (interposer/runtime.c).
     R("cuLibraryGetGlobal", "CUdeviceptr *dptr, size_t *bytes, CUlibrary library, "
       "const char *name", LOCAL, (s("cuLibraryGetGlobal", 12000),)),
+    # cudart asks it of the primary context on each new thread (interposer/runtime.c).
+    R("cuCtxGetApiVersion", "CUcontext ctx, unsigned int *version", LOCAL,
+      (s("cuCtxGetApiVersion", 3020),), ctx=False),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

@@ -110,7 +110,10 @@ static CUresult cudart_get_module_fatbin(const void *fatbin, CUmodule *module, v
 /* ------------------------------------------------------ tools hooks */
 
 /* The tools-callback table hands cudart two buffers it may write into
- * (profiler hook state); cudart only needs them to exist. */
+ * (profiler hook state), each with its size in bytes. cudart checks the
+ * sizes: with 512 for the first (older notes count it in words) or 8 bytes
+ * for the second, cudart 13 stops with cudaErrorInsufficientDriver; found by
+ * tracing (slot 6 is called only once slot 2's buffer is large enough). */
 static uintptr_t g_hook_buf1[4096];
 static uint8_t g_hook_buf2[4096];
 
@@ -178,14 +181,16 @@ static CUresult cls_put(CUcontext ctx, void *key, void *value, et_cls_dtor dtor)
     return e != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* Slot 1: drop (current context, key) without calling its destructor. */
-static CUresult cls_delete(void *ctx_or_key, void *key)
+/* Slot 1: drop (context, key) without calling its destructor (cudart calls
+ * it for its own state when it unloads; seen as (primary context, key)). */
+static CUresult cls_delete(CUcontext ctx, void *key)
 {
     et_trace("context_local_storage", 1);
+    ctx = cls_ctx(ctx);
     pthread_mutex_lock(&g_cls_lock);
     for (et_cls **p = &g_cls; *p != NULL; p = &(*p)->next) {
         et_cls *e = *p;
-        if (e->key == key || e->key == ctx_or_key) {
+        if (e->ctx == ctx && e->key == key) {
             *p = e->next;
             free(e);
             break;

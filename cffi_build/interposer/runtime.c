@@ -76,3 +76,21 @@ CUresult gli_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary libr
         return r;
     return gli_cuModuleGetGlobal(dptr, bytes, mod, name, ptds);
 }
+
+/* Every gleam context has the API of cuCtxCreate_v2, which the driver
+ * reports as 3020 (the number in NVIDIA's documentation of this call). */
+CUresult gli_cuCtxGetApiVersion(CUcontext ctx, unsigned int *version, int ptds)
+{
+    CUresult r = gl_ready();
+
+    (void)ptds;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (version == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t h = ctx != NULL ? (uint64_t)(uintptr_t)ctx : gl_ctx_current();
+    if (h == 0 || gl_check_handle(GL_H_CTX, h) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *version = 3020;
+    return CUDA_SUCCESS;
+}

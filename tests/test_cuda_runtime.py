@@ -1,0 +1,197 @@
+"""Runtime-API programs built by nvcc run unchanged through gleam.
+
+The programs (examples/cuda/runtime) are built with the CUDA toolkit's nvcc
+three ways: static cudart (nvcc's default), ``-cudart shared`` (libcudart 13),
+and, when the ``nvidia-cuda-runtime-cu12`` wheel is installed, against its
+libcudart 12. They run through ``gleam-peer run`` against two real agents on
+loopback, the server on the host backend with its kernel registry off, so every
+kernel runs from the PTX that nvcc embeds. Each program checks its own results
+and prints a JSON verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gleam.peer.cuda.examples import interposer_dir
+
+from .cuda_mesh import host_mesh, run_through
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNTIME = ROOT / "examples" / "cuda" / "runtime"
+PROGRAMS = ("vadd", "streams", "symbols", "errors", "threads")
+
+NVCC = shutil.which("nvcc")
+pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA toolkit) is not on PATH")
+
+
+def cudart12_dir() -> Path | None:
+    """The lib folder of the nvidia-cuda-runtime-cu12 wheel, if installed."""
+    try:
+        import nvidia.cuda_runtime  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    for base in nvidia.cuda_runtime.__path__:
+        lib = Path(base) / "lib"
+        if (lib / "libcudart.so.12").exists():
+            return lib
+    return None
+
+
+def nvcc(source: Path, out: Path, *flags: str) -> Path:
+    done = subprocess.run([NVCC, "-o", str(out), str(source), *flags], capture_output=True,
+                          text=True, timeout=300)
+    if done.returncode != 0:
+        pytest.fail(f"nvcc {source.name} {' '.join(flags)}:\n{done.stderr}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def binaries(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cudart")
+    built = {}
+    for name in PROGRAMS:
+        built[name, "static"] = nvcc(RUNTIME / f"{name}.cu", out / f"{name}_static")
+        built[name, "shared"] = nvcc(RUNTIME / f"{name}.cu", out / f"{name}_shared",
+                                     "-cudart", "shared")
+    rt12 = cudart12_dir()
+    if rt12 is not None:
+        for name in PROGRAMS:
+            built[name, "cudart12"] = nvcc(
+                RUNTIME / f"{name}.cu", out / f"{name}_cudart12", "-cudart", "none",
+                f"-L{rt12}", "-l:libcudart.so.12", "-Xlinker", f"-rpath={rt12}")
+    return built
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory):
+    with host_mesh(tmp_path_factory.mktemp("mesh"), {"GLEAM_HOST_KERNELS": "0"}) as pair:
+        yield pair
+
+
+def flavour(binaries, name: str, kind: str) -> Path:
+    if (name, kind) not in binaries:
+        pytest.skip("libcudart 12 (the nvidia-cuda-runtime-cu12 wheel) is not installed")
+    return binaries[name, kind]
+
+
+KINDS = ("static", "shared", "cudart12")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("loading", ["LAZY", "EAGER"])
+def test_vector_add(mesh, binaries, kind, loading):
+    client, _ = mesh
+    done, verdict = run_through(client, flavour(binaries, "vadd", kind),
+                                env={"CUDA_MODULE_LOADING": loading})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert verdict == {"ok": True, "n": 65536, "mismatches": 0, "launch": "cudaSuccess",
+                       "sync": "cudaSuccess"}
+    assert "not implemented" not in done.stderr and "is not provided" not in done.stderr
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_streams_events_pinned_memset_and_device_copies(mesh, binaries, kind):
+    client, _ = mesh
+    done, verdict = run_through(client, flavour(binaries, "streams", kind))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert verdict == {"ok": True, "n": 16384, "mismatches": 0, "elapsed_ms_nonnegative": True}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_constant_and_device_variables(mesh, binaries, kind):
+    client, _ = mesh
+    done, verdict = run_through(client, flavour(binaries, "symbols", kind))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert verdict == {"ok": True, "mismatches": 0, "counter": 1000}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_two_host_threads_with_their_own_streams(mesh, binaries, kind):
+    client, _ = mesh
+    done, verdict = run_through(client, flavour(binaries, "threads", kind))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert verdict == {"ok": True, "mismatches": [0, 0]}
+
+
+@pytest.mark.parametrize("kind", ("static", "shared"))
+def test_error_paths(mesh, binaries, kind):
+    """A copy from an address no allocation holds is cudaErrorInvalidValue at once; a
+    launch with 4096 threads per block fails at the launch and leaves the context usable.
+    (On a GPU cudart names the launch's error cudaErrorInvalidConfiguration:
+    docs/cuda-forwarding.md.)"""
+    client, _ = mesh
+    done, verdict = run_through(client, flavour(binaries, "errors", kind))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert verdict["malloc"] == "cudaSuccess"
+    assert verdict["copy"] == "cudaErrorInvalidValue"
+    assert verdict["launch"] in ("cudaErrorInvalidValue", "cudaErrorInvalidConfiguration")
+    assert verdict["sync"] == "cudaSuccess"
+
+
+@pytest.mark.parametrize("kind", ("static", "shared"))
+def test_no_agent_is_no_device_with_one_line(binaries, tmp_path, kind):
+    env = {**os.environ, "LD_LIBRARY_PATH": str(interposer_dir()),
+           "GLEAM_CUDA_SOCKET": str(tmp_path / "absent.sock")}
+    done = subprocess.run([str(flavour(binaries, "vadd", kind))], capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert '"launch": "cudaErrorNoDevice"' in done.stdout
+    lines = [line for line in done.stderr.splitlines() if line.startswith("gleam:")]
+    assert len(lines) == 1 and "no CUDA device" in lines[0], done.stderr
+
+
+def test_trace_names_tables_slots_and_calls(mesh, binaries):
+    client, _ = mesh
+    done, verdict = run_through(client, binaries["vadd", "static"], env={"GLEAM_TRACE": "1"})
+    assert verdict["ok"], done.stderr
+    for line in ("gleam: trace: export table cudart_interface\n",
+                 "gleam: trace: export table integrity slot 1\n",
+                 "gleam: trace: export table context_local_storage slot 0\n",
+                 "gleam: trace: cuLibraryLoadData\n", "gleam: trace: cuLaunchKernel\n"):
+        assert line in done.stderr
+    assert "gleam: trace: cuGetProcAddress(cuDeviceGetPCIBusId): not forwarded" in done.stderr
+
+
+MD2_HARNESS = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "gl_cuda.h"
+void gl_md2(const void *msg, size_t len, uint8_t out[16]);
+CUresult gli_cuDriverGetVersion(int *v, int p) { (void)p; *v = 13000; return 0; }
+CUresult gli_cuDeviceGetCount(int *v, int p) { (void)p; *v = 0; return 0; }
+CUresult gli_cuDeviceGetUuid(CUuuid *u, int d, int p) { (void)u; (void)d; (void)p; return 0; }
+CUresult gli_cuDeviceGetAttribute(int *v, int a, int d, int p)
+{ (void)a; (void)d; (void)p; *v = 0; return 0; }
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        uint8_t o[16];
+        gl_md2(argv[i], strlen(argv[i]), o);
+        for (int k = 0; k < 16; k++) printf("%02x", o[k]);
+        printf("\n");
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not on PATH")
+def test_md2_behind_the_integrity_answer_matches_rfc_1319(tmp_path):
+    harness = tmp_path / "md2.c"
+    harness.write_text(MD2_HARNESS)
+    build = ROOT / "cffi_build"
+    exe = tmp_path / "md2"
+    subprocess.run(["gcc", "-o", str(exe), str(harness), str(build / "interposer" / "integrity.c"),
+                    f"-I{build / 'include'}", f"-I{build / 'interposer'}",
+                    f"-I{build / 'generated'}"], check=True, timeout=60)
+    vectors = {"": "8350e5a3e24c153df2275c9f80692773", "a": "32ec01ec4a6dac72c0ab96fb34c0b5d1",
+               "abc": "da853b0d3f88d99b30283a69e6ded6bb",
+               "message digest": "ab4f496bfb2a530b219ff33031fe06b0"}
+    out = subprocess.run([str(exe), *vectors], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == list(vectors.values())
