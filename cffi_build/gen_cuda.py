@@ -247,9 +247,12 @@ def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
         call = ", ".join([p.name for p in ps])
         for name, since, per_thread, base in exported(r):
             sep = ", " if call else ""
+            # cuGetProcAddress traces what it resolves itself (procaddr.c).
+            trace = ("" if base == "cuGetProcAddress" else
+                     f"    if (__builtin_expect(gl_trace_on, 0))\n"
+                     f"        gl_trace_call(\"{name}\");\n")
             out.append(f"GL_EXPORT CUresult {name}({decl(ps, extra='')})\n"
-                       f"{{\n    if (__builtin_expect(gl_trace_on, 0))\n"
-                       f"        gl_trace_call(\"{name}\");\n"
+                       f"{{\n{trace}"
                        f"    return {target}({call}{sep}{per_thread});\n}}\n")
             table.append(f'    {{"{base}", "{name}", {since}, {per_thread}, (void *){name}}},\n')
     out.append("\nconst gl_symbol gl_symbols[] = {\n" + "".join(table) + "};\n")

@@ -24,7 +24,7 @@ from .cuda_mesh import host_mesh, run_through
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "examples" / "cuda" / "runtime"
-PROGRAMS = ("vadd", "streams", "symbols", "errors", "threads")
+PROGRAMS = ("vadd", "streams", "symbols", "errors", "threads", "reset")
 
 NVCC = shutil.which("nvcc")
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA toolkit) is not on PATH")
@@ -65,6 +65,10 @@ def binaries(tmp_path_factory):
             built[name, "cudart12"] = nvcc(
                 RUNTIME / f"{name}.cu", out / f"{name}_cudart12", "-cudart", "none",
                 f"-L{rt12}", "-l:libcudart.so.12", "-Xlinker", f"-rpath={rt12}")
+            if (rt12 / "libcudart_static.a").exists():
+                built[name, "cudart12-static"] = nvcc(
+                    RUNTIME / f"{name}.cu", out / f"{name}_cudart12_static", "-cudart", "none",
+                    str(rt12 / "libcudart_static.a"), "-ldl", "-lrt", "-lpthread")
     return built
 
 
@@ -80,7 +84,7 @@ def flavour(binaries, name: str, kind: str) -> Path:
     return binaries[name, kind]
 
 
-KINDS = ("static", "shared", "cudart12")
+KINDS = ("static", "shared", "cudart12", "cudart12-static")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -117,6 +121,19 @@ def test_two_host_threads_with_their_own_streams(mesh, binaries, kind):
     done, verdict = run_through(client, flavour(binaries, "threads", kind))
     assert done.returncode == 0, done.stdout + done.stderr
     assert verdict == {"ok": True, "mismatches": [0, 0]}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_device_reset_drops_cudart_state_and_work_goes_on(mesh, binaries, kind):
+    """cudaDeviceReset resets the primary context; the interposer calls the destructors
+    cudart put in context-local storage, so cudart retains the context again."""
+    client, _ = mesh
+    done, verdict = run_through(client, flavour(binaries, "reset", kind),
+                                env={"GLEAM_TRACE": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert verdict == {"ok": True, "first": 0, "reset": "cudaSuccess", "second": 0}
+    after = done.stderr.split("gleam: trace: cuDevicePrimaryCtxReset\n", 1)[1]
+    assert "gleam: trace: cuDevicePrimaryCtxRetain\n" in after
 
 
 @pytest.mark.parametrize("kind", ("static", "shared"))

@@ -103,6 +103,7 @@ CUresult gli_cuCtxDestroy(CUcontext ctx, int ptds)
         return r;
     if ((r = check_ctx(ctx)) != CUDA_SUCCESS)
         return r;
+    gl_cls_context_gone(c);
     r = glw_cuCtxDestroy(ctx, ptds);
     if (r != CUDA_SUCCESS)
         return r;
@@ -249,7 +250,11 @@ CUresult gli_cuDevicePrimaryCtxRelease(CUdevice dev, int ptds)
     }
     if (r == CUDA_SUCCESS)
         p->refs--;
+    int gone = r == CUDA_SUCCESS && p->refs == 0;
+    uint64_t handle = p->handle;
     pthread_mutex_unlock(&g_plock);
+    if (gone) /* the primary context ends with its last release */
+        gl_cls_context_gone(handle);
     return r;
 }
 
@@ -294,6 +299,10 @@ CUresult gli_cuDevicePrimaryCtxReset(CUdevice dev, int ptds)
         return r;
     if ((r = check_device(dev)) != CUDA_SUCCESS)
         return r;
+    pthread_mutex_lock(&g_plock);
+    uint64_t handle = g_primary[dev].handle;
+    pthread_mutex_unlock(&g_plock);
+    gl_cls_context_gone(handle); /* cudart's destructors may call back in */
     pthread_mutex_lock(&g_plock);
     const uint64_t a[1] = {(uint64_t)dev};
     /* The executor's current context may be the one reset: forget it. */

@@ -222,6 +222,34 @@ static CUresult cls_get(void **value, CUcontext ctx, void *key)
     return r;
 }
 
+void gl_cls_context_gone(uint64_t handle)
+{
+    CUcontext ctx = (CUcontext)(uintptr_t)handle;
+    et_cls *gone = NULL;
+
+    if (ctx == NULL)
+        return;
+    pthread_mutex_lock(&g_cls_lock);
+    for (et_cls **p = &g_cls; *p != NULL;) {
+        et_cls *e = *p;
+        if (e->ctx == ctx) {
+            *p = e->next;
+            e->next = gone;
+            gone = e;
+        } else {
+            p = &e->next;
+        }
+    }
+    pthread_mutex_unlock(&g_cls_lock);
+    while (gone != NULL) {
+        et_cls *e = gone;
+        gone = e->next;
+        if (e->dtor != NULL)
+            e->dtor(ctx, e->key, e->value);
+        free(e);
+    }
+}
+
 /* ------------------------------------------------ context create bypass */
 
 /* Slot 1: cuCtxCreate_v2 without the tools' callbacks. */

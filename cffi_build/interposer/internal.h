@@ -115,6 +115,12 @@ CUresult gl_func_layout(uint64_t f, const gl_layout **out);
  * (made once). */
 CUresult gl_launchable(uint64_t h, uint64_t *func);
 
+/* ---- export_tables.c: cudart's private tables */
+
+/* A context is destroyed or reset: drops its context-local storage and calls
+ * the destructors cudart gave (outside any lock; they may call back in). */
+void gl_cls_context_gone(uint64_t ctx);
+
 /* ---- integrity.c: cudart's start-up check of the driver */
 
 /* The 16 bytes cudart expects from the integrity table's slot 1. */
