@@ -6,9 +6,12 @@
  *
  * A table is an array of pointers; in most, slot 0 holds the table's size in
  * bytes and the others are functions. NVIDIA documents none of them: what a
- * slot does was learnt by running cudart 12 and 13 against this file with
- * GLEAM_TRACE=1 (every slot cudart calls is logged) and from public notes on
- * these tables (ZLUDA's, gpgpu-sim's); the code is gleam's own.
+ * slot does was learnt by running cudart 12.9 and 13.0 against this file with
+ * GLEAM_TRACE=1 (every table asked for and every slot called is logged) and
+ * from public notes on these tables (ZLUDA's dark_api, other remoting
+ * projects' write-ups); the code is gleam's own. Each table below says which
+ * of its slots cudart was seen to call ("traced") and which come from the
+ * notes only.
  *
  * Every slot of a listed table that gleam does not implement is a trampoline
  * that says once on stderr which table and slot was called and returns
@@ -306,6 +309,9 @@ typedef struct {
 /* One table per UUID. A NULL slot (other than a sized table's slot 0)
  * becomes a trampoline that names the slot when called. */
 static const et_table g_tables[] = {
+    /* Traced: slot 2 (once per device at init). Notes only: 1, 6, 8 (cudart
+     * 12.9/13.0 load through cuLibraryLoadData instead), 7. Sized 32 slots
+     * so that a newer cudart reaching further gets a trampoline's line. */
     {"cudart_interface",
      {0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d,
       0xf9},
@@ -313,25 +319,31 @@ static const et_table g_tables[] = {
      {[1] = (void *)cudart_get_module, [2] = (void *)cudart_primary_ctx,
       [6] = (void *)cudart_get_module_ext, [7] = (void *)cudart_notify,
       [8] = (void *)cudart_get_module_fatbin}},
+    /* Traced: asked for, no slot called. */
     {"tools_tls",
      {0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47, 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec,
       0xdc},
      1, 4, {0}},
+    /* Traced: slots 2 then 6; their sizes were found by tracing (above). */
     {"tools_runtime_callbacks",
      {0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a,
       0x66},
      1, 32, {[2] = (void *)tools_buffer1, [6] = (void *)tools_buffer2}},
+    /* Traced: 0, 1, 2 (2 on almost every runtime call); no size slot. */
     {"context_local_storage",
      {0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95,
       0x93},
      0, 4, {[0] = (void *)cls_put, [1] = (void *)cls_delete, [2] = (void *)cls_get}},
+    /* Traced: 3 at init, 2 before context use; required by cudart 13. */
     {"context_checks",
      {0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa,
       0x7e},
      1, 4, {[2] = (void *)checks_context, [3] = (void *)checks_flag}},
+    /* Traced: 1, three times at init; required (integrity.c). */
     {"integrity",
      {0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2},
      1, 3, {[1] = (void *)integrity_check}},
+    /* Notes only: not asked for by cudart 12.9/13.0. */
     {"ctx_create_bypass",
      {0x0c, 0xa5, 0x0b, 0x8c, 0x10, 0x04, 0x92, 0x9a, 0x89, 0xa7, 0xd0, 0xdf, 0x10, 0xe7, 0x72,
       0x86},
@@ -441,6 +453,8 @@ CUresult gli_cuGetExportTable(const void **ppExportTable, const CUuuid *pExportT
         }
     }
     if (memcmp(g_refused, pExportTableId->bytes, 16) == 0) {
+        if (gl_trace_on)
+            fprintf(stderr, "gleam: trace: export table f8cff951 refused (not found)\n");
         *ppExportTable = NULL;
         return CUDA_ERROR_NOT_FOUND;
     }
