@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,6 @@ RUNTIME = ROOT / "examples" / "cuda" / "runtime"
 PROGRAMS = ("vadd", "streams", "symbols", "errors", "threads", "reset")
 
 NVCC = shutil.which("nvcc")
-pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA toolkit) is not on PATH")
 
 
 def cudart12_dir() -> Path | None:
@@ -53,6 +53,8 @@ def nvcc(source: Path, out: Path, *flags: str) -> Path:
 
 @pytest.fixture(scope="module")
 def binaries(tmp_path_factory):
+    if NVCC is None:
+        pytest.skip("nvcc (the CUDA toolkit) is not on PATH")
     out = tmp_path_factory.mktemp("cudart")
     built = {}
     for name in PROGRAMS:
@@ -73,7 +75,7 @@ def binaries(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def mesh(tmp_path_factory):
+def mesh(binaries, tmp_path_factory):
     with host_mesh(tmp_path_factory.mktemp("mesh"), {"GLEAM_HOST_KERNELS": "0"}) as pair:
         yield pair
 
@@ -212,3 +214,29 @@ def test_md2_behind_the_integrity_answer_matches_rfc_1319(tmp_path):
                "message digest": "ab4f496bfb2a530b219ff33031fe06b0"}
     out = subprocess.run([str(exe), *vectors], capture_output=True, text=True, check=True)
     assert out.stdout.split() == list(vectors.values())
+
+
+EXPORT_TABLE_PROBE = r"""
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+table = ctypes.c_void_p()
+def ask(uuid):
+    return lib.cuGetExportTable(ctypes.byref(table), bytes.fromhex(uuid))
+print(ask("c693336e1121df11a8c368f355d89593"), bool(table.value))  # context-local storage
+print(ask("f8cff95121468b4eb9e2fb469e7c0dd9"), bool(table.value))  # refused: not found
+print(ask("00112233445566778899aabbccddeeff"), bool(table.value))  # unknown
+ask("00112233445566778899aabbccddeeff")  # named once only
+proc = ctypes.c_void_p()
+print(lib.cuGetProcAddress_v2(b"cuGetExportTable", ctypes.byref(proc), 13000, 0, None),
+      bool(proc.value))
+"""
+
+
+def test_export_tables_known_refused_and_unknown(tmp_path):
+    """Needs neither nvcc nor an agent: the tables are answered in the interposer."""
+    lib = interposer_dir() / "libcuda.so.1"
+    done = subprocess.run([sys.executable, "-c", EXPORT_TABLE_PROBE, str(lib)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.split("\n")[:4] == ["0 True", "500 False", "801 False", "0 True"]
+    assert done.stderr == ("gleam: export table 00112233-4455-6677-8899-aabbccddeeff is not "
+                           "provided; returning CUDA_ERROR_NOT_SUPPORTED\n")

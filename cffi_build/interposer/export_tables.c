@@ -423,6 +423,25 @@ static void *g_live_any(const char *name)
     return NULL;
 }
 
+/* Unknown UUIDs already named on stderr (one line each; a library may ask
+ * on every call). Beyond 32 distinct ones every request is named. */
+static pthread_mutex_t g_unknown_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t g_unknown[32][16];
+static int g_nunknown;
+
+static int first_time_unknown(const uint8_t *uuid)
+{
+    int first = 1;
+
+    pthread_mutex_lock(&g_unknown_lock);
+    for (int i = 0; i < g_nunknown && first; i++)
+        first = memcmp(g_unknown[i], uuid, 16) != 0;
+    if (first && g_nunknown < 32)
+        memcpy(g_unknown[g_nunknown++], uuid, 16);
+    pthread_mutex_unlock(&g_unknown_lock);
+    return first;
+}
+
 static void uuid_text(const uint8_t *u, char out[37])
 {
     static const int dash[16] = {0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0};
@@ -458,9 +477,12 @@ CUresult gli_cuGetExportTable(const void **ppExportTable, const CUuuid *pExportT
         *ppExportTable = NULL;
         return CUDA_ERROR_NOT_FOUND;
     }
-    uuid_text((const uint8_t *)pExportTableId->bytes, text);
-    fprintf(stderr, "gleam: export table %s is not provided; returning CUDA_ERROR_NOT_SUPPORTED\n",
-            text);
+    if (first_time_unknown((const uint8_t *)pExportTableId->bytes) || gl_trace_on) {
+        uuid_text((const uint8_t *)pExportTableId->bytes, text);
+        fprintf(stderr,
+                "gleam: export table %s is not provided; returning CUDA_ERROR_NOT_SUPPORTED\n",
+                text);
+    }
     *ppExportTable = NULL;
     return CUDA_ERROR_NOT_SUPPORTED;
 }
