@@ -356,6 +356,18 @@ ROWS: tuple[Row, ...] = (
     # cudart asks it of the primary context on each new thread (interposer/runtime.c).
     R("cuCtxGetApiVersion", "CUcontext ctx, unsigned int *version", LOCAL,
       (s("cuCtxGetApiVersion", 3020),), ctx=False),
+    # Context and stream queries of cudaGetDeviceFlags, cudaDeviceGetLimit,
+    # cudaDeviceGetStreamPriorityRange, cudaStreamGetPriority and
+    # cudaPointerGetAttributes (interposer/runtime.c).
+    R("cuCtxGetFlags", "unsigned int *flags", LOCAL, (s("cuCtxGetFlags", 7000),)),
+    R("cuCtxGetLimit", "size_t *pvalue, CUlimit limit", LOCAL, (s("cuCtxGetLimit", 3010),)),
+    R("cuCtxSetLimit", "CUlimit limit, size_t value", LOCAL, (s("cuCtxSetLimit", 3010),)),
+    R("cuCtxGetStreamPriorityRange", "int *leastPriority, int *greatestPriority", LOCAL,
+      (s("cuCtxGetStreamPriorityRange", 5050),)),
+    R("cuStreamGetPriority", "CUstream hStream, int *priority", LOCAL,
+      (ptsz("cuStreamGetPriority", 5050),)),
+    R("cuPointerGetAttributes", "unsigned int numAttributes, CUpointer_attribute *attributes, "
+      "void **data, CUdeviceptr ptr", LOCAL, (s("cuPointerGetAttributes", 7000),)),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

@@ -25,7 +25,7 @@ from .cuda_mesh import host_mesh, run_through
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "examples" / "cuda" / "runtime"
-PROGRAMS = ("vadd", "streams", "symbols", "errors", "threads", "reset")
+PROGRAMS = ("vadd", "streams", "symbols", "errors", "threads", "reset", "props")
 
 NVCC = shutil.which("nvcc")
 
@@ -136,6 +136,17 @@ def test_device_reset_drops_cudart_state_and_work_goes_on(mesh, binaries, kind):
     assert verdict == {"ok": True, "first": 0, "reset": "cudaSuccess", "second": 0}
     after = done.stderr.split("gleam: trace: cuDevicePrimaryCtxReset\n", 1)[1]
     assert "gleam: trace: cuDevicePrimaryCtxRetain\n" in after
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_device_context_stream_and_pointer_queries(mesh, binaries, kind):
+    client, _ = mesh
+    done, verdict = run_through(client, flavour(binaries, "props", kind))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert verdict["ok"] and verdict["failed"] == 0, done.stderr
+    assert verdict["name"].startswith("gleam host device") and verdict["cc"] == 80
+    assert verdict["flags_blocking"] and verdict["priorities"] == [0, 0]
+    assert verdict["pointer_type"] == 2 and verdict["stack"] == 1024
 
 
 @pytest.mark.parametrize("kind", ("static", "shared"))

@@ -34,6 +34,7 @@ typedef size_t (*CUoccupancyB2DSize)(int blockSize);
 typedef int CUlibraryOption;
 typedef int CUdriverProcAddressQueryResult;
 typedef int CUmoduleLoadingMode;
+typedef int CUlimit;
 /* cuCtxCreate_v4's parameters (execution affinity and CIG); gleam accepts only
  * a NULL pointer or one whose members are both NULL. */
 typedef struct { void *execAffinityParams; int numExecAffinityParams; void *cigParams; } CUctxCreateParams;

@@ -3,7 +3,8 @@
  * its own bookkeeping (module loading mode, context flags and limits); see
  * docs/cuda-forwarding.md, "Runtime API (libcudart)". State: the module
  * made for each library whose globals were asked for (a map under its own
- * lock; entries live as long as the process, like the minted handles).
+ * lock; entries live as long as the process, like the minted handles), and
+ * the context limits as set (one set per process, under the same lock).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -92,5 +93,127 @@ CUresult gli_cuCtxGetApiVersion(CUcontext ctx, unsigned int *version, int ptds)
     if (h == 0 || gl_check_handle(GL_H_CTX, h) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_CONTEXT;
     *version = 3020;
+    return CUDA_SUCCESS;
+}
+
+/* The context flags are the primary context's of the current device (cudart
+ * sets them with cuDevicePrimaryCtxSetFlags; gleam keeps no others). */
+CUresult gli_cuCtxGetFlags(unsigned int *flags, int ptds)
+{
+    CUdevice dev;
+    int active;
+    CUresult r = gli_cuCtxGetDevice(&dev, ptds);
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (flags == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return gli_cuDevicePrimaryCtxGetState(dev, flags, &active, ptds);
+}
+
+/* CUlimit values 0..6 with the defaults NVIDIA's driver reports: stack
+ * size, printf FIFO, malloc heap, device-runtime sync depth and pending
+ * launches, L2 fetch granularity, persisting L2 size. The host device has
+ * none of these resources; the numbers only have to be sane. */
+#define GL_LIMITS 7
+static size_t g_limits[GL_LIMITS] = {1024, 1 << 20, 8 << 20, 2, 2048, 32, 0};
+#define GL_CUDA_ERROR_UNSUPPORTED_LIMIT 215
+
+CUresult gli_cuCtxGetLimit(size_t *pvalue, CUlimit limit, int ptds)
+{
+    CUresult r = gl_ready();
+
+    (void)ptds;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (pvalue == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (limit < 0 || limit >= GL_LIMITS)
+        return GL_CUDA_ERROR_UNSUPPORTED_LIMIT;
+    pthread_mutex_lock(&g_lock);
+    *pvalue = g_limits[limit];
+    pthread_mutex_unlock(&g_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult gli_cuCtxSetLimit(CUlimit limit, size_t value, int ptds)
+{
+    CUresult r = gl_ready();
+
+    (void)ptds;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (limit < 0 || limit >= GL_LIMITS)
+        return GL_CUDA_ERROR_UNSUPPORTED_LIMIT;
+    pthread_mutex_lock(&g_lock);
+    g_limits[limit] = value;
+    pthread_mutex_unlock(&g_lock);
+    return CUDA_SUCCESS;
+}
+
+/* The host device runs every stream in order on one executor thread: one
+ * priority, 0 (NVIDIA's driver clamps a requested priority into the range,
+ * so cudaStreamCreateWithPriority still works). */
+CUresult gli_cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority, int ptds)
+{
+    CUresult r = gl_ready();
+
+    (void)ptds;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (gl_ctx_current() == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (leastPriority)
+        *leastPriority = 0;
+    if (greatestPriority)
+        *greatestPriority = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult gli_cuStreamGetPriority(CUstream hStream, int *priority, int ptds)
+{
+    CUresult r = gl_ready();
+
+    (void)ptds;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (priority == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = gl_check_handle(GL_H_STREAM, (uint64_t)(uintptr_t)hStream)) != CUDA_SUCCESS)
+        return r;
+    *priority = 0;
+    return CUDA_SUCCESS;
+}
+
+/* The size of each CUpointer_attribute's value (CUDA 13's cuda.h, 1..21). */
+static size_t pointer_attribute_size(CUpointer_attribute a)
+{
+    static const uint8_t size[22] = {0, 8, 4, 8, 8, 16, 4, 8, 4, 4, 4,
+                                     8, 8, 4, 8, 4, 4, 8, 8, 8, 8, 4};
+    return a >= 1 && a <= 21 ? size[a] : 0;
+}
+
+/* As the driver documents: a value that cannot be given (an address that is
+ * no CUDA memory, an attribute gleam does not track) is zeroed, and the call
+ * still succeeds. */
+CUresult gli_cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
+                                    void **data, CUdeviceptr ptr, int ptds)
+{
+    CUresult r = gl_ready();
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (numAttributes > 0 && (attributes == NULL || data == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned int i = 0; i < numAttributes; i++) {
+        size_t size = pointer_attribute_size(attributes[i]);
+        if (size == 0 || data[i] == NULL)
+            return CUDA_ERROR_INVALID_VALUE;
+        /* Zeroed first: the single-attribute getter writes booleans as one
+         * byte, and cudart reads them here as 4-byte integers. */
+        memset(data[i], 0, size);
+        if (gli_cuPointerGetAttribute(data[i], attributes[i], ptr, ptds) != CUDA_SUCCESS)
+            memset(data[i], 0, size);
+    }
     return CUDA_SUCCESS;
 }
