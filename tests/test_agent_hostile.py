@@ -174,15 +174,21 @@ async def test_a_flood_of_bad_connections_is_summarised_not_logged_each(agents, 
     """300 connections of random bytes, bogus length prefixes and early closes: a few
     log lines, a count per source and reason, and the agent still serves its mesh."""
     a = await agents.start("a", mesh_key)
+    a.refusals.interval_s = 3600  # the whole flood in one interval, however slow the machine
     garbage = [os.urandom(64), struct.pack(">I", 1 << 31), b"GET / HTTP/1.1\r\n\r\n", b""]
     caplog.set_level("WARNING", logger="gleam.peer.agent")
-    for i in range(300):
+
+    async def attack(i: int) -> None:
         stream = await _open(a)
         await stream.send_all(garbage[i % len(garbage)])
         if i % len(garbage) == len(garbage) - 1:
             await stream.aclose()  # hangs up before saying anything
         else:
-            await _read_until_closed(stream)
+            await _read_until_closed(stream)  # idle ones wait for the handshake timeout
+
+    async with trio.open_nursery() as nursery:  # at once, so the timeouts overlap
+        for i in range(300):
+            nursery.start_soon(attack, i)
     refused = lambda: [r for r in caplog.records if "refused" in r.getMessage()]  # noqa: E731
     await wait_until(lambda: len(refused()) >= 1)
     assert len(refused()) <= 8, [r.getMessage() for r in refused()]
