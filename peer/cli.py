@@ -23,6 +23,7 @@ log = logging.getLogger("gleam")
 MODULE_COMMANDS = {
     "train": "gleam.peer.train",
     "demo": "gleam.peer.demo",
+    "cache": "gleam.peer.cache.command",
 }
 
 

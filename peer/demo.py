@@ -103,6 +103,7 @@ def _summary(runs: list[dict[str, Any]]) -> None:
         table.add_column(f"run {i + 1}")
     rows: dict[str, list[str]] = {key: [] for key in (
         "ran on", "why there", "calls (one-way + waiting)", "sent / received",
+        "saved by the blob cache",
         "envelopes sent", "round trips", "wall time", "result")}
     for run in runs:
         s = run.get("session") or {}
@@ -113,6 +114,10 @@ def _summary(runs: list[dict[str, Any]]) -> None:
             f"{s.get('calls', 0):,} ({s.get('oneway', 0):,} + {s.get('waiting', 0):,})")
         rows["sent / received"].append(
             f"{_mb(s.get('bytes_to_server', 0))} / {_mb(s.get('bytes_from_server', 0))}")
+        hit = s.get("hit_rate")
+        rows["saved by the blob cache"].append(
+            f"{_mb(s.get('bytes_saved', 0))} ({s.get('refs', 0):,} references, hit rate "
+            f"{'-' if hit is None else f'{hit:.0%}'})")
         rows["envelopes sent"].append(f"{s.get('batches', 0):,}")
         rows["round trips"].append(f"{s.get('waiting', 0):,}")
         rows["wall time"].append(f"{run['seconds']:.2f} s (device {res.get('gpu_ms', 0):.1f} ms)")

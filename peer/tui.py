@@ -131,17 +131,21 @@ def _peers(doc: dict[str, Any], compact: bool) -> Table:
 
 def _sessions(doc: dict[str, Any]) -> Table:
     table = Table(title="sessions", expand=True, title_justify="left")
-    for column in ("id", "role", "peer", "calls", "bytes", "cache hits"):
+    for column in ("id", "role", "peer", "calls", "bytes", "saved", "cache hits"):
         table.add_column(column, no_wrap=True, ratio=2 if column == "peer" else None)
     sessions = doc.get("sessions", [])
     for s in sessions:
-        hits = s.get("cache_hits")
+        # Client sessions carry the blob cache's hit rate (bytes referenced / cacheable bytes).
+        rate, hits = s.get("hit_rate"), s.get("cache_hits")
+        shown = f"{rate:.0%}" if rate is not None else "-" if hits is None else str(hits)
+        saved = s.get("bytes_saved")
         table.add_row(
             str(s.get("id", "?"))[:8], s.get("role", "?"), s.get("peer", "?"),
-            f"{s.get('calls', 0):,}", _bytes(s.get("bytes")), "-" if hits is None else str(hits),
+            f"{s.get('calls', 0):,}", _bytes(s.get("bytes")),
+            _bytes(saved) if saved else "-", shown,
         )
     if not sessions:
-        table.add_row("(none)", "", "", "", "", "")
+        table.add_row("(none)", "", "", "", "", "", "")
     return table
 
 

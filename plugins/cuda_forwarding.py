@@ -52,10 +52,17 @@ def gleam_agent_stopping(agent: Agent) -> None:
 @hookimpl
 def gleam_control_request(agent: Agent, op: str, args: dict[str, Any]) -> Any:
     fw = _of(agent)
-    if fw is None or op not in ("cuda_attach", "cuda_sessions"):
+    if fw is None or op not in ("cuda_attach", "cuda_sessions", "cache", "cache_clear"):
         return None
     if op == "cuda_attach":
         return Attach(fw, args)
+    if op == "cache":
+        return fw.cache_status(entries=bool(args.get("entries")))
+    if op == "cache_clear":
+        cleared = fw.store.clear() if fw.store is not None else 0
+        for known in fw.knowledge.values():
+            known.reset(b"")
+        return {"cleared": cleared}
     rows = fw.rows()
     return {
         **fw.status(),

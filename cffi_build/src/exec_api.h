@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "blobcache.h"
 #include "gl_session.h"
 
 struct gl_exec;
@@ -22,7 +23,7 @@ typedef struct gl_backend gl_backend;
 
 /* Malformed batches: gl_exec_run returns a gl_batch_reader code or one of these. */
 enum {
-    GL_EXEC_E_REF = -100,     /* blob references are not accepted yet */
+    GL_EXEC_E_REF = -100,     /* a blob reference that was not resolved */
     GL_EXEC_E_CALL = -101,    /* unknown call id */
     GL_EXEC_E_ONEWAY = -102,  /* ONEWAY flag disagrees with the call's class */
     GL_EXEC_E_ORDER = -103,   /* a waiting record that is not the last */
@@ -60,6 +61,7 @@ typedef struct {
 
 typedef struct {
     uint64_t records, oneway, waiting, launches, bytes_h2d, bytes_d2h, errors;
+    uint64_t refs, bytes_ref; /* REF records resolved, and the bytes they stood for */
     uint64_t per_call[GL_CALL_COUNT_MAX];
 } gl_exec_stats_t;
 
@@ -74,6 +76,12 @@ uint64_t gl_exec_va_base(gl_exec *x);
 uint64_t gl_exec_va_size(gl_exec *x);
 int gl_exec_run(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *reply, size_t reply_cap,
                 size_t *reply_len);
+/* gl_exec_run where REF records may name one of slots[0 .. nslots) (the
+ * caller resolved them through its blob store; they must stay valid for the
+ * call). A REF naming no slot is GL_EXEC_E_REF, checked before anything runs. */
+int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *reply,
+                      size_t reply_cap, size_t *reply_len, const gl_blob_slot *slots,
+                      uint32_t nslots);
 void gl_exec_free(gl_exec *x);
 void gl_exec_stats(gl_exec *x, gl_exec_stats_t *out);
 void *gl_exec_host_ptr(gl_exec *x, uint64_t dptr, uint64_t size);

@@ -304,8 +304,17 @@ void gl_exec_stats(gl_exec *x, gl_exec_stats_t *out)
     *out = x->stats;
 }
 
-/* Checks everything about a batch that does not depend on running it. */
-static int validate(const uint8_t *batch, size_t len)
+static const gl_blob_slot *find_slot(const gl_blob_slot *slots, uint32_t n, const gl_record *rec)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (slots[i].len == rec->ref_size && memcmp(slots[i].digest, rec->ref_digest, 32) == 0)
+            return &slots[i];
+    return NULL;
+}
+
+/* Checks everything about a batch that does not depend on running it. A REF
+ * record must name one of the blobs the caller resolved for this batch. */
+static int validate(const uint8_t *batch, size_t len, const gl_blob_slot *slots, uint32_t nslots)
 {
     gl_batch_reader rd;
     gl_record rec;
@@ -313,7 +322,8 @@ static int validate(const uint8_t *batch, size_t len)
     if (rc != GL_OK)
         return rc;
     while ((rc = gl_batch_reader_next(&rd, &rec)) == 1) {
-        if (rec.flags & GL_REC_REF)
+        if ((rec.flags & GL_REC_REF) &&
+            (rec.ref_size > UINT32_MAX || find_slot(slots, nslots, &rec) == NULL))
             return GL_EXEC_E_REF;
         if (rec.call_id >= GL_CALL_COUNT)
             return GL_EXEC_E_CALL;
@@ -334,11 +344,18 @@ static void put32(uint8_t *p, uint32_t v)
 int gl_exec_run(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *reply, size_t reply_cap,
                 size_t *reply_len)
 {
+    return gl_exec_run_blobs(x, batch, len, reply, reply_cap, reply_len, NULL, 0);
+}
+
+int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *reply,
+                      size_t reply_cap, size_t *reply_len, const gl_blob_slot *slots,
+                      uint32_t nslots)
+{
     if (reply_len != NULL)
         *reply_len = 0;
     if (reply == NULL || reply_cap < GL_REPLY_HEADER_SIZE || reply_len == NULL)
         return GL_EXEC_E_REPLY;
-    int rc = validate(batch, len);
+    int rc = validate(batch, len, slots, nslots);
     if (rc != GL_OK)
         return rc;
     gl_exec *prev = gl_cur;
@@ -350,6 +367,17 @@ int gl_exec_run(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *reply, si
     gl_batch_reader_open(&rd, batch, len);
     int replied = 0;
     while (gl_batch_reader_next(&rd, &rec) == 1) {
+        if (rec.flags & GL_REC_REF) {
+            /* The blob stands in for the payload; validate() found it. */
+            const gl_blob_slot *b = find_slot(slots, nslots, &rec);
+            rec.flags = (uint8_t)((rec.flags & ~GL_REC_REF) | GL_REC_INLINE);
+            rec.payload = b->data;
+            rec.payload_len = (uint32_t)b->len;
+            rec.ref_digest = NULL;
+            rec.ref_size = 0;
+            x->stats.refs++;
+            x->stats.bytes_ref += b->len;
+        }
         gl_reply_out o = {.bytes = reply + GL_REPLY_HEADER_SIZE,
                           .cap = reply_cap - GL_REPLY_HEADER_SIZE};
         CUresult r = gl_dispatch(x, &rec, &o);
@@ -391,7 +419,7 @@ const char *gl_exec_strerror(int code)
 {
     switch (code) {
     case GL_EXEC_E_REF:
-        return "blob reference records are not accepted by the executor";
+        return "blob reference to a blob the server does not hold";
     case GL_EXEC_E_CALL:
         return "unknown call id";
     case GL_EXEC_E_ONEWAY:

@@ -6,6 +6,7 @@ int gl_native_abi_version(void);
 #include "hostspeed.h"
 #include "sketch.h"
 #include "pingpong.h"
+#include "blobcache.h"
 #include "exec_api.h"
 #include "fatbin.h"
 #include "ptx.h"

@@ -140,6 +140,7 @@ class Attach(Handoff):
             return
         client = self._client(stream, buffered, session, LinkChannel(link), program, pid,
                               hello.backend, forward=LinkChannel(link).submit_batch)
+        client.blobs = fw.session_blobs(link, session, answer)
         fw.add_route(session, Route(client, link, None))
         client.start()
 

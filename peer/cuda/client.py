@@ -72,6 +72,9 @@ class ClientSession:
         self.bytes_to_server = 0
         self.bytes_from_server = 0
         self.failed: str | None = None
+        # The blob cache's side of this session (peer/cache/client.py); None
+        # when the server caches nothing or serves from this agent.
+        self.blobs: Any = None
         self._closed = False
         self._forward = forward
         self._on_end = on_end
@@ -93,6 +96,8 @@ class ClientSession:
                 return
             self.replies += 1
             self.bytes_from_server += len(buf)
+            if self.blobs is not None:
+                self.blobs.replied()
             # When the interposer is gone its reader notices and ends the session.
             with contextlib.suppress(OSError):
                 self.sock.sendall(buf)
@@ -152,6 +157,8 @@ class ClientSession:
                 buf = self._read_one()
                 if buf is None:
                     break
+                if self.blobs is not None:
+                    buf = self.blobs.outgoing(buf)
                 envelope.stamp_session(buf, self.session)
                 self.batches += 1
                 self.records += envelope.record_count(buf, envelope.HEADER_SIZE)
@@ -178,8 +185,16 @@ class ClientSession:
                     self.sock.close()
             self._on_end(self, reason)
 
+    def send_blob(self, envelope_bytes: bytes) -> None:
+        """A resend the server asked for (any thread); it counts as bytes sent."""
+        self.bytes_to_server += len(envelope_bytes)
+        self.channel.submit_batch(envelope_bytes)
+
     def row(self) -> dict[str, Any]:
-        return {
+        cache = self.blobs.row() if self.blobs is not None else {
+            "h2d_sent": None, "bytes_saved": 0, "refs": 0, "ref_misses": 0,
+            "bytes_resent": 0, "hit_rate": None}
+        return {**cache,
             "id": f"{self.session:016x}", "role": "client", "peer": self.channel.name,
             "program": self.program, "pid": self.pid, "backend": self.backend,
             "reason": self.reason, "started": self.started, "batches": self.batches,

@@ -14,8 +14,8 @@ import struct
 from gleam.peer.nativelib import lib as _native_lib
 
 HEADER_SIZE = 16
-BATCH, REPLY, HELLO, FAIL = 1, 2, 3, 4
-TYPE_NAMES = {BATCH: "BATCH", REPLY: "REPLY", HELLO: "HELLO", FAIL: "FAIL"}
+BATCH, REPLY, HELLO, FAIL, BLOB = 1, 2, 3, 4, 5
+TYPE_NAMES = {BATCH: "BATCH", REPLY: "REPLY", HELLO: "HELLO", FAIL: "FAIL", BLOB: "BLOB"}
 
 # What one envelope may carry: a host-to-device chunk (GL_COPY_CHUNK, from
 # gl_session.h) inside a batch, with room for the batch and record headers.

@@ -18,12 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from gleam.peer.cache.blobs import CachePolicy
+from gleam.peer.cache.client import ServerKnowledge, SessionBlobs
+from gleam.peer.cache.store import BlobStore
 from gleam.peer.cuda import envelope
 from gleam.peer.cuda.backend import OpenedBackend, kernel_registry, open_backend
 from gleam.peer.cuda.channel import LinkChannel
 from gleam.peer.cuda.choose import advert
 from gleam.peer.cuda.client import ClientSession
 from gleam.peer.cuda.messages import (
+    CudaBlobWant,
     CudaClose,
     CudaOpen,
     CudaOpened,
@@ -74,6 +78,11 @@ class CudaForwarding:
         self.finished: collections.deque[dict[str, Any]] = collections.deque(maxlen=32)
         self.stopped = False
         self._lock = threading.Lock()
+        # The blob cache (docs/cache.md): what this agent serves from, and what
+        # it believes each server it sends to holds.
+        self.policy = CachePolicy.from_env()
+        self.store: BlobStore | None = None
+        self.knowledge: dict[str, ServerKnowledge] = {}
 
     @property
     def backend_name(self) -> str | None:
@@ -88,6 +97,9 @@ class CudaForwarding:
                 backend.close()
             return
         self.backend = backend
+        if backend is not None and self.store is None:
+            root = self.agent.config.state.path / "blobs"
+            self.store = await trio.to_thread.run_sync(BlobStore, root)
         log.info("%s", self.note)
         self.ready.set()
 
@@ -99,6 +111,8 @@ class CudaForwarding:
             route.client.fail("the gleam agent is shutting down")
         for served in self.server.close_all(None, "the serving agent is shutting down"):
             served.join(STOP_JOIN)
+        if self.store is not None:
+            self.store.close()
         if self.backend is not None:
             # Frees the backend now, or when its last session closes.
             self.backend.close()
@@ -159,6 +173,8 @@ class CudaForwarding:
             elif isinstance(message, CudaOpened):
                 # Nobody waits any more (timed out): free the server's side.
                 link.io.submit(CudaClose(session=message.session, reason="nobody waits for it"))
+        elif isinstance(message, CudaBlobWant):
+            self.resend(link, message)
         elif isinstance(message, CudaClose):
             if not self.server.close(link.node_id, message.session, message.reason):
                 route = self.routes.get(message.session)
@@ -167,6 +183,31 @@ class CudaForwarding:
         else:
             return None
         return True
+
+    def resend(self, link: PeerLink, want: CudaBlobWant) -> None:
+        """The server missed references of one of our sessions: send their bytes."""
+        route = self.routes.get(want.session)
+        if route is None or route.link is not link or route.client.blobs is None:
+            return
+        for digest in want.digests:
+            blob = route.client.blobs.resend(digest)
+            if blob is None:
+                log.warning("session %016x: %s asked for a blob this agent no longer holds",
+                            want.session, link.peer.name)
+                route.client.fail(f"{link.peer.name} missed a cached blob that cannot be resent")
+                return
+            route.client.send_blob(blob)
+
+    def session_blobs(self, link: PeerLink, session: int,
+                      opened: CudaOpened) -> SessionBlobs | None:
+        """The cache's side of a new client session (None: the server caches nothing)."""
+        if opened.cache_min <= 0:
+            return None
+        knowledge = self.knowledge.setdefault(link.node_id, ServerKnowledge())
+        knowledge.reset(opened.cache_summary)
+        policy = CachePolicy(h2d_min=max(self.policy.h2d_min, opened.cache_min),
+                             image_min=max(self.policy.image_min, opened.cache_image_min))
+        return SessionBlobs(session, knowledge, policy)
 
     def on_peer_lost(self, link: PeerLink, reason: str) -> None:
         why = f"lost the link to {link.peer.name}: {reason}"
@@ -182,7 +223,7 @@ class CudaForwarding:
     # ------------------------------------------------------------ serving
 
     async def new_served(self, session: int, channel: Any, program: str,
-                         client: str) -> ServedSession:
+                         client: str, cached: bool = False) -> ServedSession:
         """A served session on this agent's backend (not started yet)."""
         from gleam.peer.cuda import native
 
@@ -192,6 +233,7 @@ class CudaForwarding:
             session=session, channel=channel, program=program, client=client,
             exec=exec_session, reply_capacity=native.REPLY_CAPACITY,
             batch_error=native.BatchError, on_end=self._served_ended,
+            store=self.store if cached else None, policy=self.policy,
         )
 
     def _served_ended(self, served: ServedSession, reason: str) -> None:
@@ -209,7 +251,8 @@ class CudaForwarding:
             return
         try:
             served = await self.new_served(
-                msg.session, LinkChannel(link), msg.program, msg.client or link.peer.name
+                msg.session, LinkChannel(link), msg.program, msg.client or link.peer.name,
+                cached=True,
             )
         except Exception as exc:  # the backend refused: tell the client why
             self.server.release(msg.session)
@@ -221,14 +264,14 @@ class CudaForwarding:
             served.exec.close()
             return
         self.server.add(served)
-        link.io.submit(self.opened(msg.session, served))
+        link.io.submit(self.opened(msg.session, served, cached=True))
 
     def refusal(self, session: int) -> str | None:
         if self.backend is None:
             return f"{self.agent.config.name} serves no CUDA ({self.note})"
         return self.server.admit(session)
 
-    def opened(self, session: int, served: ServedSession) -> CudaOpened:
+    def opened(self, session: int, served: ServedSession, cached: bool = False) -> CudaOpened:
         assert self.backend is not None
         devices = tuple(
             DeviceRecord(
@@ -242,7 +285,15 @@ class CudaForwarding:
             session=session, va_base=served.exec.va_base, va_size=served.exec.va_size,
             driver_version=self.backend.driver_version, backend=self.backend.name,
             server=self.agent.config.name[:64], devices=devices,
+            **self.cache_offer(cached),
         )
+
+    def cache_offer(self, cached: bool) -> dict[str, Any]:
+        """The cache fields of ``cuda_opened``: what this server holds and stores."""
+        if not cached or self.store is None:
+            return {}
+        return {"cache_summary": self.store.summary(), "cache_min": self.policy.h2d_min,
+                "cache_image_min": self.policy.image_min}
 
     # ------------------------------------------------------------ status
 
@@ -260,9 +311,21 @@ class CudaForwarding:
         speeds = [g.gflops for g in self.agent.mesh.gpus if g.backend == name and g.gflops]
         return advert(name, self.server.count(), sum(speeds) if speeds else None)
 
+    def cache_status(self, entries: bool = False) -> dict[str, Any]:
+        """`gleam-peer cache`: the store's tiers, and what this agent knows of other servers."""
+        out: dict[str, Any] = {
+            "policy": {"h2d_min": self.policy.h2d_min, "image_min": self.policy.image_min},
+            "store": self.store.stats() if self.store is not None else None,
+            "known": {node[:12]: len(k) for node, k in self.knowledge.items()},
+        }
+        if entries and self.store is not None:
+            out["entries"] = self.store.entries()
+        return out
+
     def status(self) -> dict[str, Any]:
         return {
             "backend": self.backend_name or "none", "note": self.note,
             "client_sessions": len(self.routes), "served_sessions": self.server.count(),
             "max_sessions": self.server.max_sessions,
+            "cache": self.store.stats() if self.store is not None else None,
         }

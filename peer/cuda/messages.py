@@ -19,6 +19,8 @@ MAX_REASON = 500
 MAX_DEVICES = 8
 MAX_ATTRS = 256
 MAX_NAME = 256
+MAX_SUMMARY = 8 * 16384
+MAX_WANTED = 64
 _U64 = 2**64 - 1
 
 
@@ -73,10 +75,17 @@ class CudaOpened(Message):
     backend: str
     server: str
     devices: tuple[DeviceRecord, ...]
+    # The blob cache (docs/cache.md): 8-byte prefixes of the digests the server
+    # holds, and the smallest copy and image it stores (0: it caches nothing).
+    cache_summary: bytes = b""
+    cache_min: int = 0
+    cache_image_min: int = 0
 
     def __post_init__(self) -> None:
         _session(self.session)
         _check(len(self.devices) <= MAX_DEVICES, "too many devices")
+        _check(len(self.cache_summary) <= MAX_SUMMARY and len(self.cache_summary) % 8 == 0,
+               "bad cache summary")
         _check(len(self.backend) <= 15 and len(self.server) <= 64, "backend or server too long")
 
 
@@ -100,6 +109,20 @@ class CudaClose(Message):
     def __post_init__(self) -> None:
         _session(self.session)
         _check(len(self.reason) <= MAX_REASON, "reason too long")
+
+
+@register_message("cuda_blob_want")
+@dataclasses.dataclass(frozen=True)
+class CudaBlobWant(Message):
+    """The server missed these references (evicted): the client resends their bytes."""
+
+    session: int
+    digests: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        _session(self.session)
+        _check(0 < len(self.digests) <= MAX_WANTED, "bad number of digests")
+        _check(all(len(d) == 32 for d in self.digests), "a digest must be 32 bytes")
 
 
 def short_reason(text: str) -> str:

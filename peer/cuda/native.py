@@ -345,13 +345,28 @@ class ExecSession:
         self.va_size: int = lib.gl_exec_va_size(self._x)
         self._reply_len = ffi.new("size_t *")
 
-    def run(self, batch: bytes | bytearray | memoryview, reply: bytearray | memoryview) -> int:
-        """Runs a batch; the reply body's length, or -1 when the batch asked for none."""
+    def run(self, batch: bytes | bytearray | memoryview, reply: bytearray | memoryview,
+            blobs: list[tuple[bytes, bytes]] | None = None) -> int:
+        """Runs a batch; the reply body's length, or -1 when the batch asked for none.
+
+        ``blobs``: (digest, bytes) that the batch's blob references may name.
+        """
         if self._x == ffi.NULL:
             raise ValueError("the session is closed")
         src = ffi.from_buffer("uint8_t[]", batch)
         dst = ffi.from_buffer("uint8_t[]", reply, require_writable=True)
-        rc = lib.gl_exec_run(self._x, src, len(src), dst, len(dst), self._reply_len)
+        slots, keep = ffi.NULL, []
+        if blobs:
+            slots = ffi.new("gl_blob_slot[]", len(blobs))
+            for i, (digest, data) in enumerate(blobs):
+                buf = ffi.from_buffer("uint8_t[]", data)
+                keep.append(buf)
+                ffi.memmove(slots[i].digest, digest, 32)
+                slots[i].data = buf
+                slots[i].len = len(data)
+        rc = lib.gl_exec_run_blobs(self._x, src, len(src), dst, len(dst), self._reply_len,
+                                   slots, len(blobs or ()))
+        del keep
         if rc < 0:
             raise BatchError(rc, ffi.string(lib.gl_exec_strerror(rc)).decode())
         return self._reply_len[0] if rc == 1 else -1
@@ -365,7 +380,7 @@ class ExecSession:
         out: dict[str, Any] = {
             k: getattr(s, k)
             for k in ("records", "oneway", "waiting", "launches", "bytes_h2d", "bytes_d2h",
-                      "errors")
+                      "errors", "refs", "bytes_ref")
         }
         out["per_call"] = {n: s.per_call[i] for n, i in names.items() if s.per_call[i]}
         return out

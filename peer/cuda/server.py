@@ -18,9 +18,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from gleam.peer.cache.blobs import BatchBlobs, CachePolicy
+from gleam.peer.cache.store import BlobMismatch, BlobStore
 from gleam.peer.cuda import envelope
 from gleam.peer.cuda.channel import Channel
-from gleam.peer.cuda.messages import CudaClose, short_reason
+from gleam.peer.cuda.messages import MAX_WANTED, CudaBlobWant, CudaClose, short_reason
 
 log = logging.getLogger("gleam.cuda.server")
 
@@ -31,13 +33,22 @@ QUEUE_DEPTH = 64
 COPY_REPLY_BELOW = 256 * 1024
 STATS_EVERY = 0.5
 _STOP = None
+# How long the executor waits for the client to resend a blob it missed, and
+# how many bad resends (bytes that do not match the digest) it asks again for.
+RESEND_WAIT = 30.0
+RESEND_TRIES = 3
+
+
+class BlobsMissing(Exception):
+    """The client did not resend the blobs a reference named."""
 
 
 class ExecLike(Protocol):
     va_base: int
     va_size: int
 
-    def run(self, batch: memoryview, reply: memoryview) -> int: ...
+    def run(self, batch: memoryview, reply: memoryview,
+            blobs: list[tuple[bytes, bytes]] | None = None) -> int: ...
     def stats(self) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
@@ -60,8 +71,17 @@ class ServedSession:
     bytes_out: int = 0
     stats: dict[str, Any] = field(default_factory=dict)
     end_reason: str | None = None
+    # The blob cache (docs/cache.md); None for a session this agent serves itself.
+    store: BlobStore | None = None
+    policy: CachePolicy = field(default_factory=CachePolicy)
+    blob_refs: int = 0
+    blob_misses: int = 0
+    blob_refused: int = 0
 
     def __post_init__(self) -> None:
+        self._arrived: dict[bytes, bytes] = {}
+        self._wanted: dict[bytes, int] = {}  # digest -> bad resends so far
+        self._blob_cond = threading.Condition()
         self._queue: queue.Queue[memoryview | None] = queue.Queue(QUEUE_DEPTH)
         self._stopping = threading.Event()
         self._thread = threading.Thread(
@@ -95,6 +115,29 @@ class ServedSession:
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
 
+    def blob_arrived(self, body: memoryview) -> None:
+        """A BLOB envelope's body (the link's reader thread): a resend the executor asked for."""
+        if len(body) < 32 or self.store is None:
+            return
+        digest, data = bytes(body[:32]), bytes(body[32:])
+        with self._blob_cond:
+            if digest not in self._wanted:
+                return
+        try:
+            self.store.put_verified(digest, data)
+        except BlobMismatch as exc:
+            self.blob_refused += 1
+            log.warning("session %016x from %s: refused a resent blob: %s", self.session,
+                        self.client, exc)
+            with self._blob_cond:
+                self._wanted[digest] = tries = self._wanted.get(digest, 0) + 1
+            if tries < RESEND_TRIES:
+                self.channel.submit_control(CudaBlobWant(session=self.session, digests=(digest,)))
+            return
+        with self._blob_cond:
+            self._arrived[digest] = data
+            self._blob_cond.notify_all()
+
     # ----------------------------------------------------------- executor thread
 
     def _run(self) -> None:
@@ -118,6 +161,11 @@ class ServedSession:
                 if self.batches != seen and (idle or now - last_stats >= STATS_EVERY):
                     self.stats = self.exec.stats()
                     seen, last_stats = self.batches, now
+        except BlobsMissing as exc:
+            reason = short_reason(str(exc))
+            log.warning("session %016x from %s: %s", self.session, self.client, reason)
+            self.end_reason = reason
+            self.channel.submit_control(CudaClose(session=self.session, reason=reason))
         except self.batch_error as exc:
             reason = short_reason(f"malformed batch: {exc}")
             log.warning("session %016x from %s: %s", self.session, self.client, reason)
@@ -139,8 +187,9 @@ class ServedSession:
         self.batches += 1
         self.bytes_in += len(body) + envelope.HEADER_SIZE
         self.records += envelope.record_count(body)
+        blobs = self._blobs(body) if self.store is not None else None
         with memoryview(reply) as whole:
-            size = self.exec.run(body, whole[envelope.HEADER_SIZE :])
+            size = self.exec.run(body, whole[envelope.HEADER_SIZE :], blobs)
         if size < 0:
             return reply
         envelope.write_header(reply, envelope.REPLY, self.session, size)
@@ -153,6 +202,57 @@ class ServedSession:
         self.channel.submit_batch(memoryview(reply)[:total])
         return bytearray(envelope.HEADER_SIZE + self.reply_capacity)
 
+    def _blobs(self, body: memoryview) -> list[tuple[bytes, bytes]] | None:
+        """Stores the batch's cacheable inline payloads and resolves its references.
+
+        Inline payloads are hashed here (so what enters the store matches its
+        digest by construction); a reference the store misses is asked of the
+        client, and the executor waits for its verified bytes.
+        """
+        assert self.store is not None
+        scan = BatchBlobs(body, self.policy, hash_inline=True)
+        if not scan.items:
+            return None
+        found: list[tuple[bytes, bytes]] = []
+        missing: list[bytes] = []
+        for seen in scan.items:
+            if not seen.is_ref:
+                data = bytes(body[seen.offset:seen.offset + seen.length])
+                self.store.offer(seen.digest, data, image=seen.call_id != _H2D)
+                continue
+            self.blob_refs += 1
+            blob = self.store.get(seen.digest, seen.length)
+            if blob is None:
+                missing.append(seen.digest)
+            else:
+                found.append((seen.digest, blob))
+        if missing:
+            found += self._fetch(list(dict.fromkeys(missing)))
+        return found
+
+    def _fetch(self, digests: list[bytes]) -> list[tuple[bytes, bytes]]:
+        """Asks the client for blobs the store misses and waits for them (executor thread)."""
+        self.blob_misses += len(digests)
+        with self._blob_cond:
+            for d in digests:
+                self._wanted[d] = 0
+        for i in range(0, len(digests), MAX_WANTED):
+            self.channel.submit_control(
+                CudaBlobWant(session=self.session, digests=tuple(digests[i:i + MAX_WANTED])))
+        deadline = time.monotonic() + RESEND_WAIT
+        with self._blob_cond:
+            while not all(d in self._arrived for d in digests):
+                left = deadline - time.monotonic()
+                given_up = any(self._wanted.get(d, 0) >= RESEND_TRIES for d in digests)
+                if left <= 0 or given_up or self._stopping.is_set():
+                    raise BlobsMissing(
+                        f"the client did not resend {len(digests)} blob(s) the server missed")
+                self._blob_cond.wait(min(left, 0.2))
+            got = [(d, self._arrived.pop(d)) for d in digests]
+            for d in digests:
+                self._wanted.pop(d, None)
+        return got
+
     def row(self) -> dict[str, Any]:
         return {
             "id": f"{self.session:016x}", "role": "served", "peer": self.client,
@@ -160,6 +260,8 @@ class ServedSession:
             "calls": self.records, "waiting": self.replies,
             "bytes": self.bytes_in + self.bytes_out, "bytes_in": self.bytes_in,
             "bytes_out": self.bytes_out, "stats": dict(self.stats),
+            "blob_refs": self.blob_refs, "blob_misses": self.blob_misses,
+            "blob_refused": self.blob_refused,
         }
 
 
@@ -206,13 +308,16 @@ class SessionServer:
 
     def deliver(self, node_id: str, payload: bytes | memoryview) -> bool:
         """A data-plane payload from ``node_id`` (reader thread): True if it was ours."""
-        if not envelope.is_session_envelope(payload, (envelope.BATCH,)):
+        if not envelope.is_session_envelope(payload, (envelope.BATCH, envelope.BLOB)):
             return False
         session = envelope.session_of(payload)
         served = self._sessions.get(session)
         if served is None or served.channel.node_id != node_id:
             log.warning("dropped a batch for session %016x: not a session of %s",
                         session, node_id[:8])
+            return True
+        if payload[4] == envelope.BLOB:
+            served.blob_arrived(memoryview(payload)[envelope.HEADER_SIZE :])
             return True
         served.put(memoryview(payload)[envelope.HEADER_SIZE :])
         return True
@@ -237,3 +342,12 @@ class SessionServer:
         with self._lock:
             sessions = list(self._sessions.values())
         return [s.row() for s in sessions]
+
+
+def _h2d_id() -> int:
+    from gleam.peer.cuda.native import call_ids
+
+    return call_ids()["glMemcpyHtoD"]
+
+
+_H2D = _h2d_id()

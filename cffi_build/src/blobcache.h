@@ -1,0 +1,73 @@
+/*
+ * blobcache.h — the native half of gleam's content-addressed blob cache
+ * (docs/cache.md): SHA-256 of payloads, finding the cacheable payloads of a
+ * call batch, and rewriting a batch so that chosen payloads travel as blob
+ * references.
+ *
+ * Ownership rules
+ *   - Nothing here allocates or keeps a pointer past the call; every buffer
+ *     is the caller's. There is no mutable global state: the functions are
+ *     re-entrant and may run on any number of threads at once.
+ *   - Batches are untrusted: they go through gl_batch_reader, which never
+ *     reads outside the buffer.
+ */
+#ifndef GLEAM_BLOBCACHE_H
+#define GLEAM_BLOBCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GL_DIGEST_SIZE 32
+
+/* One cacheable payload of a batch. INLINE payloads: offset/len locate the
+ * bytes in the batch and digest is their SHA-256 (computed here). REF
+ * records: is_ref is 1, digest/len are the reference's, offset is 0.
+ * Set substitute to 1 (caller) to have gl_batch_rewrite_refs send it as a
+ * reference. */
+typedef struct {
+    uint8_t digest[GL_DIGEST_SIZE];
+    uint64_t offset;
+    uint64_t len;
+    uint16_t call_id;
+    uint8_t is_ref;
+    uint8_t substitute;
+} gl_blob_seen;
+
+/* What is worth addressing: host-to-device copies of at least h2d_min bytes,
+ * module and library images of at least image_min bytes. */
+typedef struct {
+    uint64_t h2d_min;
+    uint64_t image_min;
+} gl_cache_policy;
+
+/* A blob the executor may use for a REF record of the batch it runs. */
+typedef struct {
+    uint8_t digest[GL_DIGEST_SIZE];
+    const uint8_t *data;
+    uint64_t len;
+} gl_blob_slot;
+
+/* SHA-256 of p[0 .. n) into out. GL_OK, or GL_E_INVALID when libcrypto fails. */
+int gl_sha256(const uint8_t *p, size_t n, uint8_t out[GL_DIGEST_SIZE]);
+
+/* Walks a batch and lists its cacheable payloads (at most max; the rest are
+ * ignored) in *n, hashing INLINE ones when hash_inline is set (else their
+ * digest is zero). *waits is 1 when the batch ends with a waiting record;
+ * *h2d_inline is the bytes of every INLINE host-to-device payload (any size).
+ * Returns GL_OK or the batch's GL_E_* code. */
+int gl_batch_blobs(const uint8_t *batch, size_t len, const gl_cache_policy *pol, int hash_inline,
+                   gl_blob_seen *seen, uint32_t max, uint32_t *n, int *waits,
+                   uint64_t *h2d_inline);
+
+/* Writes into out the batch with every seen[i].substitute INLINE payload
+ * replaced by a reference to seen[i].digest (seen is gl_batch_blobs' list
+ * for this batch). *out_len is the new batch's size. GL_OK, GL_E_FULL (cap
+ * too small), or the batch's GL_E_* code. */
+int gl_batch_rewrite_refs(const uint8_t *batch, size_t len, const gl_blob_seen *seen, uint32_t n,
+                          uint8_t *out, size_t cap, size_t *out_len);
+
+/* The benchmark's reference: memcpy throughput and SHA-256 throughput over
+ * one buffer of n bytes, in GB/s (best of reps). */
+void gl_hash_speed(size_t n, int reps, double *sha_gbps, double *memcpy_gbps);
+
+#endif /* GLEAM_BLOBCACHE_H */
