@@ -63,6 +63,13 @@ def _run(client, binary: Path) -> dict:
     return finished[seen]
 
 
+def _cli(*argv: object) -> str:
+    done = subprocess.run([sys.executable, "-m", "gleam.peer", *map(str, argv)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_second_run_sends_under_one_percent_and_disk_serves_after_restart(tmp_path, mlp):
     mesh = LocalMesh(tmp_path)
     try:
@@ -88,8 +95,12 @@ def test_second_run_sends_under_one_percent_and_disk_serves_after_restart(tmp_pa
         assert third["h2d_sent"] < first["h2d_sent"] / 100, third
         assert third["ref_misses"] == 0
         assert server.request("cache")["store"]["hits_disk"] >= 2
-        status = client.status()
-        assert status is not None
+        # The commands.
+        shown = _cli("cache", "--json", "--state-dir", server.state.path)
+        assert json.loads(shown)["store"]["entries"]["disk"] >= 2
+        assert "RAM protected" in _cli("cache", "--state-dir", server.state.path)
+        assert "cleared" in _cli("cache", "clear", "--state-dir", server.state.path)
+        assert server.request("cache")["store"]["entries"]["disk"] == 0
     finally:
         mesh.close()
 
@@ -249,3 +260,120 @@ def test_a_resend_that_does_not_match_its_digest_is_refused():
     assert not store.has(d) and store.stats()["refused"] == 1
     store.put_verified(d, b)
     assert store.get(d, len(b)) == b
+
+
+# ------------------------------------------------------------ the served session
+
+
+class _Channel:
+    node_id = "n" * 64
+    name = "client"
+
+    def __init__(self) -> None:
+        self.controls: list[object] = []
+        self.batches: list[bytes] = []
+
+    def submit_batch(self, buf) -> None:
+        self.batches.append(bytes(buf))
+
+    def submit_control(self, message) -> None:
+        self.controls.append(message)
+
+    def queued_bytes(self) -> int:
+        return 0
+
+    def waiting(self) -> None:
+        pass
+
+
+class _Exec:
+    va_base = va_size = 0
+
+    def __init__(self) -> None:
+        self.runs: list[int] = []
+
+    def run(self, batch, reply, blobs=None) -> int:
+        self.runs.append(len(blobs or ()))
+        return -1
+
+    def stats(self) -> dict:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_miss_behind_a_full_queue_does_not_deadlock_the_link_reader():
+    """While the executor waits for a resend, the reader keeps reading past its
+    bounded queue, so the BLOB behind 100 more batches arrives."""
+    import threading
+
+    from gleam.peer.cache.client import blob_envelope
+    from gleam.peer.cuda.server import QUEUE_DEPTH, ServedSession
+
+    data = os.urandom(100_000)
+    digest = sha256(data)
+    scan = BatchBlobs(encode_batch([_h2d(data)]), CachePolicy(), hash_inline=True)
+    ref = bytes(scan.rewrite([0]))
+    plain = encode_batch([_h2d(b"x" * 16)])
+    channel, ex, ended = _Channel(), _Exec(), threading.Event()
+    served = ServedSession(
+        session=1, channel=channel, program="p", client="c", exec=ex, reply_capacity=1024,
+        batch_error=ValueError, on_end=lambda s, r: ended.set(),
+        store=BlobStore(None, ram_cap=0), policy=CachePolicy())
+    served.start()
+    try:
+        def reader() -> None:
+            for body in [ref] + [plain] * (QUEUE_DEPTH + 100):
+                assert served.put(memoryview(body))
+            served.blob_arrived(memoryview(blob_envelope(1, digest, data))[16:])
+
+        t = threading.Thread(target=reader)
+        t.start()
+        t.join(20)
+        assert not t.is_alive(), "the reader blocked behind the executor's wait"
+        wait_for(lambda: len(ex.runs) == QUEUE_DEPTH + 101, 10, "every batch to run")
+        assert ex.runs[0] == 1 and served.blob_misses == 1
+        assert [type(m).__name__ for m in channel.controls] == ["CudaBlobWant"]
+    finally:
+        served.stop("done")
+        served.join(5)
+
+
+# ------------------------------------------------------------ the client's side
+
+
+def _envelope(body: bytes) -> memoryview:
+    from gleam.peer.cuda import envelope
+
+    return memoryview(envelope.pack_header(envelope.BATCH, 0, len(body)) + body)
+
+
+def test_client_references_what_the_server_holds_and_keeps_bytes_until_a_reply():
+    from gleam.peer.cache.client import ServerKnowledge, SessionBlobs
+
+    data = os.urandom(100_000)
+    known = ServerKnowledge()
+    blobs = SessionBlobs(7, known, CachePolicy())
+    sync = CallRecord(IDS["cuCtxSynchronize"], (), None, oneway=False)
+    first = blobs.outgoing(_envelope(encode_batch([_h2d(data), sync])))
+    assert len(first) > 100_000 and blobs.h2d_sent == 100_000  # unknown: sent as bytes
+    assert known.knows(sha256(data))
+    second = blobs.outgoing(_envelope(encode_batch([_h2d(data), sync])))
+    assert len(second) < 200 and blobs.refs == 1 and blobs.saved == 100_000
+    assert blobs.resend(sha256(data))[48:] == data  # held for a resend...
+    blobs.replied()  # ...the reply of the first batch does not release it
+    assert blobs.resend(sha256(data)) is not None
+    blobs.replied()  # the second batch's reply does
+    assert blobs.resend(sha256(data)) is None
+
+
+def test_client_sends_bytes_when_its_resend_store_is_full():
+    from gleam.peer.cache.client import ServerKnowledge, SessionBlobs
+
+    data = os.urandom(100_000)
+    known = ServerKnowledge()
+    known.reset(sha256(data)[:8])
+    blobs = SessionBlobs(7, known, CachePolicy(), pending_cap=50_000)
+    out = blobs.outgoing(_envelope(encode_batch([_h2d(data)])))
+    assert len(out) > 100_000 and blobs.refs == 0

@@ -236,6 +236,22 @@ class ServedSession:
         with self._blob_cond:
             for d in digests:
                 self._wanted[d] = 0
+        # The resend arrives behind whatever the client sent since: while we
+        # wait, the link's reader must not block on our full queue, or it never
+        # reads that far (a deadlock until RESEND_WAIT).
+        self._unbound_queue(True)
+        try:
+            return self._await_blobs(digests)
+        finally:
+            self._unbound_queue(False)
+
+    def _unbound_queue(self, unbound: bool) -> None:
+        q = self._queue
+        with q.mutex:
+            q.maxsize = 0 if unbound else QUEUE_DEPTH
+            q.not_full.notify_all()
+
+    def _await_blobs(self, digests: list[bytes]) -> list[tuple[bytes, bytes]]:
         for i in range(0, len(digests), MAX_WANTED):
             self.channel.submit_control(
                 CudaBlobWant(session=self.session, digests=tuple(digests[i:i + MAX_WANTED])))
