@@ -90,7 +90,8 @@ def test_second_run_sends_under_one_percent_and_disk_serves_after_restart(tmp_pa
         server = mesh.start("server", extra=["--backend", "host"], env=CACHE_ENV,
                             peers=[f"127.0.0.1:{client.port}"])
         wait_for(lambda: server.node_id in client.authenticated_peers(), 20, "the relink")
-        assert server.request("cache")["store"]["entries"]["disk"] >= 2
+        store = wait_for(lambda: server.request("cache")["store"], 20, "the store to open")
+        assert store["entries"]["disk"] >= 2
         third = _run(client, mlp)
         assert third["h2d_sent"] < first["h2d_sent"] / 100, third
         assert third["ref_misses"] == 0

@@ -13,4 +13,5 @@ BENCHES = {
     "batch": "gleam.peer.bench.batch",
     "calls": "gleam.peer.bench.calls",
     "ptx": "gleam.peer.bench.ptx",
+    "cache": "gleam.peer.bench.cache",
 }

@@ -70,12 +70,13 @@ class BatchBlobs:
             self._seen[i].substitute = 0
         for i in substitute:
             self._seen[i].substitute = 1
-        # A reference is never larger than the payload it replaces (>= 4 KiB).
-        out = bytearray(headroom + len(self._src))
+        # Each substituted payload (padded to 8) gives way to a 40-byte reference.
+        removed = sum(self._seen[i].len for i in substitute)
+        out = bytearray(headroom + len(self._src) - removed + 48 * len(substitute))
         dst = ffi.from_buffer("uint8_t[]", out, require_writable=True)
         out_len = ffi.new("size_t *")
         rc = lib.gl_batch_rewrite_refs(self._src, len(self._src), self._seen, self.count,
-                                       dst + headroom, len(self._src), out_len)
+                                       dst + headroom, len(out) - headroom, out_len)
         ffi.release(dst)
         if rc != 0:
             why = ffi.string(lib.gl_strerror(rc)).decode()

@@ -185,10 +185,9 @@ class ClientSession:
                     self.sock.close()
             self._on_end(self, reason)
 
-    def send_blob(self, envelope_bytes: bytes) -> None:
-        """A resend the server asked for (any thread); it counts as bytes sent."""
+    def count_resend(self, envelope_bytes: bytes) -> None:
+        """A resend the server asked for went out: it counts as bytes sent."""
         self.bytes_to_server += len(envelope_bytes)
-        self.channel.submit_batch(envelope_bytes)
 
     def row(self) -> dict[str, Any]:
         cache = self.blobs.row() if self.blobs is not None else {

@@ -196,7 +196,9 @@ class CudaForwarding:
                             want.session, link.peer.name)
                 route.client.fail(f"{link.peer.name} missed a cached blob that cannot be resent")
                 return
-            route.client.send_blob(blob)
+            # Queued for the link's writer thread: this is the Trio thread.
+            route.client.count_resend(blob)
+            link.io.submit_batch(blob)
 
     def session_blobs(self, link: PeerLink, session: int,
                       opened: CudaOpened) -> SessionBlobs | None:

@@ -1,0 +1,162 @@
+"""``gleam-peer bench cache``: a weight-heavy program run cold and warm (docs/cache.md).
+
+The program copies N MiB of fixed, non-repeating bytes host to device (the
+``h2d`` mode of examples/cuda/bench_calls.c, the shape of loading weights) through
+a client agent and a host-backend server agent, twice against the same server:
+
+* bytes sent and saved, cold beside warm (target: warm < 1 % of cold);
+* the copy's wall time, cold beside warm, over loopback and, with root, between two
+  network namespaces whose link is shaped with htb to 1 Gbit/s (target: warm at
+  least 10x faster there);
+* SHA-256 throughput (OpenSSL, one core) beside memcpy, measured in the same run
+  (target: at least 1 GB/s, so hashing never costs more than the link it saves).
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from gleam.peer.bench.calls import _run_example
+from gleam.peer.bench.report import Row, positive_int, print_report
+from gleam.peer.cache.blobs import hash_speed
+from gleam.peer.cuda.examples import ExampleError, build_example
+from gleam.peer.localmesh import LocalMesh, wait_for
+
+HELP = "the blob cache: a weight-heavy program cold and warm, hashing speed"
+DESCRIPTION = __doc__
+
+LAB_RATE_MBIT = 1000
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mib", type=positive_int, default=256,
+                        help="MiB of weights copied host to device (default 256)")
+    parser.add_argument("--chunk-mib", type=positive_int, default=64,
+                        help="MiB per cuMemcpyHtoD call (default 64)")
+    parser.add_argument("--no-lab", action="store_true",
+                        help="skip the 1 Gbit/s figures (they need root for network namespaces)")
+
+
+def _session(ask: Any, seen: int) -> dict[str, Any]:
+    """The client agent's record of the run that just ended (ask: a cuda_sessions request)."""
+    def ended() -> list[dict[str, Any]] | None:
+        finished = ask()["finished"]
+        return finished if len(finished) > seen else None
+
+    return wait_for(ended, 10, "the session to be accounted")[seen]
+
+
+def _cold_warm(run: Any, ask: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    out = []
+    for _ in range(2):
+        seen = len(ask()["finished"])
+        result = run()
+        if not result.get("ok"):
+            raise RuntimeError(f"the program's data came back wrong: {result}")
+        out.append((result, _session(ask, seen)))
+    return out
+
+
+def _rows(where: str, runs: list[tuple[dict[str, Any], dict[str, Any]]],
+          speedup_target: float | None) -> list[Row]:
+    (cold, cold_s), (warm, warm_s) = runs
+    rows = [
+        Row(f"warm run: host-to-device bytes sent ({where})", float(warm_s["h2d_sent"]),
+            "cold run", float(cold_s["h2d_sent"]), "B", "< 1% of cold",
+            warm_s["h2d_sent"] < cold_s["h2d_sent"] / 100),
+        Row(f"warm run: bytes saved by references ({where})", float(warm_s["bytes_saved"]),
+            "cold run", float(cold_s["bytes_saved"]), "B"),
+        Row(f"warm run: copy time ({where})", warm["seconds"], "cold run", cold["seconds"], "s",
+            f">= {speedup_target:.0f}x faster" if speedup_target else "",
+            cold["seconds"] >= speedup_target * warm["seconds"] if speedup_target else None),
+    ]
+    return rows
+
+
+def _loopback(args: argparse.Namespace, binary: Path, root: Path) -> list[Row]:
+    mesh = LocalMesh(root)
+    try:
+        client, _server = mesh.serving_pair()
+        total, chunk = str(args.mib << 20), str(args.chunk_mib << 20)
+        runs = _cold_warm(lambda: _run_example(binary, client.state.path, ["h2d", total, chunk]),
+                          lambda: client.request("cuda_sessions"))
+    finally:
+        mesh.close()
+    return _rows("loopback", runs, None)
+
+
+def _lab(args: argparse.Namespace, binary: Path, root: Path) -> list[Row]:
+    from gleam.peer import control
+    from gleam.peer.lab.netns import NetLab
+    from gleam.peer.state import StateDir
+
+    key = secrets.token_bytes(32)
+    with NetLab() as lab:
+        a, b = lab.add_host("client"), lab.add_host("server")
+        lab.shape(a, LAB_RATE_MBIT)
+        lab.shape(b, LAB_RATE_MBIT)
+        states = {}
+        for host, name, extra in ((b, "server", ["--backend", "host", "--port", "7411"]),
+                                  (a, "client", ["--backend", "none", "--port", "7411",
+                                                 "--peer", f"{b.address}:7411"])):
+            state = StateDir(root / name)
+            state.ensure()
+            state.store_mesh_key(key)
+            states[name] = state
+            log = open(root / f"lab-{name}.log", "ab")  # noqa: SIM115 - lives as long as the agent
+            host.start([sys.executable, "-m", "gleam.peer", "up", "--no-tui", "--no-mdns",
+                        "--host", host.address, "--state-dir", str(state.path), "--name", name,
+                        *extra], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        sock = states["client"].control_socket
+
+        def linked() -> bool:
+            try:
+                peers = control.request(sock, "status", timeout=5)
+            except (control.AgentNotRunning, control.ControlError):
+                return False
+            return any(p.get("authenticated") for p in peers.get("peers", []))
+
+        wait_for(linked, 30, "the lab client agent to link the server")
+        total, chunk = str(args.mib << 20), str(args.chunk_mib << 20)
+        runs = _cold_warm(
+            lambda: _run_example(binary, states["client"].path, ["h2d", total, chunk],
+                                 netns=a.netns),
+            lambda: control.request(sock, "cuda_sessions"))
+    return _rows(f"{LAB_RATE_MBIT / 1000:.0f} Gbit/s link", runs, 10.0)
+
+
+def main(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="gleam-bench-cache-") as tmp:
+        root = Path(tmp)
+        try:
+            binary = build_example("bench_calls", root / "bin")
+        except ExampleError as exc:
+            print(f"gleam-peer bench cache: {exc}", file=sys.stderr)
+            return 2
+        started = time.time()
+        sha, copy = hash_speed()
+        rows = [Row("SHA-256, one core (OpenSSL)", sha, "memcpy, same buffer", copy, "GB/s",
+                    ">= 1 GB/s", sha >= 1.0)]
+        rows += _loopback(args, binary, root / "loopback")
+        notes: dict[str, Any] = {}
+        if args.no_lab:
+            notes["lab"] = "skipped (--no-lab)"
+        else:
+            from gleam.peer.lab.netns import lab_unavailable_reason
+
+            reason = lab_unavailable_reason()
+            if reason is None:
+                rows += _lab(args, binary, root / "lab")
+            else:
+                notes["lab"] = f"skipped: {reason}"
+        meta = {"mib": args.mib, "chunk_mib": args.chunk_mib,
+                "seconds": round(time.time() - started, 1), **notes}
+        print_report("cache", rows, meta, as_json=args.json)
+    return 0
