@@ -111,20 +111,25 @@ class BlobStore:
 
     # ------------------------------------------------------------ admission
 
-    def offer(self, digest: bytes, data: bytes, image: bool = False) -> None:
-        """Bytes received inline, hashed by this agent (so they match ``digest``)."""
+    def offer(self, digest: bytes, data: bytes | memoryview, image: bool = False) -> None:
+        """Bytes received inline, hashed by this agent (so they match ``digest``).
+
+        ``data`` may be a view into a transient buffer: it is copied only if kept.
+        """
         with self._lock:
             self.counts["offered"] += 1
             if digest in self._protected:
                 self._protected.move_to_end(digest)
                 return
-            if digest in self._probation or image:
-                self._promote_locked(digest, data)
+            held = self._probation.get(digest)
+            if held is not None or image:
+                self._promote_locked(digest, held if held is not None else bytes(data))
                 return
             if digest in self._disk:
                 self._disk.move_to_end(digest)
                 return
-            self._insert_locked(self._probation, "probation", digest, data)
+            if len(data) <= self.probation_cap:
+                self._insert_locked(self._probation, "probation", digest, bytes(data))
 
     def put_verified(self, digest: bytes, data: bytes) -> None:
         """Bytes a client sent for a reference that missed: checked before they enter.

@@ -217,7 +217,7 @@ class ServedSession:
         missing: list[bytes] = []
         for seen in scan.items:
             if not seen.is_ref:
-                data = bytes(body[seen.offset:seen.offset + seen.length])
+                data = body[seen.offset:seen.offset + seen.length]
                 self.store.offer(seen.digest, data, image=seen.call_id != _H2D)
                 continue
             self.blob_refs += 1
