@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import socket
 import threading
 import time
@@ -30,6 +31,7 @@ log = logging.getLogger("gleam.cuda.client")
 # fast program cannot make the agent buffer without bound.
 MAX_QUEUED = 64 * 1024 * 1024
 _BACKPRESSURE_POLL = 0.002
+_PIPE_DEPTH = 4  # envelopes between the reader and the hashing thread
 
 
 def _uncleared(size: int) -> memoryview:
@@ -150,22 +152,48 @@ class ClientSession:
                 raise ConnectionError("the program closed its connection mid-envelope")
         return buf
 
+    def _send_one(self, buf: memoryview) -> None:
+        if self.blobs is not None:
+            buf = self.blobs.outgoing(buf)
+        envelope.stamp_session(buf, self.session)
+        self.batches += 1
+        self.records += envelope.record_count(buf, envelope.HEADER_SIZE)
+        self.bytes_to_server += len(buf)
+        while self.channel.queued_bytes() > MAX_QUEUED and self.failed is None:
+            time.sleep(_BACKPRESSURE_POLL)
+        self._forward(buf)
+
+    def _hash_loop(self, pipe: queue.Queue[memoryview | None]) -> None:
+        """With the blob cache, hashing (in C, GIL released) runs here while the
+        reader receives the next envelope: one chunk hashed while the next arrives."""
+        try:
+            while (buf := pipe.get()) is not None:
+                if self.failed is None:
+                    self._send_one(buf)
+        except Exception as exc:  # the reader sees the failure and ends the session
+            log.exception("session %016x failed", self.session)
+            self.fail(f"internal error: {exc!r}")
+            while pipe.get() is not None:  # let the reader finish its puts
+                pass
+
     def _read_loop(self) -> None:
         reason = "the program ended the session"
+        pipe: queue.Queue[memoryview | None] | None = None
+        hasher = None
+        if self.blobs is not None:
+            pipe = queue.Queue(_PIPE_DEPTH)
+            hasher = threading.Thread(target=self._hash_loop, args=(pipe,),
+                                      name=f"cuda-hash-{self.session:016x}", daemon=True)
+            hasher.start()
         try:
             while self.failed is None:
                 buf = self._read_one()
                 if buf is None:
                     break
-                if self.blobs is not None:
-                    buf = self.blobs.outgoing(buf)
-                envelope.stamp_session(buf, self.session)
-                self.batches += 1
-                self.records += envelope.record_count(buf, envelope.HEADER_SIZE)
-                self.bytes_to_server += len(buf)
-                while self.channel.queued_bytes() > MAX_QUEUED and self.failed is None:
-                    time.sleep(_BACKPRESSURE_POLL)
-                self._forward(buf)
+                if pipe is not None:
+                    pipe.put(buf)
+                else:
+                    self._send_one(buf)
         except envelope.EnvelopeError as exc:
             reason = f"the program sent a malformed envelope: {exc}"
             log.warning("session %016x (%s): %s", self.session, self.program, reason)
@@ -175,6 +203,9 @@ class ClientSession:
             log.exception("session %016x failed", self.session)
             reason = f"internal error: {exc!r}"
         finally:
+            if pipe is not None and hasher is not None:
+                pipe.put(None)  # everything read is forwarded before the session ends
+                hasher.join()
             # Closed under the lock: a reply being written on another thread
             # must never land on a reused descriptor.
             with self._send_lock:
