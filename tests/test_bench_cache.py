@@ -10,7 +10,7 @@ import sys
 def test_bench_cache_warm_run_sends_no_weights():
     done = subprocess.run(
         [sys.executable, "-m", "gleam.peer", "bench", "cache", "--json", "--mib", "8",
-         "--chunk-mib", "4", "--no-lab"],
+         "--chunk-mib", "4", "--ram-mb", "32", "--no-lab"],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
@@ -21,3 +21,5 @@ def test_bench_cache_warm_run_sends_no_weights():
     assert sent["reference"] == 8 << 20 and sent["met"] is True  # cold sent it all, warm < 1%
     assert rows["warm run: bytes saved by references (loopback)"]["value"] == 8 << 20
     assert rows["SHA-256, one core (OpenSSL)"]["value"] > 0
+    kept = rows["weights after 40 MiB of one-off uploads: bytes sent"]
+    assert kept["met"] is True and kept["value"] == 0

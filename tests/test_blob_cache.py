@@ -212,6 +212,18 @@ def test_one_off_blobs_never_push_out_protected_ones(tmp_path):
     assert store.stats()["bytes"]["probation"] <= 100_000
 
 
+def test_weights_larger_than_probation_are_promoted_at_their_second_sighting():
+    store = BlobStore(None, ram_cap=400_000, probation_share=0.25)  # probation: 100 kB
+    weights = [_blob(40_000, i) for i in range(6)]  # 240 kB: never all in probation
+    for d, b in weights:
+        store.offer(d, b)
+    assert sum(store.has(d) for d, _ in weights) == 2
+    for d, b in weights:  # the next run sends them again: ghosts and probation promote
+        store.offer(d, b)
+    assert all(store.get(d, len(b)) == b for d, b in weights)
+    assert store.stats()["entries"]["protected"] == 6
+
+
 def test_lru_within_the_protected_cap(tmp_path):
     store = BlobStore(None, ram_cap=400_000, probation_share=0.25)
     blobs = [_blob(100_000, i) for i in range(4)]

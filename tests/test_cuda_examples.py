@@ -119,9 +119,10 @@ def test_mlp_inference_matches_the_cpu(mesh, binaries):
     assert verdict["classes"] == [0, 3, 9, 0, 1, 0, 9, 0]
     # The agent accounts the session when its reader sees the program's end,
     # which may be just after the program exited.
+    # (an earlier test's session may be accounted late too: find this one by name).
     finished = wait_for(
-        lambda: (f := client.request("cuda_sessions")["finished"])[seen:] and f[seen], 10,
-        "the session to be accounted")
+        lambda: next((r for r in client.request("cuda_sessions")["finished"][seen:]
+                      if "mlp_infer" in r["program"]), None), 10, "the session to be accounted")
     assert finished["peer"] == mesh[1].name and finished["backend"] == "host"
     assert finished["waiting"] > 0 and finished["oneway"] > finished["waiting"]
     assert finished["bytes_to_server"] > 500_000  # the weights went up

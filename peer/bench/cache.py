@@ -8,6 +8,8 @@ a client agent and a host-backend server agent, twice against the same server:
 * the copy's wall time, cold beside warm, over loopback and, with root, between two
   network namespaces whose link is shaped with htb to 1 Gbit/s (target: warm at
   least 10x faster there);
+* the admission rule: after one-off uploads (other bytes) larger than the server's whole RAM
+  tier, the weights are still served from the cache (target: < 1 % of them sent again);
 * SHA-256 throughput (OpenSSL, one core) beside memcpy, measured in the same run
   (target: at least 1 GB/s, so hashing never costs more than the link it saves).
 """
@@ -40,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="MiB of weights copied host to device (default 256)")
     parser.add_argument("--chunk-mib", type=positive_int, default=64,
                         help="MiB per cuMemcpyHtoD call (default 64)")
+    parser.add_argument("--ram-mb", type=positive_int, default=None,
+                        help="the loopback server's RAM tier (GLEAM_CACHE_RAM_MB; default its "
+                        "own, 1024): the one-off uploads of the admission figure exceed it")
     parser.add_argument("--no-lab", action="store_true",
                         help="skip the 1 Gbit/s figures (they need root for network namespaces)")
 
@@ -83,13 +88,40 @@ def _rows(where: str, runs: list[tuple[dict[str, Any], dict[str, Any]]],
 def _loopback(args: argparse.Namespace, binary: Path, root: Path) -> list[Row]:
     mesh = LocalMesh(root)
     try:
-        client, _server = mesh.serving_pair()
+        env = {"GLEAM_CACHE_RAM_MB": str(args.ram_mb)} if args.ram_mb else None
+        client, server = mesh.serving_pair(server_env=env)
         total, chunk = str(args.mib << 20), str(args.chunk_mib << 20)
+        ask = lambda: client.request("cuda_sessions")  # noqa: E731
         runs = _cold_warm(lambda: _run_example(binary, client.state.path, ["h2d", total, chunk]),
-                          lambda: client.request("cuda_sessions"))
+                          ask)
+        rows = _rows("loopback", runs, None)
+        rows.append(_admission(args, binary, client, server, ask))
     finally:
         mesh.close()
-    return _rows("loopback", runs, None)
+    return rows
+
+
+def _admission(args: argparse.Namespace, binary: Path, client: Any, server: Any,
+               ask: Any) -> Row:
+    """One-off uploads (other seeds) of more than the whole RAM tier, then the weights
+    again: the admission rule keeps them (docs/cache.md)."""
+    ram = server.request("cache")["store"]["ram_cap"]
+    mib = args.mib << 20
+    one_off = 0
+    seed = 1
+    while one_off <= ram:
+        seen = len(ask()["finished"])
+        _run_example(binary, client.state.path, ["h2d", str(mib), str(args.chunk_mib << 20),
+                                                 str(seed)])
+        _session(ask, seen)  # accounted before the next run counts the sessions
+        one_off += mib
+        seed += 1
+    seen = len(ask()["finished"])
+    _run_example(binary, client.state.path, ["h2d", str(mib), str(args.chunk_mib << 20)])
+    again = _session(ask, seen)
+    return Row(f"weights after {one_off >> 20} MiB of one-off uploads: bytes sent",
+               float(again["h2d_sent"]), "weights' size", float(mib), "B",
+               "< 1% (admission keeps them)", again["h2d_sent"] < mib / 100)
 
 
 def _lab(args: argparse.Namespace, binary: Path, root: Path) -> list[Row]:

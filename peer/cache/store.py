@@ -5,7 +5,9 @@ for the first time enters *probation* (a small share of the RAM cap); a second
 sighting (a reference that resolves to it, or the same bytes again) promotes it
 to the *protected* segment and writes it to disk. Module images are protected
 and written to disk at once. One-off payloads (activations) therefore cycle
-through probation and never push out weights that were used twice.
+through probation and never push out weights that were used twice. Probation
+remembers the digests it drops (ghosts, as 2Q's A1out), so weights larger than
+probation are promoted at their second sighting too (cached from the third run).
 
 The disk tier names each file by its digest under ``<state>/blobs/<2 hex>/``,
 writes it to a temporary file, fsyncs and renames it, so a crash leaves either
@@ -36,9 +38,12 @@ MIB = 1 << 20
 DEFAULT_RAM = 1024 * MIB
 DEFAULT_DISK = 8192 * MIB
 PROBATION_SHARE = 0.25
+GHOSTS_MAX = 65536  # digests remembered after probation dropped their bytes (2Q's A1out)
 SUMMARY_MAX = 16384  # digests announced at session open (8 bytes each)
 PREFIX = 8
-_WRITE_QUEUE = 256
+# Disk writes waiting for the writer thread, in bytes: they mostly share their
+# bytes with the RAM tier; beyond this a burst only loses the copy on disk.
+WRITE_BACKLOG = 512 * MIB
 
 
 class BlobMismatch(ValueError):
@@ -67,11 +72,13 @@ class BlobStore:
         self._probation: OrderedDict[bytes, bytes] = OrderedDict()
         self._protected: OrderedDict[bytes, bytes] = OrderedDict()
         self._disk: OrderedDict[bytes, int] = OrderedDict()
+        self._ghosts: OrderedDict[bytes, None] = OrderedDict()
         self._bytes = {"probation": 0, "protected": 0, "disk": 0}
         self.counts = {"hits_ram": 0, "hits_disk": 0, "misses": 0, "offered": 0,
                        "admitted": 0, "refused": 0, "evicted": 0, "torn": 0}
         self._lock = threading.Lock()
-        self._writes: queue.Queue[tuple[bytes, bytes] | None] = queue.Queue(_WRITE_QUEUE)
+        self._writes: queue.Queue[tuple[bytes, bytes] | None] = queue.Queue()
+        self._backlog = 0
         self._writer: threading.Thread | None = None
         if root is not None and self.disk_cap > 0:
             self._load_disk(root)
@@ -122,7 +129,12 @@ class BlobStore:
                 self._protected.move_to_end(digest)
                 return
             held = self._probation.get(digest)
-            if held is not None or image:
+            # A ghost is a second sighting whose first copy probation already dropped
+            # (weights larger than probation): promote it too.
+            ghost = digest in self._ghosts
+            if ghost:
+                del self._ghosts[digest]
+            if held is not None or image or ghost:
                 self._promote_locked(digest, held if held is not None else bytes(data))
                 return
             if digest in self._disk:
@@ -150,9 +162,10 @@ class BlobStore:
         if self._probation.pop(digest, None) is not None:
             self._bytes["probation"] -= len(data)
         self._insert_locked(self._protected, "protected", digest, data)
-        if self._writer is not None and digest not in self._disk and len(data) <= self.disk_cap:
-            with contextlib.suppress(queue.Full):  # a busy disk only loses the copy there
-                self._writes.put_nowait((digest, data))
+        if (self._writer is not None and digest not in self._disk
+                and len(data) <= self.disk_cap and self._backlog + len(data) <= WRITE_BACKLOG):
+            self._backlog += len(data)
+            self._writes.put_nowait((digest, data))
 
     def _insert_locked(self, tier: OrderedDict[bytes, bytes], name: str, digest: bytes,
                        data: bytes) -> None:
@@ -166,9 +179,13 @@ class BlobStore:
         self._bytes[name] += len(data)
         self.counts["admitted"] += 1
         while self._bytes[name] > cap:
-            _old, gone = tier.popitem(last=False)
+            old, gone = tier.popitem(last=False)
             self._bytes[name] -= len(gone)
             self.counts["evicted"] += 1
+            if name == "probation":
+                self._ghosts[old] = None
+                if len(self._ghosts) > GHOSTS_MAX:
+                    self._ghosts.popitem(last=False)
 
     # ------------------------------------------------------------ disk tier
 
@@ -233,6 +250,8 @@ class BlobStore:
             except OSError as exc:
                 log.warning("cannot write blob %s to disk: %s", digest.hex()[:16], exc)
             finally:
+                with self._lock:
+                    self._backlog -= len(data)
                 self._writes.task_done()
 
     def _write_one(self, tmpdir: Path, digest: bytes, data: bytes) -> None:
@@ -314,6 +333,7 @@ class BlobStore:
             self._probation.clear()
             self._protected.clear()
             self._disk.clear()
+            self._ghosts.clear()
             self._bytes = {"probation": 0, "protected": 0, "disk": 0}
         for d in disk:
             with contextlib.suppress(OSError):
