@@ -41,7 +41,7 @@ ffibuilder.set_source(
     extra_compile_args=[
         "-O2", "-std=gnu11", "-Wall", "-Wextra", "-Werror=implicit-function-declaration",
     ],
-    libraries=["dl", "pthread", "crypto"],
+    libraries=["dl", "pthread"],
 )
 
 if __name__ == "__main__":
