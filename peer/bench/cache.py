@@ -17,8 +17,6 @@ a client agent and a host-backend server agent, twice against the same server:
 from __future__ import annotations
 
 import argparse
-import secrets
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gleam.peer.bench.calls import _run_example
+from gleam.peer.bench.lab_agents import start_linked_pair
 from gleam.peer.bench.report import Row, positive_int, print_report
 from gleam.peer.cache.blobs import hash_speed
 from gleam.peer.cuda.examples import ExampleError, build_example
@@ -127,38 +126,16 @@ def _admission(args: argparse.Namespace, binary: Path, client: Any, server: Any,
 def _lab(args: argparse.Namespace, binary: Path, root: Path) -> list[Row]:
     from gleam.peer import control
     from gleam.peer.lab.netns import NetLab
-    from gleam.peer.state import StateDir
 
-    key = secrets.token_bytes(32)
     with NetLab() as lab:
         a, b = lab.add_host("client"), lab.add_host("server")
         lab.shape(a, LAB_RATE_MBIT)
         lab.shape(b, LAB_RATE_MBIT)
-        states = {}
-        for host, name, extra in ((b, "server", ["--backend", "host", "--port", "7411"]),
-                                  (a, "client", ["--backend", "none", "--port", "7411",
-                                                 "--peer", f"{b.address}:7411"])):
-            state = StateDir(root / name)
-            state.ensure()
-            state.store_mesh_key(key)
-            states[name] = state
-            log = open(root / f"lab-{name}.log", "ab")  # noqa: SIM115 - lives as long as the agent
-            host.start([sys.executable, "-m", "gleam.peer", "up", "--no-tui", "--no-mdns",
-                        "--host", host.address, "--state-dir", str(state.path), "--name", name,
-                        *extra], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        sock = states["client"].control_socket
-
-        def linked() -> bool:
-            try:
-                peers = control.request(sock, "status", timeout=5)
-            except (control.AgentNotRunning, control.ControlError):
-                return False
-            return any(p.get("authenticated") for p in peers.get("peers", []))
-
-        wait_for(linked, 30, "the lab client agent to link the server")
+        client = start_linked_pair(a, b, root)
+        sock = client.control_socket
         total, chunk = str(args.mib << 20), str(args.chunk_mib << 20)
         runs = _cold_warm(
-            lambda: _run_example(binary, states["client"].path, ["h2d", total, chunk],
+            lambda: _run_example(binary, client.path, ["h2d", total, chunk],
                                  netns=a.netns),
             lambda: control.request(sock, "cuda_sessions"))
     return _rows(f"{LAB_RATE_MBIT / 1000:.0f} Gbit/s link", runs, 10.0)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import subprocess
 import sys
 import tempfile
@@ -26,9 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gleam.peer.bench.lab_agents import start_linked_pair
 from gleam.peer.bench.report import Row, positive_int, print_report
 from gleam.peer.cuda.examples import KERNELS_PTX, ExampleError, build_example
-from gleam.peer.localmesh import LocalMesh, wait_for
+from gleam.peer.localmesh import LocalMesh
 
 HELP = "forwarded CUDA calls: one-way rate, waiting round trip, H2D throughput"
 DESCRIPTION = __doc__
@@ -104,11 +104,9 @@ TCP_REFERENCE = [sys.executable, "-m", "gleam.peer.bench.tcp_reference"]
 
 def _lab_figure(args: argparse.Namespace, binary: Path, root: Path) -> Row:
     from gleam.peer.lab.netns import NetLab
-    from gleam.peer.state import StateDir
 
     total = args.h2d_mib << 20
     chunk = args.chunk_mib << 20
-    key = secrets.token_bytes(32)
     with NetLab() as lab:
         a, b = lab.add_host("client"), lab.add_host("server")
         lab.shape(a, LAB_RATE_MBIT)
@@ -121,29 +119,8 @@ def _lab_figure(args: argparse.Namespace, binary: Path, root: Path) -> Row:
                     capture_output=True, text=True, check=True)
         raw_seconds = float(raw.stdout.strip())
         sink.wait(30)
-        states = {}
-        for host, name, extra in ((b, "server", ["--backend", "host", "--port", "7411"]),
-                                  (a, "client", ["--backend", "none", "--port", "7411",
-                                                 "--peer", f"{b.address}:7411"])):
-            state = StateDir(root / name)
-            state.ensure()
-            state.store_mesh_key(key)
-            states[name] = state
-            log = open(root / f"lab-{name}.log", "ab")  # noqa: SIM115 - lives as long as the agent
-            host.start([sys.executable, "-m", "gleam.peer", "up", "--no-tui", "--no-mdns",
-                        "--host", host.address, "--state-dir", str(state.path), "--name", name,
-                        *extra], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        from gleam.peer import control
-
-        def linked() -> bool:
-            try:
-                peers = control.request(states["client"].control_socket, "status", timeout=5)
-            except (control.AgentNotRunning, control.ControlError):
-                return False
-            return any(p.get("authenticated") for p in peers.get("peers", []))
-
-        wait_for(linked, 30, "the lab client agent to link the server")
-        result = _run_example(binary, states["client"].path, ["h2d", str(total), str(chunk)],
+        client = start_linked_pair(a, b, root)
+        result = _run_example(binary, client.path, ["h2d", str(total), str(chunk)],
                               netns=a.netns)
     value = result["bytes"] / result["seconds"] / 1e6
     reference = total / raw_seconds / 1e6
