@@ -78,6 +78,18 @@ class Session:
         assert self.run(rec("glModuleLoad", mod, len(image), payload=image)) is None
         return mod
 
+    def library(self, image: bytes) -> int:
+        """cuLibraryLoadData, as cudart registers each image of a program."""
+        lib = mint(LIB)
+        assert self.run(rec("glLibraryLoad", lib, len(image), payload=image)) is None
+        return lib
+
+    def kernel(self, lib: int, name: str) -> int:
+        kernel = mint(KERNEL)
+        name_bytes = name.encode() + b"\0"
+        assert self.run(rec("cuLibraryGetKernel", kernel, lib, payload=name_bytes)) is None
+        return kernel
+
     def function(self, mod: int, name: str) -> int:
         fn = mint(FUNC)
         assert self.run(rec("cuModuleGetFunction", fn, mod, payload=name.encode() + b"\0")) is None

@@ -34,6 +34,8 @@ typedef struct {
     char targets[96]; /* what the image carries when it has no PTX ("sm_80,sm_90") */
     int funcs;        /* functions made from ptx: it outlives an unload until the session ends */
     int unloaded;
+    int loaded;          /* its PTX was looked for (and translated when found) */
+    CUresult load_error; /* what that gave, answered again to every later use */
 } gl_hmod;
 
 /* A function or kernel: a resolved host implementation, or a PTX kernel. */

@@ -6,8 +6,8 @@
  * (ptx.h). An image without PTX (a cubin, a SASS-only fatbin) serves only
  * entries with a host implementation; any other entry is CUDA_ERROR_NOT_FOUND
  * with a line on stderr naming the image's targets and the nvcc flag that
- * adds PTX. PTX that does not translate fails the load with
- * CUDA_ERROR_INVALID_PTX. A kernel fault (illegal or misaligned address,
+ * adds PTX. PTX that does not translate is CUDA_ERROR_INVALID_PTX: from the
+ * load of a module, from the first use of a library (libraries load lazily). A kernel fault (illegal or misaligned address,
  * trap, time limit) is the launch's error and sticks to the session: later
  * launches return it too, as a lost CUDA context does.
  */
@@ -46,6 +46,35 @@ int gl_host_builtin(const char *name)
 
 /* ------------------------------------------------------ modules, libraries */
 
+/* Finds and translates the image's PTX and registers its variables, once:
+ * a later use of a failed image gets the same error without a second line. */
+static CUresult ensure_loaded(gl_hmod *m)
+{
+    if (m->loaded)
+        return m->load_error;
+    m->loaded = 1;
+    char err[256];
+    CUresult r = gl_himage_load_ptx(m, err, sizeof err);
+    if (r == CUDA_ERROR_INVALID_PTX)
+        fprintf(stderr, "gleam host device: the module's PTX is refused: %s\n", err);
+    if (r == CUDA_SUCCESS && m->ptx != NULL) {
+        /* module variables: copies to them (cudaMemcpyToSymbol) pass the
+         * executor's pointer checks, and kernels may touch them */
+        void *base;
+        size_t bytes;
+        ptx_module_storage(m->ptx, &base, &bytes);
+        if (bytes > 0)
+            r = gl_exec_add_global(gl_exec_current(), (uint64_t)(uintptr_t)base, bytes, m);
+    }
+    m->load_error = r;
+    return r;
+}
+
+/* A module the program loads itself is translated at once, so a driver-API
+ * program learns of bad PTX from its load. A library is loaded lazily:
+ * cudart registers every image of a program as a library when it starts,
+ * and most of them are never used, so its PTX is translated when a kernel
+ * or a global is first asked of it (docs/cache.md, "Lazy loading"). */
 static CUresult load(int kind, void **out, const void *image, size_t size)
 {
     if (gl_hsess_of()->sticky != CUDA_SUCCESS)
@@ -65,25 +94,11 @@ static CUresult load(int kind, void **out, const void *image, size_t size)
         gl_hobj_free(m);
         return size == 0 ? CUDA_ERROR_INVALID_IMAGE : CUDA_ERROR_OUT_OF_MEMORY;
     }
-    char err[256];
-    CUresult r = gl_himage_load_ptx(m, err, sizeof err);
-    if (r != CUDA_SUCCESS) {
-        if (r == CUDA_ERROR_INVALID_PTX)
-            fprintf(stderr, "gleam host device: the module's PTX is refused: %s\n", err);
-        gl_hobj_free(m);
-        return r;
-    }
-    if (m->ptx != NULL) {
-        /* module variables: copies to them (cudaMemcpyToSymbol) pass the
-         * executor's pointer checks, and kernels may touch them */
-        void *base;
-        size_t bytes;
-        ptx_module_storage(m->ptx, &base, &bytes);
-        if (bytes > 0
-            && gl_exec_add_global(gl_exec_current(), (uint64_t)(uintptr_t)base, bytes, m)
-                   != CUDA_SUCCESS) {
+    if (kind == GL_H_MOD) {
+        CUresult r = ensure_loaded(m);
+        if (r != CUDA_SUCCESS) {
             gl_hobj_free(m);
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return r;
         }
     }
     *out = m;
@@ -125,9 +140,14 @@ CUresult hb_cuLibraryUnload(CUlibrary library)
 
 CUresult hb_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
 {
-    const gl_hmod *m = (const gl_hmod *)hmod;
+    gl_hmod *m = (gl_hmod *)hmod;
     void *addr;
     size_t size;
+    if (m->unloaded)
+        return CUDA_ERROR_NOT_FOUND;
+    CUresult r = ensure_loaded(m);
+    if (r != CUDA_SUCCESS)
+        return r;
     if (m->ptx == NULL || m->unloaded || ptx_module_global(m->ptx, name, &addr, &size) != 0)
         return CUDA_ERROR_NOT_FOUND;
     *dptr = (CUdeviceptr)(uintptr_t)addr;
@@ -163,7 +183,12 @@ static int registry_enabled(void)
 
 static CUresult resolve(int kind, gl_hmod *m, const char *name, void **out)
 {
-    if (m->unloaded || !gl_himage_has(m, name))
+    if (m->unloaded)
+        return CUDA_ERROR_NOT_FOUND;
+    CUresult r = ensure_loaded(m);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!gl_himage_has(m, name))
         return CUDA_ERROR_NOT_FOUND;
     gl_kernel_impl impl = {.native = -1};
     gl_exec *x = gl_exec_current();
