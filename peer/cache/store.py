@@ -238,6 +238,11 @@ class BlobStore:
 
     def _write_loop(self) -> None:
         assert self.root is not None
+        # The disk copy is a spare: it must never take a core from the sessions
+        # whose blobs it keeps (a program's second run promotes its weights and
+        # would otherwise pay for their write, fsync included, on a small machine).
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         tmpdir = self.root / "tmp"
         tmpdir.mkdir(parents=True, exist_ok=True)
         while True:
