@@ -219,3 +219,30 @@ def gleam_tune_batch(tuner: BatchTuner, observation: Observation) -> Sequence[in
     are clamped to each worker's limits. Runs on the training loop's thread:
     keep it quick. Added in 0.1.
     """
+
+
+# ---------------------------------------------------------------- scheduling
+# (hook specs of the scheduler go here; docs/scheduler.md)
+
+if TYPE_CHECKING:
+    from gleam.peer.sched.cost import Candidate, Demand
+    from gleam.peer.sched.ranking import Ranking
+
+
+@hookspec(firstresult=True)
+def gleam_rank_servers(session: Demand, candidates: Sequence[Candidate]) -> Ranking | None:
+    """Rank the servers that could run a new CUDA session, best first.
+
+    :param session: what the session needs (unique bytes, bytes each server
+        likely caches, waiting round trips, GFLOP, device memory).
+    :param candidates: every linked serving peer with its gossiped offer
+        (speed, sessions, queue, utilisation, free memory) and the measured
+        link (RTT, bandwidth). Never empty.
+    *firstresult*: return a :class:`gleam.peer.sched.ranking.Ranking`; its
+    ``order`` (node ids, best first) is the order in which leases are asked
+    and its ``reason`` is kept as the session's reason (status view,
+    ``status --json``, the demo). The built-in ``scheduler`` plugin ranks by
+    the cost model of :mod:`gleam.peer.sched.cost`. Not called when the
+    program pins a server (``gleam-peer run --peer NODE``). Runs on the Trio
+    thread: do not block. Added in 0.3.
+    """

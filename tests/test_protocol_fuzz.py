@@ -13,6 +13,7 @@ import cbor2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gleam.peer.cuda import messages as _cuda_messages  # noqa: F401 - fuzzed too
 from gleam.peer.protocol import (
     NEED_DATA,
     PROTOCOL_VERSION,
@@ -39,6 +40,7 @@ from gleam.peer.protocol import (
     mesh_id,
     registered_messages,
 )
+from gleam.peer.sched.messages import LeaseDeny, LeaseGrant, LeaseRelease, LeaseRequest, ServerLoad
 
 KEY = bytes(range(32))
 FUZZ = settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
@@ -175,7 +177,18 @@ VALID_MESSAGES: list[Message] = [
     Ping(seq=1),
     Pong(seq=2**64 - 1),
     Goodbye(reason="bye"),
+    # The scheduler's leases (docs/scheduler.md).
+    LeaseRequest(lease=7, memory=1 << 30, client="laptop"),
+    LeaseGrant(lease=7, ttl=15.0, load=ServerLoad(1, 2, 8, 250.0, 1 << 33)),
+    LeaseDeny(lease=2**64 - 1, reason="full", load=ServerLoad(8, 0, 8, 250.0)),
+    LeaseRelease(lease=7),
 ]
+
+
+def test_the_lease_messages_are_among_the_fuzzed():
+    assert {"lease_request", "lease_grant", "lease_deny", "lease_release"} <= set(_FIELD_NAMES)
+    for msg in VALID_MESSAGES:
+        assert decode_message(encode_message(msg)) == msg
 
 
 # ---------------------------------------------------------------- decoding

@@ -14,4 +14,5 @@ BENCHES = {
     "calls": "gleam.peer.bench.calls",
     "ptx": "gleam.peer.bench.ptx",
     "cache": "gleam.peer.bench.cache",
+    "scheduler": "gleam.peer.bench.scheduler",
 }

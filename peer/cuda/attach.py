@@ -24,6 +24,7 @@ from gleam.peer.cuda.forwarding import PendingOpen, Route
 from gleam.peer.cuda.hello import Hello, HelloDevice, pack_hello
 from gleam.peer.cuda.messages import MAX_PROGRAM, CudaClose, CudaOpen, CudaOpened
 from gleam.peer.cuda.server import ServedSession
+from gleam.peer.sched.leasing import leased
 
 if TYPE_CHECKING:
     from gleam.peer.cuda.forwarding import CudaForwarding
@@ -80,12 +81,18 @@ class Attach(Handoff):
                 if trio.current_time() >= deadline:
                     raise AttachFailed(str(exc)) from None
                 await trio.sleep(0.2)
-        self.reason = where.reason
         session = fw.new_session_id()
         if where.link is None:
+            self.reason = where.reason
             await self._local(stream, buffered, session, program, pid)
-        else:
-            await self._remote(stream, buffered, where.link, session, program, pid)
+            return
+        try:  # a lease on the ranked server or a fallback (docs/scheduler.md, "Leases")
+            async with leased(fw.agent, where) as where:
+                self.reason = where.reason
+                assert where.link is not None
+                await self._remote(stream, buffered, where.link, session, program, pid)
+        except NoServer as exc:
+            raise AttachFailed(str(exc)) from None
 
     # ------------------------------------------------------------ local backend
 

@@ -1,16 +1,19 @@
-"""Which agent serves a new session (a stand-in until the scheduler ranks servers).
+"""Which agent serves a new session.
 
 Serving agents advertise ``"cuda": {"backend", "sessions", "gflops"}`` in
-their gossip record. With no peer named, the linked peer with the best
-``gflops / (1 + sessions)`` serves; without one, the local backend does.
-A named peer is matched by node id prefix or name.
+their gossip record. With no peer named, the ``gleam_rank_servers`` hook ranks
+the linked serving peers (the built-in scheduler plugin: the cost model of
+docs/scheduler.md); without one, the local backend serves. A named peer is
+matched by node id prefix or name and is never ranked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from gleam.peer.sched.inputs import DEFAULT_DEMAND, candidates_of
+from gleam.peer.sched.ranking import Ranking, rank_by_cost
 
 if TYPE_CHECKING:
     from gleam.peer.agent import Agent
@@ -30,6 +33,9 @@ class Choice:
     link: PeerLink | None  # None: this agent serves
     name: str
     reason: str = ""  # why this server, for the status view and the demo
+    # The next-best servers, in order: where a denied lease falls back to.
+    fallbacks: tuple[PeerLink, ...] = field(default=())
+    ranking: Ranking | None = None
 
 
 def advert(backend: str | None, sessions: int, gflops: float | None) -> dict[str, Any]:
@@ -40,39 +46,21 @@ def advert(backend: str | None, sessions: int, gflops: float | None) -> dict[str
     return {GOSSIP_FIELD: {"backend": backend, "sessions": sessions, "gflops": float(speed)}}
 
 
-def _score(extra: Any) -> float | None:
-    field = extra.get(GOSSIP_FIELD) if isinstance(extra, Mapping) else None
-    if not isinstance(field, Mapping) or field.get("backend") not in ("cuda", "host"):
-        return None
-    try:
-        return float(field.get("gflops") or 0.0) / (1 + int(field.get("sessions") or 0))
-    except (TypeError, ValueError):
-        return None
-
-
 def choose(agent: Agent, wanted: str, local_backend: str | None) -> Choice:
     """The server for a session; raises NoServer."""
     if wanted:
         return _named(agent, wanted, local_backend)
-    members = agent.mesh.members()
-    ranked: list[tuple[float, PeerLink]] = []
-    for node_id, link in agent.links.items():
-        member = members.get(node_id)
-        score = _score(member.record.extra) if member is not None else None
-        if not link.closed and score is not None:
-            ranked.append((score, link))
-    ranked.sort(key=lambda pair: -pair[0])
-    if ranked:
-        def said(link: PeerLink) -> str:
-            field = members[link.node_id].record.extra[GOSSIP_FIELD]
-            return (f"{link.peer.name} {float(field.get('gflops') or 0):.1f} GFLOP/s, "
-                    f"{int(field.get('sessions') or 0)} sessions")
-
-        best = ranked[0][1]
-        why = f"fastest free server: {said(best)}"
-        if len(ranked) > 1:
-            why += "; next: " + "; ".join(said(link) for _, link in ranked[1:3])
-        return Choice(best, best.peer.name, why)
+    pairs = candidates_of(agent)
+    if pairs:
+        candidates = [c for c, _ in pairs]
+        ranking = agent.pm.hook.gleam_rank_servers(session=DEFAULT_DEMAND, candidates=candidates)
+        if ranking is None:  # the scheduler plugin is blocked: the same model, unexplained
+            ranking = rank_by_cost(DEFAULT_DEMAND, candidates)
+        links = {c.node_id: link for c, link in pairs}
+        ranked = [links[n] for n in ranking.order if n in links]
+        if ranked:
+            return Choice(ranked[0], ranked[0].peer.name, ranking.reason,
+                          tuple(ranked[1:]), ranking)
     if local_backend is not None:
         return Choice(None, agent.config.name, "no serving peer: this agent's own backend")
     raise NoServer("no agent in the mesh serves CUDA (and this one has no backend)")

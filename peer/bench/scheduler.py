@@ -1,0 +1,164 @@
+"""``gleam-peer bench scheduler``: placement policies on the same workloads.
+
+``--sim`` runs the discrete-event simulation (gleam.peer.sched.sim) of the
+workloads in gleam.peer.sched.workload: 8 sessions from 2 client hosts onto 3
+servers of different speeds and links, over ``--seeds`` seeds, for the
+built-in scheduler, random, round-robin, least-loaded, nearest-RTT and the
+best assignment found by trying all of them; then ``--clients`` sessions onto
+``--servers`` servers, where trying all is out of reach. Throughput is the
+total over the seeds: sessions finished per minute of the runs' makespans
+added up, so one easy seed cannot carry the others; random placement counts
+``RANDOM_DRAWS`` draws per seed.
+
+Without ``--sim`` the same workloads run on real agents in the LAN lab
+(``run_lab``); that mode waits for the lab (issue 13, branch ``lab``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any
+
+from gleam.peer.bench.report import Row, positive_int, print_report
+from gleam.peer.sched.policies import POLICIES, SIMPLE, offline_best, results, run_policy
+from gleam.peer.sched.sim import SimResult
+from gleam.peer.sched.workload import Scenario, scaled_scenario, small_scenario
+
+HELP = "placement policies: the scheduler against random, round-robin, ... (--sim)"
+DESCRIPTION = (
+    "Place client sessions on servers of different speeds and links with the built-in "
+    "scheduler, random, round-robin, least-loaded and nearest-RTT placement (and, for the "
+    "small case, the best assignment by exhaustive search) and compare total throughput and "
+    "mean completion time. --sim: a discrete-event simulation with the scheduler's cost model."
+)
+RANDOM_TARGET = 1.79
+SIMPLE_TARGET = 1.2
+OFFLINE_TARGET = 0.90
+OFFLINE = "offline best"
+# Random placement is a distribution, not one draw: its figure is the total over
+# this many draws per seed (one lucky or unlucky draw would decide the ratio).
+RANDOM_DRAWS = 20
+
+
+@dataclass
+class Totals:
+    """One policy's runs over the seeds, added up."""
+
+    sessions: int = 0
+    makespan: float = 0.0
+    completion: float = 0.0
+    per_seed: list[dict[str, float]] = field(default_factory=list)
+
+    def add(self, seed: int, result: SimResult) -> None:
+        self.sessions += len(result.finish)
+        self.makespan += result.makespan
+        self.completion += sum(result.finish)
+        self.per_seed.append({"seed": seed, "throughput": result.throughput,
+                              "mean_completion_s": result.mean_completion,
+                              "makespan_s": result.makespan})
+
+    @property
+    def throughput(self) -> float:
+        return 60.0 * self.sessions / self.makespan if self.makespan > 0 else 0.0
+
+    @property
+    def mean_completion(self) -> float:
+        return self.completion / self.sessions if self.sessions else 0.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sim", action="store_true",
+                        help="simulate (the lab mode needs `gleam-peer lab`)")
+    parser.add_argument("--seeds", type=positive_int, default=3, help="seeds (3)")
+    parser.add_argument("--clients", type=positive_int, default=100,
+                        help="sessions of the scaled run (100)")
+    parser.add_argument("--servers", type=positive_int, default=30,
+                        help="servers of the scaled run (30)")
+
+
+def simulate_all(scenarios: list[Scenario], *, exhaustive: bool) -> dict[str, Totals]:
+    """Every policy (and the offline best, when asked) over the scenarios, one per seed."""
+    totals = {name: Totals() for name in POLICIES}
+    if exhaustive:
+        totals[OFFLINE] = Totals()
+    for seed, scenario in enumerate(scenarios):
+        for name, result in results(scenario, seed, [n for n in POLICIES if n != "random"]).items():
+            totals[name].add(seed, result)
+        for draw in range(RANDOM_DRAWS):
+            totals["random"].add(seed, run_policy(scenario, "random", seed * RANDOM_DRAWS + draw))
+        if exhaustive:
+            totals[OFFLINE].add(seed, offline_best(scenario)[1])
+    return totals
+
+
+def _policy_rows(case: str, totals: dict[str, Totals], reference: str) -> list[Row]:
+    ref = totals[reference]
+    rows = []
+    for name in POLICIES:
+        t = totals[name]
+        rows.append(Row(f"{case}: {name} throughput", t.throughput, reference,
+                        ref.throughput, "sessions/min"))
+        rows.append(Row(f"{case}: {name} mean completion", t.mean_completion, reference,
+                        ref.mean_completion, "s"))
+    return rows
+
+
+def _target_rows(case: str, totals: dict[str, Totals]) -> list[Row]:
+    ours = totals["scheduler"].throughput
+    simple = max(SIMPLE, key=lambda n: totals[n].throughput)
+
+    def row(reference: str, target: float) -> Row:
+        theirs = totals[reference].throughput
+        return Row(f"{case}: scheduler throughput / {reference}", ours, reference, theirs,
+                   "sessions/min", f">= {target:.2f}x",
+                   met=theirs > 0 and ours / theirs >= target)
+
+    rows = [row("random", RANDOM_TARGET)]
+    rows.append(Row(f"{case}: scheduler throughput / best simple ({simple})", ours, simple,
+                    totals[simple].throughput, "sessions/min", f">= {SIMPLE_TARGET:.2f}x",
+                    met=ours >= SIMPLE_TARGET * totals[simple].throughput))
+    if OFFLINE in totals:
+        rows.append(row(OFFLINE, OFFLINE_TARGET))
+    return rows
+
+
+def run_sim(seeds: int, clients: int, servers: int) -> tuple[list[Row], dict[str, Any]]:
+    small = simulate_all([small_scenario(s) for s in range(seeds)], exhaustive=True)
+    scaled = simulate_all([scaled_scenario(s, clients, servers) for s in range(seeds)],
+                          exhaustive=False)
+    rows = [*_target_rows("8x3", small), *_policy_rows("8x3", small, OFFLINE),
+            *_target_rows(f"{clients}x{servers}", scaled),
+            *_policy_rows(f"{clients}x{servers}", scaled, "random")]
+    meta = {
+        "mode": "sim", "seeds": seeds,
+        "small": {"sessions": 8, "hosts": 2, "servers": 3,
+                  "per_seed": {n: t.per_seed for n, t in small.items()}},
+        "scaled": {"sessions": clients, "servers": servers,
+                   "per_seed": {n: t.per_seed for n, t in scaled.items()}},
+    }
+    return rows, meta
+
+
+def run_lab(seeds: int) -> tuple[list[Row], dict[str, Any]]:
+    """The same workloads on real agents in the LAN lab (after the lab branch lands).
+
+    Plan: ``gleam-peer lab up`` with one host per client host and server of
+    ``small_scenario`` (links shaped to its LinkEstimates, host backends with
+    its speed factors), each session a program whose bytes, waits and work
+    match its Demand, started together; the same Totals and rows as run_sim.
+    """
+    raise NotImplementedError(
+        "bench scheduler on real agents needs the LAN lab (`gleam-peer lab`, not in this "
+        "build yet); run `gleam-peer bench scheduler --sim`")
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        rows, meta = (run_sim(args.seeds, args.clients, args.servers) if args.sim
+                      else run_lab(args.seeds))
+    except NotImplementedError as exc:
+        print(f"gleam-peer bench scheduler: {exc}")
+        return 2
+    print_report("scheduler", rows, meta, as_json=args.json)
+    return 0

@@ -1,0 +1,100 @@
+"""The cost model's inputs from what an agent knows today: gossip records and its links.
+
+Sources (docs/scheduler.md, "Inputs"):
+- speed and sessions: the ``cuda`` gossip field a serving agent advertises;
+- queue: the ``sched`` gossip field (leases granted, session not open yet);
+- utilisation and free memory: the record's GPU inventory (NVML, host backend);
+- sessions and queue again, fresher: the load in lease answers (``LoadBook``),
+  which beats gossip for a few seconds;
+- RTT and bandwidth: the link's own estimators (``PeerLink.rtt``, ``.bandwidth``),
+  to become the kernel's TCP_INFO RTT when the lab branch lands.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from gleam.peer.sched.cost import Candidate, Demand, LinkEstimate, Offer
+from gleam.peer.sched.lease import LoadBook
+
+if TYPE_CHECKING:
+    from gleam.peer.agent import Agent
+    from gleam.peer.gossip.records import PeerRecord
+    from gleam.peer.link import PeerLink
+
+CUDA_FIELD = "cuda"
+SCHED_FIELD = "sched"
+BACKENDS = ("cuda", "host")
+# Until a link has measured itself: a LAN round trip and a Gigabit Ethernet rate.
+DEFAULT_RTT = 0.5e-3
+DEFAULT_BANDWIDTH = 117e6
+# What a session needs when its program has told nothing (the interposer does
+# not report a demand yet): a small model's weights, a few thousand waits and
+# a second of a mid-range GPU. Only the order of the candidates depends on it.
+DEFAULT_DEMAND = Demand(unique_bytes=64 << 20, waits=2000, compute=1000.0)
+
+# Each agent's book of loads heard in lease answers (kept by the lease service).
+_BOOKS: weakref.WeakKeyDictionary[Agent, LoadBook] = weakref.WeakKeyDictionary()
+
+
+def keep_book(agent: Agent, book: LoadBook | None) -> None:
+    if book is None:
+        _BOOKS.pop(agent, None)
+    else:
+        _BOOKS[agent] = book
+
+
+def _number(value: Any, default: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return float(value) if value == value and abs(value) != float("inf") else default
+
+
+def offer_of(record: PeerRecord) -> Offer | None:
+    """A server's offer from its gossip record; None when it serves no CUDA."""
+    extra = record.extra if isinstance(record.extra, Mapping) else {}
+    cuda = extra.get(CUDA_FIELD)
+    if not isinstance(cuda, Mapping) or cuda.get("backend") not in BACKENDS:
+        return None
+    sched = extra.get(SCHED_FIELD)
+    leases = _number(sched.get("leases")) if isinstance(sched, Mapping) else 0.0
+    gpus = [g for g in record.gpus if g.backend == cuda.get("backend")]
+    total = sum(g.memory_total for g in gpus)
+    free = sum(max(g.memory_total - g.memory_used, 0) for g in gpus) if total > 0 else None
+    busy = sum(g.utilization for g in gpus) / len(gpus) / 100.0 if gpus else 0.0
+    return Offer(
+        speed=max(_number(cuda.get("gflops")), 0.0),
+        sessions=max(int(_number(cuda.get("sessions"))), 0),
+        queue=max(int(leases), 0),
+        utilisation=min(max(busy, 0.0), 1.0),
+        free_memory=free,
+    )
+
+
+def link_estimate(link: PeerLink) -> LinkEstimate:
+    rtt = link.rtt.ewma
+    rate = link.bandwidth.bytes_per_s
+    return LinkEstimate(rtt=rtt if rtt else DEFAULT_RTT,
+                        bandwidth=rate if rate else DEFAULT_BANDWIDTH,
+                        queued=link.io.queued_bytes)
+
+
+def candidates_of(agent: Agent) -> list[tuple[Candidate, PeerLink]]:
+    """Every linked peer that serves CUDA, as a cost-model candidate (Trio thread)."""
+    members = agent.mesh.members()
+    book = _BOOKS.get(agent)
+    now = trio.current_time()
+    out = []
+    for node_id, link in agent.links.items():
+        member = members.get(node_id)
+        offer = offer_of(member.record) if member is not None else None
+        if link.closed or offer is None:
+            continue
+        if book is not None:
+            offer = book.apply(node_id, offer, now)
+        out.append((Candidate(node_id, link.peer.name, offer, link_estimate(link)), link))
+    return out

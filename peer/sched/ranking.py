@@ -1,0 +1,47 @@
+"""An explained ranking of candidate servers: the answer of ``gleam_rank_servers``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gleam.peer.sched.cost import Candidate, Demand, Estimate, estimate
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Candidates best first, and why.
+
+    ``order`` holds node ids (a plugin may leave some out: those are not
+    tried). ``estimates`` is the per-candidate figure the reason quotes
+    (empty when a plugin ranks by something else).
+    """
+
+    order: tuple[str, ...]
+    reason: str
+    estimates: tuple[Estimate, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"order": [n[:12] for n in self.order], "reason": self.reason,
+                "estimates": [e.as_dict() for e in self.estimates]}
+
+
+def _said(e: Estimate) -> str:
+    if not e.fits:
+        return f"{e.name} too little free memory"
+    return (f"{e.name} {e.total * 1e3:.1f} ms (send {e.transfer * 1e3:.1f}"
+            f" + waits {e.waiting * 1e3:.1f} + compute {e.compute * 1e3:.1f})")
+
+
+def rank_by_cost(demand: Demand, candidates: Sequence[Candidate]) -> Ranking:
+    """The built-in ranking: soonest estimated completion first (ties by name)."""
+    estimates = sorted((estimate(demand, c) for c in candidates),
+                       key=lambda e: (e.total, e.name, e.node_id))
+    if not estimates:
+        return Ranking((), "no candidate server")
+    best = estimates[0]
+    reason = f"soonest estimated completion: {_said(best)}"
+    if len(estimates) > 1:
+        reason += "; next: " + "; ".join(_said(e) for e in estimates[1:3])
+    return Ranking(tuple(e.node_id for e in estimates), reason, tuple(estimates))
