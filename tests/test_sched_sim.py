@@ -59,10 +59,11 @@ def test_the_offline_best_is_never_beaten():
         assert result.makespan >= best.makespan - 1e-9, name
 
 
-def test_bench_scheduler_sim_prints_every_policy_beside_its_reference():
+def test_bench_scheduler_sim_prints_every_policy_beside_its_reference(tmp_path):
+    svg = tmp_path / "plot.svg"
     done = subprocess.run(
         [sys.executable, "-m", "gleam.peer", "bench", "scheduler", "--sim", "--json",
-         "--seeds", "1", "--clients", "20", "--servers", "6"],
+         "--seeds", "1", "--clients", "20", "--servers", "6", "--svg", str(svg)],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
@@ -77,6 +78,9 @@ def test_bench_scheduler_sim_prints_every_policy_beside_its_reference():
         assert isinstance(rows[f"{case}: scheduler throughput / random"]["met"], bool)
     assert isinstance(rows["8x3: scheduler throughput / offline best"]["met"], bool)
     assert set(doc["small"]["per_seed"]) == {*POLICIES, "offline best"}
+    image = svg.read_text()
+    assert image.startswith("<svg") and image.rstrip().endswith("</svg>")
+    assert all(f">{name}<" in image for name in (*POLICIES, "offline best"))
 
 
 def test_bench_scheduler_without_sim_says_what_to_do():

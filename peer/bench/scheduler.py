@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from gleam.peer.bench.plot import bar_chart_svg
 from gleam.peer.bench.report import Row, positive_int, print_report
 from gleam.peer.sched.policies import POLICIES, SIMPLE, offline_best, results, run_policy
 from gleam.peer.sched.sim import SimResult
@@ -75,6 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sessions of the scaled run (100)")
     parser.add_argument("--servers", type=positive_int, default=30,
                         help="servers of the scaled run (30)")
+    parser.add_argument("--svg", type=Path, metavar="PATH",
+                        help="also write the throughputs as a bar chart (SVG)")
 
 
 def simulate_all(scenarios: list[Scenario], *, exhaustive: bool) -> dict[str, Totals]:
@@ -123,10 +127,18 @@ def _target_rows(case: str, totals: dict[str, Totals]) -> list[Row]:
     return rows
 
 
-def run_sim(seeds: int, clients: int, servers: int) -> tuple[list[Row], dict[str, Any]]:
+def run_sim(seeds: int, clients: int, servers: int, svg: Path | None = None
+            ) -> tuple[list[Row], dict[str, Any]]:
     small = simulate_all([small_scenario(s) for s in range(seeds)], exhaustive=True)
     scaled = simulate_all([scaled_scenario(s, clients, servers) for s in range(seeds)],
                           exhaustive=False)
+    if svg is not None:
+        groups = {f"8 sessions, 3 servers ({seeds} seeds)":
+                  {n: t.throughput for n, t in small.items()},
+                  f"{clients} sessions, {servers} servers ({seeds} seeds)":
+                  {n: t.throughput for n, t in scaled.items()}}
+        svg.write_text(bar_chart_svg(groups, "bench scheduler --sim: total throughput",
+                                     "sessions/min"))
     rows = [*_target_rows("8x3", small), *_policy_rows("8x3", small, OFFLINE),
             *_target_rows(f"{clients}x{servers}", scaled),
             *_policy_rows(f"{clients}x{servers}", scaled, "random")]
@@ -155,7 +167,7 @@ def run_lab(seeds: int) -> tuple[list[Row], dict[str, Any]]:
 
 def main(args: argparse.Namespace) -> int:
     try:
-        rows, meta = (run_sim(args.seeds, args.clients, args.servers) if args.sim
+        rows, meta = (run_sim(args.seeds, args.clients, args.servers, args.svg) if args.sim
                       else run_lab(args.seeds))
     except NotImplementedError as exc:
         print(f"gleam-peer bench scheduler: {exc}")

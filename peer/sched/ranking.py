@@ -27,11 +27,15 @@ class Ranking:
                 "estimates": [e.as_dict() for e in self.estimates]}
 
 
+def _time(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 1.0 else f"{seconds * 1e3:.1f} ms"
+
+
 def _said(e: Estimate) -> str:
     if not e.fits:
         return f"{e.name} too little free memory"
-    return (f"{e.name} {e.total * 1e3:.1f} ms (send {e.transfer * 1e3:.1f}"
-            f" + waits {e.waiting * 1e3:.1f} + compute {e.compute * 1e3:.1f})")
+    return (f"{e.name} {_time(e.total)} (send {_time(e.transfer)}"
+            f" + waits {_time(e.waiting)} + compute {_time(e.compute)})")
 
 
 def rank_by_cost(demand: Demand, candidates: Sequence[Candidate]) -> Ranking:
