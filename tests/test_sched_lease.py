@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gleam.peer.sched.cost import Offer
-from gleam.peer.sched.lease import Capacity, LeaseDesk, LoadBook, offer_from_load
+from gleam.peer.sched.lease import Capacity, LeaseDesk, LoadBook
 from gleam.peer.sched.messages import ServerLoad
 
 
@@ -70,5 +70,3 @@ def test_the_book_prefers_a_fresh_answer_to_gossip():
         (3, 2, 100.0, 0.3, 99)
     assert book.apply("n", gossip, now=15.5) == gossip  # too old: gossip again
     assert book.apply("other", gossip, now=12.0) == gossip
-    assert offer_from_load(ServerLoad(1, 2, 3, 4.0, 5)) == Offer(speed=4.0, sessions=1, queue=2,
-                                                                 free_memory=5)

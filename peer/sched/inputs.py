@@ -2,7 +2,8 @@
 
 Sources (docs/scheduler.md, "Inputs"):
 - speed and sessions: the ``cuda`` gossip field a serving agent advertises;
-- queue: the ``sched`` gossip field (leases granted, session not open yet);
+- queue: the ``sched`` gossip field (leases granted, session not open yet)
+  plus the record's ``queue_depth``;
 - utilisation and free memory: the record's GPU inventory (NVML, host backend);
 - sessions and queue again, fresher: the load in lease answers (``LoadBook``),
   which beats gossip for a few seconds;
@@ -69,7 +70,7 @@ def offer_of(record: PeerRecord) -> Offer | None:
     return Offer(
         speed=max(_number(cuda.get("gflops")), 0.0),
         sessions=max(int(_number(cuda.get("sessions"))), 0),
-        queue=max(int(leases), 0),
+        queue=max(int(leases), 0) + max(record.queue_depth, 0),
         utilisation=min(max(busy, 0.0), 1.0),
         free_memory=free,
     )

@@ -118,12 +118,6 @@ class LeaseDesk:
             del self._held[key]
 
 
-def offer_from_load(load: ServerLoad) -> Offer:
-    """A lease answer's load as the cost model's offer (leases wait as the queue)."""
-    return Offer(speed=load.gflops, sessions=load.sessions, queue=load.leases,
-                 free_memory=load.free_memory)
-
-
 class LoadBook:
     """The loads a client heard in lease answers, fresher than gossip for a while."""
 
