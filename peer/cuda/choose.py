@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gleam.peer.sched.inputs import DEFAULT_DEMAND, candidates_of
+from gleam.peer.sched.inputs import CUDA_FIELD, DEFAULT_DEMAND, candidates_of
 from gleam.peer.sched.ranking import Ranking, rank_by_cost
 
 if TYPE_CHECKING:
     from gleam.peer.agent import Agent
     from gleam.peer.link import PeerLink
 
-GOSSIP_FIELD = "cuda"
+GOSSIP_FIELD = CUDA_FIELD  # the scheduler reads what this module advertises
 # A GPU whose speed nobody measured still beats any CPU.
 UNMEASURED_GPU_GFLOPS = 1000.0
 
@@ -54,7 +54,7 @@ def choose(agent: Agent, wanted: str, local_backend: str | None) -> Choice:
     if pairs:
         candidates = [c for c, _ in pairs]
         ranking = agent.pm.hook.gleam_rank_servers(session=DEFAULT_DEMAND, candidates=candidates)
-        if ranking is None:  # the scheduler plugin is blocked: the same model, unexplained
+        if ranking is None:  # the scheduler plugin is blocked: the same model, no leases
             ranking = rank_by_cost(DEFAULT_DEMAND, candidates)
         links = {c.node_id: link for c, link in pairs}
         ranked = [links[n] for n in ranking.order if n in links]
