@@ -21,23 +21,24 @@ from .test_agent_gossip import FAST, addr
 SERVERS = {"fast": 40.0, "mid": 20.0, "slow": 10.0}
 
 
-async def server(agents, name: str, key: bytes, gflops: float, max_sessions: int) -> Agent:
+async def start(agents, name: str, key: bytes, *, gflops: float = 10.0, backend: str = "host",
+                max_sessions: int = 2, peers=(), plugins=(), disabled=()) -> Agent:
     cfg = AgentConfig(state=agents.state_factory(key), name=name, host="127.0.0.1", port=0,
                       ping_interval=0.2, peer_timeout=2.0, handshake_timeout=3.0, gossip=FAST,
-                      backend="host", max_sessions=max_sessions)
-    agent = Agent(cfg, make_plugin_manager(disabled=()),
+                      backend=backend, max_sessions=max_sessions, peers=tuple(peers))
+    agent = Agent(cfg, make_plugin_manager(disabled=disabled, extra=plugins),
                   inventory=GpuInventory(measure=lambda: gflops))
     await agents.nursery.start(agent.run)
     return agent
 
 
-async def mesh(agents, key, *, clients=("c1",), plugins=(), max_sessions=2):
-    servers = {name: await server(agents, name, key, gflops, max_sessions)
+async def mesh(agents, key, *, clients=("c1",), plugins=(), max_sessions=2, disabled=()):
+    servers = {name: await start(agents, name, key, gflops=gflops, max_sessions=max_sessions)
                for name, gflops in SERVERS.items()}
     made = []
     for name in clients:
-        made.append(await agents.start(name, key, gossip=FAST, backend="none", plugins=plugins,
-                                       peers=[addr(s) for s in servers.values()]))
+        made.append(await start(agents, name, key, backend="none", plugins=plugins,
+                                disabled=disabled, peers=[addr(s) for s in servers.values()]))
 
     def adverts_arrived() -> bool:
         seen = [candidates_of(c) for c in made]
@@ -69,6 +70,16 @@ async def test_a_plugin_replaces_the_ranking(agents, mesh_key):
     _servers, (client,) = await mesh(agents, mesh_key, plugins=[("prefer-slow", PreferSlow())])
     where = choose(client, "", None)
     assert (where.name, where.reason) == ("slow", "a plugin likes slow servers")
+
+
+async def test_with_the_scheduler_blocked_the_same_model_ranks_and_nobody_leases(agents,
+                                                                                  mesh_key):
+    servers, (client,) = await mesh(agents, mesh_key, disabled=("scheduler",))
+    where = choose(client, "", None)
+    assert where.name == "fast" and where.reason.startswith("soonest estimated completion")
+    async with leasing.leased(client, where) as same:
+        assert same == where
+        assert all(len(leasing.service_of(s).desk) == 0 for s in servers.values())
 
 
 async def test_concurrent_clients_spread_over_servers_by_lease(agents, mesh_key):
