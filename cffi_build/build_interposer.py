@@ -55,6 +55,6 @@ class BuildWithInterposer(build_ext):
                             "-Wextra", "-Werror=implicit-function-declaration"],
         )
         compiler.link_shared_object(
-            objects, LIB_NAME, output_dir=str(target_dir), libraries=["pthread"],
+            objects, LIB_NAME, output_dir=str(target_dir), libraries=["pthread", "dl"],
             extra_postargs=[f"-Wl,-soname,{LIB_NAME}", "-Wl,--no-undefined"],
         )

@@ -24,7 +24,8 @@ A row is ``Row(name, signature, cls, symbols, roles, ...)``:
     What each pointer or handle parameter means (parameters not named are
     scalars passed by value):
 
-    ``h:KIND``        a handle of KIND (ctx, mod, func, lib, kernel, stream, event)
+    ``h:KIND``        a handle of KIND (ctx, mod, func, lib, kernel, stream, event;
+                      pool handles never leave the interposer)
     ``h:KIND!``       the same, and the call destroys it
     ``mint:KIND``     ``KIND *`` out: the interposer mints the handle; the server
                       binds its own object to it
@@ -46,6 +47,12 @@ A row is ``Row(name, signature, cls, symbols, roles, ...)``:
     backend calls directly; rows without one have a hand-written ``cb_<name>``.
 ``ctx``
     False for calls that need no current context.
+``backend``
+    False (with ``server="exec"``): the executor's ``gx_<name>`` is the whole
+    server half; the backends have no slot for the call.
+``caller``
+    True: the exported stubs record their return address, so the interposer
+    can tell cudart's calls from the program's (interposer/caller.c).
 
 Call ids are the wire rows' positions in ``ROWS``: append new rows at the end.
 """
@@ -82,6 +89,8 @@ class Row:
     driver: str | None = None
     ctx: bool = True
     base: str | None = None  # cuGetProcAddress base name (default: name)
+    caller: bool = False  # the exported stub records its return address (caller.c)
+    backend: bool = True  # False: the executor's gx_<name> alone answers (no backend slot)
 
     @property
     def wire(self) -> bool:
@@ -261,7 +270,7 @@ ROWS: tuple[Row, ...] = (
     R("cuLaunchKernel", "CUfunction f, unsigned int gridDimX, unsigned int gridDimY, "
       "unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, "
       "unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, "
-      "void **kernelParams, void **extra", LOCAL, (ptsz("cuLaunchKernel", 4000),)),
+      "void **kernelParams, void **extra", LOCAL, (ptsz("cuLaunchKernel", 4000),), caller=True),
     R("glLaunch", "CUfunction f, unsigned int gridDimX, unsigned int gridDimY, "
       "unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, "
       "unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, "
@@ -319,7 +328,7 @@ ROWS: tuple[Row, ...] = (
     R("cuLinkDestroy", "CUlinkState state", LOCAL, (s("cuLinkDestroy", 5050),), ctx=False),
     # cuda.core launches with the extensible form; it becomes a glLaunch.
     R("cuLaunchKernelEx", "const CUlaunchConfig *config, CUfunction f, void **kernelParams, "
-      "void **extra", LOCAL, (ptsz("cuLaunchKernelEx", 11060),)),
+      "void **extra", LOCAL, (ptsz("cuLaunchKernelEx", 11060),), caller=True),
     # Occupancy (interposer/occupancy.c; host: hostdev_attrs.c). A CUkernel may
     # stand for its function here too.
     R("cuOccupancyMaxActiveBlocksPerMultiprocessor", "int *numBlocks, CUfunction func, "
@@ -342,7 +351,7 @@ ROWS: tuple[Row, ...] = (
     # ------------------------------------- appended for libcudart (runtime API)
     # cudart's private tables, answered in the interposer (interposer/export_tables.c).
     R("cuGetExportTable", "const void **ppExportTable, const CUuuid *pExportTableId", LOCAL,
-      (s("cuGetExportTable", 3000),), ctx=False),
+      (s("cuGetExportTable", 3000),), ctx=False, caller=True),
     # What cudart asks before loading its modules (interposer/runtime.c).
     R("cuModuleGetLoadingMode", "CUmoduleLoadingMode *mode", LOCAL,
       (s("cuModuleGetLoadingMode", 11070),), ctx=False),
@@ -368,7 +377,73 @@ ROWS: tuple[Row, ...] = (
       (ptsz("cuStreamGetPriority", 5050),)),
     R("cuPointerGetAttributes", "unsigned int numAttributes, CUpointer_attribute *attributes, "
       "void **data, CUdeviceptr ptr", LOCAL, (s("cuPointerGetAttributes", 7000),)),
+    # ------------------------- appended for CuPy and cudart's stream-ordered calls
+    # Stream capture (CUDA graphs) is not supported: queries answer "not
+    # capturing", beginning one is NOT_SUPPORTED with a line (interposer/capture.c).
+    R("cuStreamIsCapturing", "CUstream hStream, CUstreamCaptureStatus *captureStatus", LOCAL,
+      (ptsz("cuStreamIsCapturing", 10000),)),
+    R("cuStreamGetCaptureInfo", "CUstream hStream, CUstreamCaptureStatus *captureStatus_out, "
+      "cuuint64_t *id_out", LOCAL, (ptsz("cuStreamGetCaptureInfo", 10010),)),
+    R("cuStreamGetCaptureInfo_v2", "CUstream hStream, CUstreamCaptureStatus *captureStatus_out, "
+      "cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, "
+      "size_t *numDependencies_out", LOCAL, (ptsz("cuStreamGetCaptureInfo_v2", 11030),),
+      base="cuStreamGetCaptureInfo"),
+    R("cuStreamGetCaptureInfo_v3", "CUstream hStream, CUstreamCaptureStatus *captureStatus_out, "
+      "cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, "
+      "const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out", LOCAL,
+      (ptsz("cuStreamGetCaptureInfo_v3", 12030),), base="cuStreamGetCaptureInfo"),
+    R("cuStreamBeginCapture", "CUstream hStream", LOCAL, (ptsz("cuStreamBeginCapture", 10000),)),
+    R("cuStreamBeginCapture_v2", "CUstream hStream, CUstreamCaptureMode mode", LOCAL,
+      (ptsz("cuStreamBeginCapture_v2", 10010),), base="cuStreamBeginCapture"),
+    R("cuStreamEndCapture", "CUstream hStream, CUgraph *phGraph", LOCAL,
+      (ptsz("cuStreamEndCapture", 10000),)),
+    R("cuThreadExchangeStreamCaptureMode", "CUstreamCaptureMode *mode", LOCAL,
+      (s("cuThreadExchangeStreamCaptureMode", 10010),), ctx=False),
+    # An event record with flags is the plain record (the only flag, EXTERNAL,
+    # matters inside graphs).
+    R("cuEventRecordWithFlags", "CUevent hEvent, CUstream hStream, unsigned int flags", LOCAL,
+      (ptsz("cuEventRecordWithFlags", 11010),)),
+    # Memory pools and stream-ordered allocation (interposer/mempool.c): every
+    # stream completes in order on gleam's devices, so an async allocation is
+    # an ordinary sub-allocation made at once, and a pool is its accounting.
+    R("cuDeviceGetDefaultMemPool", "CUmemoryPool *pool_out, CUdevice dev", LOCAL,
+      (s("cuDeviceGetDefaultMemPool", 11020),), ctx=False),
+    R("cuDeviceGetMemPool", "CUmemoryPool *pool, CUdevice dev", LOCAL,
+      (s("cuDeviceGetMemPool", 11020),), ctx=False),
+    R("cuDeviceSetMemPool", "CUdevice dev, CUmemoryPool pool", LOCAL,
+      (s("cuDeviceSetMemPool", 11020),), ctx=False),
+    R("cuMemPoolCreate", "CUmemoryPool *pool, const CUmemPoolProps *poolProps", LOCAL,
+      (s("cuMemPoolCreate", 11020),), ctx=False),
+    R("cuMemPoolDestroy", "CUmemoryPool pool", LOCAL, (s("cuMemPoolDestroy", 11020),)),
+    R("cuMemPoolGetAttribute", "CUmemoryPool pool, CUmemPool_attribute attr, void *value", LOCAL,
+      (s("cuMemPoolGetAttribute", 11020),), ctx=False),
+    R("cuMemPoolSetAttribute", "CUmemoryPool pool, CUmemPool_attribute attr, void *value", LOCAL,
+      (s("cuMemPoolSetAttribute", 11020),), ctx=False),
+    R("cuMemPoolTrimTo", "CUmemoryPool pool, size_t minBytesToKeep", LOCAL,
+      (s("cuMemPoolTrimTo", 11020),), ctx=False),
+    R("cuMemAllocAsync", "CUdeviceptr *dptr, size_t bytesize, CUstream hStream", LOCAL,
+      (ptsz("cuMemAllocAsync", 11020),)),
+    R("cuMemAllocFromPoolAsync", "CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, "
+      "CUstream hStream", LOCAL, (ptsz("cuMemAllocFromPoolAsync", 11020),)),
+    R("cuMemFreeAsync", "CUdeviceptr dptr, CUstream hStream", LOCAL,
+      (ptsz("cuMemFreeAsync", 11020),)),
+    # Registered host memory is remembered like pinned memory (interposer/pinned.c).
+    R("cuMemHostRegister", "void *p, size_t bytesize, unsigned int Flags", LOCAL,
+      (s("cuMemHostRegister", 4000), s("cuMemHostRegister_v2", 6050))),
+    R("cuMemHostUnregister", "void *p", LOCAL, (s("cuMemHostUnregister", 4000),)),
+    R("cuMemHostGetFlags", "unsigned int *pFlags, void *p", LOCAL,
+      (s("cuMemHostGetFlags", 2030),)),
+    # Images larger than one copy chunk (CuPy's CUB fatbin is 41 MB, PyTorch's
+    # are larger) travel as parts that the executor stages, then one staged
+    # load (interposer/module.c, src/exec_images.c): an envelope carries at
+    # most one chunk.
+    R("glImagePart", "const void *bytes, size_t n", ONEWAY, (), {"bytes": "hin:n"},
+      server="exec", backend=False, ctx=False),
+    R("glModuleLoadStaged", "CUmodule *module", ONEWAY, (), {"module": "mint:mod"},
+      server="exec", backend=False),
+    R("glLibraryLoadStaged", "CUlibrary *library", ONEWAY, (), {"library": "mint:lib"},
+      server="exec", backend=False, ctx=False),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).
-HANDLE_KINDS = ("ctx", "mod", "func", "lib", "kernel", "stream", "event")
+HANDLE_KINDS = ("ctx", "mod", "func", "lib", "kernel", "stream", "event", "pool")

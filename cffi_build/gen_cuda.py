@@ -140,8 +140,9 @@ def gen_header(wire: list[Row], parsed: dict[str, list[Param]]) -> str:
         ps = parsed[r.name]
         sig = decl(ps, extra="")
         out.append(f"typedef CUresult (*gl_fn_{r.name})({sig});\n")
-        out.append(f"CUresult hb_{r.name}({sig});\n")
-        if r.driver is None:
+        if r.backend:
+            out.append(f"CUresult hb_{r.name}({sig});\n")
+        if r.backend and r.driver is None:
             out.append(f"CUresult cb_{r.name}({sig});\n")
         if r.server == "exec":
             out.append(f"CUresult gx_{r.name}(struct gl_exec *x, {sig or 'void'});\n")
@@ -251,8 +252,10 @@ def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
             trace = ("" if base == "cuGetProcAddress" else
                      f"    if (__builtin_expect(gl_trace_on, 0))\n"
                      f"        gl_trace_call(\"{name}\");\n")
+            # Rows that must know which loaded object called them (caller.c).
+            caller = ("    gl_caller = __builtin_return_address(0);\n" if r.caller else "")
             out.append(f"GL_EXPORT CUresult {name}({decl(ps, extra='')})\n"
-                       f"{{\n{trace}"
+                       f"{{\n{caller}{trace}"
                        f"    return {target}({call}{sep}{per_thread});\n}}\n")
             table.append(f'    {{"{base}", "{name}", {since}, {per_thread}, (void *){name}}},\n')
     out.append("\nconst gl_symbol gl_symbols[] = {\n" + "".join(table) + "};\n")
@@ -386,10 +389,11 @@ def gen_dispatch(wire: list[Row], parsed: dict[str, list[Param]]) -> str:
                + "".join(f'    "{r.driver}",\n' if r.driver else "    NULL,\n" for r in wire)
                + "};\n")
     out.append("void *const gl_host_fns[GL_CALL_COUNT] = {\n"
-               + "".join(f"    (void *)hb_{r.name},\n" for r in wire) + "};\n")
-    out.append("void *const gl_cuda_custom_fns[GL_CALL_COUNT] = {\n"
-               + "".join("    NULL,\n" if r.driver else f"    (void *)cb_{r.name},\n"
+               + "".join(f"    (void *)hb_{r.name},\n" if r.backend else "    NULL,\n"
                          for r in wire) + "};\n")
+    out.append("void *const gl_cuda_custom_fns[GL_CALL_COUNT] = {\n"
+               + "".join("    NULL,\n" if r.driver or not r.backend
+                         else f"    (void *)cb_{r.name},\n" for r in wire) + "};\n")
     out.append(gen_driver_cdef(wire, parsed))
     return "".join(out)
 

@@ -35,6 +35,14 @@ typedef int CUlibraryOption;
 typedef int CUdriverProcAddressQueryResult;
 typedef int CUmoduleLoadingMode;
 typedef int CUlimit;
+typedef int CUstreamCaptureStatus;
+typedef int CUstreamCaptureMode;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct CUgraphEdgeData_st CUgraphEdgeData; /* only ever pointed to */
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef struct CUmemPoolProps_st CUmemPoolProps; /* only ever pointed to */
+typedef int CUmemPool_attribute;
 /* cuCtxCreate_v4's parameters (execution affinity and CIG); gleam accepts only
  * a NULL pointer or one whose members are both NULL. */
 typedef struct { void *execAffinityParams; int numExecAffinityParams; void *cigParams; } CUctxCreateParams;
@@ -54,10 +62,13 @@ enum {
     CUDA_ERROR_FILE_NOT_FOUND = 301,
     CUDA_ERROR_OPERATING_SYSTEM = 304,
     CUDA_ERROR_INVALID_HANDLE = 400,
+    CUDA_ERROR_ILLEGAL_STATE = 401,
     CUDA_ERROR_NOT_FOUND = 500,
     CUDA_ERROR_NOT_READY = 600,
     CUDA_ERROR_ILLEGAL_ADDRESS = 700,
     CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
+    CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
+    CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
     CUDA_ERROR_LAUNCH_FAILED = 719,
     CUDA_ERROR_NOT_SUPPORTED = 801,
     CUDA_ERROR_UNKNOWN = 999

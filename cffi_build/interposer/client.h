@@ -79,4 +79,8 @@ CUresult gl_unsupported_call(int slot);
 extern int gl_trace_on;
 void gl_trace_call(const char *name);
 
+/* The return address of the exported call in progress on this thread, set
+ * by the stubs of rows marked `caller` (caller.c tells whose code it is). */
+extern __thread const void *gl_caller;
+
 #endif /* GLEAM_CLIENT_H */

@@ -467,6 +467,9 @@ CUresult gli_cuGetExportTable(const void **ppExportTable, const CUuuid *pExportT
         if (memcmp(g_tables[t].uuid, pExportTableId->bytes, 16) == 0) {
             if (gl_trace_on)
                 fprintf(stderr, "gleam: trace: export table %s\n", g_tables[t].name);
+            /* Only cudart asks for its interface: the caller is a copy of it. */
+            if (strcmp(g_tables[t].name, "cudart_interface") == 0)
+                gl_caller_mark_cudart();
             *ppExportTable = g_live[t];
             return CUDA_SUCCESS;
         }

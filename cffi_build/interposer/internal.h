@@ -121,6 +121,15 @@ CUresult gl_launchable(uint64_t h, uint64_t *func);
  * the destructors cudart gave (outside any lock; they may call back in). */
 void gl_cls_context_gone(uint64_t ctx);
 
+/* ---- caller.c: cudart's calls told from the program's */
+
+/* The object that made the current exported call (gl_caller) is cudart. */
+void gl_caller_mark_cudart(void);
+/* Whether the current exported call came from an object marked cudart's. */
+int gl_caller_is_cudart(void);
+/* The undocumented CUresult cudart turns into cudaErrorInvalidConfiguration. */
+#define GL_CUDA_ERROR_CUDART_INVALID_CONFIGURATION 9
+
 /* ---- integrity.c: cudart's start-up check of the driver */
 
 /* The 16 bytes cudart expects from the integrity table's slot 1. */

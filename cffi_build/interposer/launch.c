@@ -33,12 +33,19 @@ static CUresult parse_extra(void **extra, const void **buf, size_t *size)
 }
 
 /* The device's launch limits (cached attributes 1..7: threads per block,
- * block and grid extents), checked here because the launch is one-way: a
- * too-large block fails at the launch with CUDA_ERROR_INVALID_VALUE, as
- * NVIDIA documents for cuLaunchKernel. (cudart 13 passes that on as
- * cudaErrorInvalidValue; on a GPU it reports cudaErrorInvalidConfiguration,
- * which it maps from CUresult 9: docs/cuda-forwarding.md.) A limit the device
- * does not report (0) is not checked. */
+ * block and grid extents), checked here because the launch is one-way. A
+ * limit the device does not report (0) is not checked. What a launch that
+ * breaks one returns depends on who launched (caller.c): a driver-API
+ * program gets CUDA_ERROR_INVALID_VALUE, as NVIDIA documents for
+ * cuLaunchKernel (and as numba and CuPy report on GPUs); cudart gets the
+ * CUresult it turns into cudaErrorInvalidConfiguration, which is what
+ * runtime-API programs see on a GPU (docs/cuda-forwarding.md). */
+static CUresult launch_config_error(void)
+{
+    return gl_caller_is_cudart() ? GL_CUDA_ERROR_CUDART_INVALID_CONFIGURATION
+                                 : CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult check_launch_limits(unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                     unsigned by, unsigned bz)
 {
@@ -50,11 +57,11 @@ static CUresult check_launch_limits(unsigned gx, unsigned gy, unsigned gz, unsig
         return CUDA_SUCCESS; /* the server answers for a launch without a context */
     if (gli_cuDeviceGetAttribute(&limit, 1, dev, 0) == CUDA_SUCCESS && limit > 0
         && (uint64_t)bx * by * bz > (uint64_t)limit)
-        return CUDA_ERROR_INVALID_VALUE;
+        return launch_config_error();
     for (int a = 2; a <= 7; a++) {
         if (gli_cuDeviceGetAttribute(&limit, a, dev, 0) == CUDA_SUCCESS && limit > 0
             && dims[a - 1] > (unsigned)limit)
-            return CUDA_ERROR_INVALID_VALUE;
+            return launch_config_error();
     }
     return CUDA_SUCCESS;
 }
@@ -80,7 +87,7 @@ CUresult gli_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gr
     if ((r = gl_check_handle(GL_H_FUNC, fh)) != CUDA_SUCCESS)
         return r;
     if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ)
-        return CUDA_ERROR_INVALID_VALUE;
+        return launch_config_error();
     if ((r = check_launch_limits(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
                                  blockDimZ)) != CUDA_SUCCESS)
         return r;

@@ -58,6 +58,29 @@ oom:
 }
 
 
+/* One image at a time may be in parts on the wire: the parts of two images
+ * loaded by two threads must not interleave (exec_images.c keeps one stage). */
+static pthread_mutex_t g_stage_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* An image of more than one copy chunk goes as parts, then a staged load. */
+static CUresult send_image(void **handle, const void *image, size_t size, int is_lib, int ptds)
+{
+    if (size <= GL_COPY_CHUNK)
+        return is_lib ? glw_glLibraryLoad((CUlibrary *)handle, image, size, ptds)
+                      : glw_glModuleLoad((CUmodule *)handle, image, size, ptds);
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_stage_lock);
+    for (size_t off = 0; r == CUDA_SUCCESS && off < size; off += GL_COPY_CHUNK) {
+        size_t n = size - off < GL_COPY_CHUNK ? size - off : GL_COPY_CHUNK;
+        r = glw_glImagePart((const uint8_t *)image + off, n, ptds);
+    }
+    if (r == CUDA_SUCCESS)
+        r = is_lib ? glw_glLibraryLoadStaged((CUlibrary *)handle, ptds)
+                   : glw_glModuleLoadStaged((CUmodule *)handle, ptds);
+    pthread_mutex_unlock(&g_stage_lock);
+    return r;
+}
+
 static CUresult load(void **handle, const void *image, int is_lib, int ptds)
 {
     size_t size;
@@ -76,8 +99,7 @@ static CUresult load(void **handle, const void *image, int is_lib, int ptds)
         free(e); /* unparsable PTX: the server will say what is wrong with it */
         e = NULL;
     }
-    r = is_lib ? glw_glLibraryLoad((CUlibrary *)handle, image, size, ptds)
-               : glw_glModuleLoad((CUmodule *)handle, image, size, ptds);
+    r = send_image(handle, image, size, is_lib, ptds);
     if (r == CUDA_SUCCESS && e != NULL && maps() == 0 &&
         gl_hmap_put(g_images, (uint64_t)(uintptr_t)*handle, e) == 0)
         e = NULL;

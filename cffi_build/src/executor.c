@@ -296,6 +296,7 @@ void gl_exec_free(gl_exec *x)
     free(x->handles);
     gl_ranges_free(&x->allocs);
     gl_ranges_free(&x->globals);
+    gl_staged_free(&x->staged);
     free(x);
 }
 

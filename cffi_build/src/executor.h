@@ -64,6 +64,14 @@ typedef struct {
     void *val;
 } gl_hslot;
 
+/* An image that arrives in parts (glImagePart) before its staged load. */
+typedef struct {
+    uint8_t *bytes;
+    size_t len, cap;
+} gl_staged_image;
+/* Frees the staged bytes (the session closes). */
+void gl_staged_free(gl_staged_image *s);
+
 struct gl_exec {
     gl_backend *be;
     uint64_t va_base, va_size;
@@ -75,6 +83,7 @@ struct gl_exec {
     CUresult deferred;
     gl_exec_stats_t stats;
     void *priv; /* backend's per-session state */
+    gl_staged_image staged; /* parts of an image being sent (exec_images.c) */
 };
 
 /* The session whose batch runs on this thread (the slots find it here). */

@@ -50,6 +50,7 @@ typedef struct {
 typedef struct {
     gl_hobj h;
     int recorded;
+    unsigned int flags; /* CU_EVENT_* as created */
     struct timespec t;
 } gl_hevent;
 

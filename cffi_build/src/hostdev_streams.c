@@ -52,12 +52,19 @@ CUresult hb_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Fla
     return CUDA_SUCCESS;
 }
 
+/* CU_EVENT_DEFAULT, BLOCKING_SYNC, DISABLE_TIMING, INTERPROCESS; as CUDA
+ * documents, an interprocess event must also disable timing. */
+#define GL_EVENT_DISABLE_TIMING 0x2u
+#define GL_EVENT_INTERPROCESS 0x4u
+
 CUresult hb_cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
-    (void)Flags;
+    if ((Flags & ~0x7u) || ((Flags & GL_EVENT_INTERPROCESS) && !(Flags & GL_EVENT_DISABLE_TIMING)))
+        return CUDA_ERROR_INVALID_VALUE;
     gl_hevent *e = gl_hobj_new(GL_H_EVENT, sizeof *e);
     if (e == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    e->flags = Flags;
     *phEvent = (CUevent)e;
     return CUDA_SUCCESS;
 }
@@ -86,6 +93,9 @@ CUresult hb_cuEventQuery(CUevent hEvent)
 CUresult hb_cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
     gl_hevent *a = (gl_hevent *)hStart, *b = (gl_hevent *)hEnd;
+    /* CUDA's answer for an event that keeps no time. */
+    if ((a->flags | b->flags) & GL_EVENT_DISABLE_TIMING)
+        return CUDA_ERROR_INVALID_HANDLE;
     if (!a->recorded || !b->recorded)
         return CUDA_ERROR_NOT_READY;
     double ms = (double)(b->t.tv_sec - a->t.tv_sec) * 1e3

@@ -1,0 +1,173 @@
+"""CuPy programs, unchanged, through gleam on a host-backend peer.
+
+CuPy (``cupy-cuda12x``) carries cudart 12 statically and reaches the driver
+both through it and directly; NVRTC comes from the ``nvidia-cuda-nvrtc-cu12``
+wheel. The agents are two real processes on loopback: a client without a
+device and a server with the host backend (its kernel registry off), whose
+PTX interpreter runs every kernel. Each program checks its results against
+numpy and prints one JSON verdict.
+
+Two settings make CuPy hand the host device what it can run
+(docs/cuda-forwarding.md, "CuPy"): ``CUPY_COMPILE_WITH_PTX=1`` (NVRTC emits
+PTX instead of an sm_80 cubin) and ``CUPY_ACCELERATORS=`` (CuPy's own
+reduction kernels instead of CUB's prebuilt ones, whose PTX uses instructions
+the interpreter lacks).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from .cuda_mesh import host_mesh, run_through
+
+pytestmark = pytest.mark.slow
+
+cupy = pytest.importorskip("cupy", reason="cupy-cuda12x (the test extra) is not installed")
+
+PRELUDE = """
+import json
+import cupy as cp
+import numpy as np
+rng = np.random.default_rng(7)
+def close(a, b):
+    return bool(np.allclose(a, b, rtol=1e-5, atol=1e-6))
+"""
+
+ARRAYS = PRELUDE + """
+x = rng.standard_normal(4096).astype(np.float32)
+dx = cp.asarray(x)
+dz = dx.copy()
+dz[10:20] = 5
+want = x.copy()
+want[10:20] = 5
+checks = {
+    "roundtrip": bool(np.array_equal(cp.asnumpy(dx), x)),
+    "zeros": bool(np.array_equal(cp.zeros(100).get(), np.zeros(100))),
+    "ones_int32": bool(np.array_equal(cp.ones((3, 4), cp.int32).get(), np.ones((3, 4), np.int32))),
+    "arange": bool(np.array_equal(cp.arange(0, 50, 3).get(), np.arange(0, 50, 3))),
+    "device_copy_and_slice": bool(np.array_equal(dz.get(), want)),
+    "transpose_copy": bool(np.array_equal(
+        cp.ascontiguousarray(cp.asarray(x.reshape(64, 64)).T).get(), x.reshape(64, 64).T)),
+}
+print(json.dumps({"ok": all(checks.values()), "checks": checks}))
+"""
+
+ELEMENTWISE = PRELUDE + """
+x = rng.standard_normal(4096).astype(np.float32)
+y = rng.standard_normal(4096).astype(np.float32)
+dx, dy = cp.asarray(x), cp.asarray(y)
+axpy = cp.ElementwiseKernel("float32 a, float32 x, float32 y", "float32 z", "z = a * x + y",
+                            "gl_axpy")
+checks = {
+    "ufuncs": close((cp.sin(dx) * dy + 2).get(), np.sin(x) * y + 2),
+    "exp_where": close(cp.where(dx > 0, cp.exp(dx), dy).get(), np.where(x > 0, np.exp(x), y)),
+    "elementwise_kernel": close(axpy(np.float32(3), dx, dy).get(), 3 * x + y),
+    "broadcast": close((cp.asarray(x.reshape(64, 64)) + dy[:64]).get(), x.reshape(64, 64) + y[:64]),
+}
+print(json.dumps({"ok": all(checks.values()), "checks": checks}))
+"""
+
+REDUCTIONS = PRELUDE + """
+x = rng.standard_normal(4096).astype(np.float32)
+m = rng.standard_normal((64, 48)).astype(np.float32)
+dx, dm = cp.asarray(x), cp.asarray(m)
+checks = {
+    "sum": bool(np.isclose(float(dx.sum()), float(x.sum(dtype=np.float64)), rtol=1e-4)),
+    "max_min": float(dx.max()) == float(x.max()) and float(dx.min()) == float(x.min()),
+    "sum_axis0": close(dm.sum(axis=0).get(), m.sum(axis=0)),
+    "argmax_axis1": bool(np.array_equal(dm.argmax(axis=1).get(), m.argmax(axis=1))),
+    "mean_std": bool(np.isclose(float(dx.mean()), x.mean(), rtol=1e-4, atol=1e-6)
+                     and np.isclose(float(dx.std()), x.std(), rtol=1e-4)),
+}
+sumsq = cp.ReductionKernel("float32 x", "float32 y", "x * x", "a + b", "y = a", "0", "gl_sumsq")
+want = float((x.astype(np.float64) ** 2).sum())
+checks["reduction_kernel"] = bool(np.isclose(float(sumsq(dx)), want, rtol=1e-4))
+print(json.dumps({"ok": all(checks.values()), "checks": checks}))
+"""
+
+RAW_KERNEL = PRELUDE + """
+x = rng.standard_normal(5000).astype(np.float32)
+y = rng.standard_normal(5000).astype(np.float32)
+dx, dy = cp.asarray(x), cp.asarray(y)
+raw = cp.RawKernel(r'''
+extern "C" __global__ void gl_square_add(const float *a, const float *b, float *out, int n) {
+    int i = blockDim.x * blockIdx.x + threadIdx.x;
+    if (i < n) out[i] = a[i] * a[i] + b[i];
+}''', "gl_square_add")
+out = cp.empty_like(dx)
+raw(((x.size + 255) // 256,), (256,), (dx, dy, out, np.int32(x.size)))
+module = cp.RawModule(code=r'''
+extern "C" __global__ void gl_scale(float *a, float k, int n) {
+    int i = blockDim.x * blockIdx.x + threadIdx.x;
+    if (i < n) a[i] *= k;
+}''')
+scaled = dx.copy()
+module.get_function("gl_scale")((20,), (256,), (scaled, np.float32(0.5), np.int32(x.size)))
+checks = {"raw_kernel": close(out.get(), x * x + y), "raw_module": close(scaled.get(), x * 0.5)}
+print(json.dumps({"ok": all(checks.values()), "checks": checks}))
+"""
+
+TOO_BIG_BLOCK = PRELUDE + """
+raw = cp.RawKernel('extern "C" __global__ void gl_noop(float *a) { if (a) a[0] = 1; }', "gl_noop")
+a = cp.zeros(1, cp.float32)
+try:
+    raw((1,), (4096,), (a,))
+    a.get()
+    error = None
+except cp.cuda.driver.CUDADriverError as exc:
+    error = str(exc).split(":")[0]
+raw((1,), (32,), (a,))
+print(json.dumps({"ok": error is not None and float(a.get()[0]) == 1.0, "error": error}))
+"""
+
+CUPY_ENV = {"CUPY_COMPILE_WITH_PTX": "1", "CUPY_ACCELERATORS": ""}
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory):
+    with host_mesh(tmp_path_factory.mktemp("mesh"), {"GLEAM_HOST_KERNELS": "0"}) as pair:
+        yield pair
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cupy-cache")
+
+
+def run_cupy(mesh, cache_dir, tmp_path, source: str) -> dict:
+    client, server = mesh
+    program = tmp_path / "program.py"
+    program.write_text(source)
+    done, verdict = run_through(client, sys.executable, "-W", "ignore", program,
+                                env={**CUPY_ENV, "CUPY_CACHE_DIR": str(cache_dir)}, timeout=300)
+    detail = (f"stdout:\n{done.stdout}\nstderr:\n{done.stderr[-4000:]}\nserver:\n"
+              f"{server.log_text()[-2000:]}")
+    assert done.returncode == 0 and verdict, detail
+    assert verdict["ok"], detail
+    assert "not forwarded" not in done.stderr, detail
+    return verdict
+
+
+def test_array_creation_and_copies(mesh, cache_dir, tmp_path):
+    run_cupy(mesh, cache_dir, tmp_path, ARRAYS)
+
+
+def test_ufuncs_and_elementwise_kernels(mesh, cache_dir, tmp_path):
+    run_cupy(mesh, cache_dir, tmp_path, ELEMENTWISE)
+
+
+def test_reductions(mesh, cache_dir, tmp_path):
+    run_cupy(mesh, cache_dir, tmp_path, REDUCTIONS)
+
+
+def test_raw_kernel_and_raw_module(mesh, cache_dir, tmp_path):
+    run_cupy(mesh, cache_dir, tmp_path, RAW_KERNEL)
+
+
+def test_too_many_threads_is_the_driver_error_for_cupy(mesh, cache_dir, tmp_path):
+    """CuPy launches through the driver API: a block over the device's limit is
+    CUDA_ERROR_INVALID_VALUE, as on a GPU, and the context stays usable."""
+    verdict = run_cupy(mesh, cache_dir, tmp_path, TOO_BIG_BLOCK)
+    assert verdict["error"] == "CUDA_ERROR_INVALID_VALUE"
