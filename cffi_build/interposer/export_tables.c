@@ -343,6 +343,12 @@ static const et_table g_tables[] = {
     {"integrity",
      {0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2},
      1, 3, {[1] = (void *)integrity_check}},
+    /* Asked for by cudart 13.2+ (cuda.bindings 13.5's static cudart) after
+     * tools TLS; public notes call it a tools context table. */
+    {"tools_context",
+     {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8,
+      0xf2},
+     1, 32, {0}},
     /* Notes only: not asked for by cudart 12.9/13.0. */
     {"ctx_create_bypass",
      {0x0c, 0xa5, 0x0b, 0x8c, 0x10, 0x04, 0x92, 0x9a, 0x89, 0xa7, 0xd0, 0xdf, 0x10, 0xe7, 0x72,
@@ -407,11 +413,17 @@ static void build_live(void)
     }
 }
 
-/* f8cff951-2146-8b4e-b9e2-fb469e7c0dd9: cudart 13 asks for it before cuInit;
- * CUDA_ERROR_NOT_FOUND (the answer of a driver without it) lets its ordinary
- * initialisation go on. */
-static const uint8_t g_refused[16] = {0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e,
-                                      0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d, 0xd9};
+/* Tables answered CUDA_ERROR_NOT_FOUND (the answer of a driver without them),
+ * after which cudart's ordinary initialisation goes on. f8cff951: cudart 13
+ * asks for it before cuInit. 21318c60: cudart 13.2+ (cuda.bindings 13.5's)
+ * asks for it after tools TLS, and NOT_SUPPORTED there stops cudaSetDevice. */
+static const struct {
+    const char *name;
+    uint8_t uuid[16];
+} g_refused[] = {
+    {"f8cff951", {0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e,
+                  0x7c, 0x0d, 0xd9}},
+};
 
 /* The table handed out under a name (its address enters the integrity answer). */
 static void *g_live_any(const char *name)
@@ -474,11 +486,14 @@ CUresult gli_cuGetExportTable(const void **ppExportTable, const CUuuid *pExportT
             return CUDA_SUCCESS;
         }
     }
-    if (memcmp(g_refused, pExportTableId->bytes, 16) == 0) {
-        if (gl_trace_on)
-            fprintf(stderr, "gleam: trace: export table f8cff951 refused (not found)\n");
-        *ppExportTable = NULL;
-        return CUDA_ERROR_NOT_FOUND;
+    for (size_t k = 0; k < sizeof g_refused / sizeof g_refused[0]; k++) {
+        if (memcmp(g_refused[k].uuid, pExportTableId->bytes, 16) == 0) {
+            if (gl_trace_on)
+                fprintf(stderr, "gleam: trace: export table %s refused (not found)\n",
+                        g_refused[k].name);
+            *ppExportTable = NULL;
+            return CUDA_ERROR_NOT_FOUND;
+        }
     }
     if (first_time_unknown((const uint8_t *)pExportTableId->bytes) || gl_trace_on) {
         uuid_text((const uint8_t *)pExportTableId->bytes, text);

@@ -115,6 +115,38 @@ static CUresult device_attribute(void *data, CUpointer_attribute attribute, uint
     }
 }
 
+/* Pinned and registered host memory. Its device pointer is its own address,
+ * as under unified addressing (cudaPointerGetAttributes asks for it); the
+ * remote GPU reaches the memory only through copies. */
+static CUresult host_attribute(void *data, CUpointer_attribute attribute, uint64_t ptr,
+                               uintptr_t base, size_t size)
+{
+    switch (attribute) {
+    case GL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = GL_CU_MEMORYTYPE_HOST;
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        *(void **)data = (void *)(uintptr_t)ptr;
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = base;
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = size;
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_CONTEXT:
+    case GL_CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case GL_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+    case GL_CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case GL_CU_POINTER_ATTRIBUTE_MAPPED:
+        return device_attribute(data, attribute, ptr, base, size);
+    default:
+        /* cudart 13.2+ asks attribute 22 of host memory alone, newer than
+         * CUDA 13.0's cuda.h; as for a driver that lacks an attribute. */
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
 CUresult gli_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr,
                                    int ptds)
 {
@@ -132,13 +164,5 @@ CUresult gli_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CU
         return device_attribute(data, attribute, ptr, base, size);
     if (!gl_pinned_find((const void *)(uintptr_t)ptr, &hbase, &hsize))
         return CUDA_ERROR_INVALID_VALUE;
-    if (attribute == GL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
-        *(unsigned int *)data = GL_CU_MEMORYTYPE_HOST;
-        return CUDA_SUCCESS;
-    }
-    if (attribute == GL_CU_POINTER_ATTRIBUTE_HOST_POINTER) {
-        *(void **)data = (void *)(uintptr_t)ptr;
-        return CUDA_SUCCESS;
-    }
-    return CUDA_ERROR_NOT_SUPPORTED;
+    return host_attribute(data, attribute, ptr, hbase, hsize);
 }
