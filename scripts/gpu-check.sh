@@ -1,95 +1,171 @@
 #!/usr/bin/env bash
-# One command for a machine with an NVIDIA GPU: build gleam, start a cuda-backend
-# agent and a client agent on loopback, run the examples through the interposer
-# (and directly on the driver, for comparison), a PyTorch matmul through the
-# interposer when torch with CUDA is installed, and print pass/fail per step.
-# Everything runs on 127.0.0.1 with mDNS off; every process started is stopped.
+# One command for a machine with an NVIDIA GPU and no network (issue 10's check):
+#
+#   scripts/gpu-wheels.sh        # beforehand, where pip works: gleam's dependencies as wheels
+#   scripts/gpu-check.sh         # on the GPU machine (Python 3.12, torch, torchvision,
+#                                # transformers, CuPy, cuda-python and nvcc already there)
+#
+# It builds gleam into a virtual environment that sees the machine's packages
+# (from .gpu-wheels with pip --no-index when that folder exists), starts a
+# cuda-backend agent and a client agent on 127.0.0.1 (mDNS off), and runs, each
+# once without gleam and once through it: the runtime-API example programs
+# (built with nvcc; their verdicts must be equal), the driver-API examples, the
+# Python-bindings examples, CuPy (including a cuBLAS matmul) and PyTorch
+# (torch.cuda.is_available(), a ResNet-18 forward pass, a small GPT-2 forward and
+# backward pass; outputs equal within 1e-4 relative to the run without gleam).
+# It prints PASS/FAIL per step, a table of wall time, calls, waiting calls, bytes
+# sent and round trips, and writes a JSON summary (GLEAM_GPU_CHECK_SUMMARY, else
+# gpu-check-summary.json in the current folder). Every process it starts is
+# stopped. The whole check keeps to GLEAM_GPU_CHECK_BUDGET seconds (default 460).
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+steps_py="$root/scripts/gpu_check"
 work="$(mktemp -d /tmp/gleam-gpu-check.XXXXXX)"
+summary="${GLEAM_GPU_CHECK_SUMMARY:-$PWD/gpu-check-summary.json}"
+deadline=$((SECONDS + ${GLEAM_GPU_CHECK_BUDGET:-460}))
+sys_py="${PYTHON:-python3}"
+py="$work/venv/bin/python"
 pids=()
-results=()
-failed=0
 
 cleanup() {
     for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
     for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null; done
-    rm -rf "$work"
+    [ -n "${GLEAM_GPU_CHECK_KEEP:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
 
-step() { # step NAME COMMAND... : run with a 120 s limit, record pass/fail
-    local name="$1"; shift
-    local start=$SECONDS
-    if timeout 120 "$@" >"$work/$name.log" 2>&1; then
-        results+=("PASS  $name ($((SECONDS - start)) s)")
-    else
-        results+=("FAIL  $name ($((SECONDS - start)) s): $(tail -n 3 "$work/$name.log" | tr '\n' ' ')")
-        failed=1
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$work/steps.tsv"; }
+
+# step NAME LIMIT COMMAND...: run it (stdout and stderr to NAME.log) within LIMIT
+# seconds and what is left of the budget; record PASS or FAIL with the log's tail.
+step() {
+    local name="$1" limit="$2" left=$((deadline - SECONDS)) start=$SECONDS
+    shift 2
+    if [ "$left" -lt 5 ]; then
+        record FAIL "$name" 0 "not run: the check's time budget is spent"
+        return 1
     fi
+    [ "$limit" -gt "$left" ] && limit=$left
+    if timeout "$limit" "$@" >"$work/$name.log" 2>&1; then
+        record PASS "$name" $((SECONDS - start)) ""
+        return 0
+    fi
+    record FAIL "$name" $((SECONDS - start)) "$(tail -n 3 "$work/$name.log" | tr '\n\t' '  ')"
+    return 1
 }
 
-step build "$root/scripts/bootstrap.sh"
-source "$root/scripts/bootstrap.sh" >/dev/null 2>&1
-py="$root/.venv/bin/python"
-step nvidia-smi nvidia-smi -L
+through() { "$py" -m gleam.peer run --state-dir "$work/client" -- "$@"; }
+direct() { env -u LD_LIBRARY_PATH "$@"; }
+last_json() { grep '^{' "$1" | tail -n 1; }
 
-cuda_inc="$("$py" -c 'import nvidia.cuda_runtime as r, os; print(os.path.join(list(r.__path__)[0], "include"))')"
-lib="$("$py" -m gleam.peer lib)"
-ptx="$root/peer/cuda/ptx/kernels.ptx"
-fatbin="$root/peer/cuda/ptx/kernels.fatbin"
-mkdir -p "$work/bin"
-for ex in device_query vector_add mlp_infer saxpy_streams; do
-    step "compile-$ex" gcc -O2 -std=gnu11 -I "$cuda_inc" -o "$work/bin/$ex" \
-        "$root/examples/cuda/$ex.c" -L "$lib" -l:libcuda.so.1 -lm
-done
+# same NAME LIMIT PROGRAM...: the program without gleam, then through it; their
+# last JSON lines (each program's verdict) must be equal.
+same() {
+    local name="$1" limit="$2"
+    shift 2
+    step "direct-$name" "$limit" direct "$@"
+    step "gleam-$name" "$limit" through "$@"
+    step "same-$name" 5 diff <(last_json "$work/direct-$name.log") \
+        <(last_json "$work/gleam-$name.log")
+}
 
-# The same binaries on the real driver, without gleam (the system's libcuda.so.1).
-for ex in device_query vector_add mlp_infer; do
-    step "direct-$ex" env -u LD_LIBRARY_PATH "$work/bin/$ex" "$ptx"
-done
+# compared NAME LIMIT SCRIPT ARGS...: a step script that writes --out, without
+# gleam and through it; then its outputs compared and the gleam run's figures.
+compared() {
+    local name="$1" limit="$2" script="$3"
+    shift 3
+    step "direct-$name" "$limit" direct "$py" "$steps_py/$script" "$@" --out "$work/direct-$name.json"
+    step "gleam-$name" "$limit" through "$py" "$steps_py/$script" "$@" --out "$work/gleam-$name.json"
+    step "stats-$name" 15 "$py" "$steps_py/stats.py" --state-dir "$work/client" \
+        --out "$work/stats-$name.json"
+    step "compare-$name" 15 bash -c '"$1" "$2" "$3" "$4" >"$5"; s=$?; cat "$5"; exit $s' _ \
+        "$py" "$steps_py/compare.py" "$work/direct-$name.json" "$work/gleam-$name.json" \
+        "$work/compare-$name.json"
+}
 
+# ---- build gleam (its dependencies from .gpu-wheels when there: no network)
+pip_from=()
+[ -d "$root/.gpu-wheels" ] && pip_from=(--no-index --find-links "$root/.gpu-wheels")
+step venv 60 "$sys_py" -m venv --system-site-packages "$work/venv"
+step build-tools 60 "$py" -m pip install -q "${pip_from[@]}" "setuptools>=77" wheel "cffi>=1.17"
+step build 180 "$py" -m pip install -q --no-build-isolation "${pip_from[@]}" "$root"
+step nvidia-smi 20 nvidia-smi -L
+
+# ---- agents: a cuda-backend server and a client without a device, on loopback
 "$py" -m gleam.peer --log-level info up --no-tui --no-mdns --host 127.0.0.1 --port 7591 \
     --state-dir "$work/server" --name gpu-server --backend cuda >"$work/server.log" 2>&1 &
 pids+=($!)
-sleep 3
+step server-is-cuda 30 "$py" - "$work/server" <<'PY'
+import json, subprocess, sys, time
+deadline = time.monotonic() + 25
+while True:
+    done = subprocess.run([sys.executable, "-m", "gleam.peer", "status", "--json",
+                           "--state-dir", sys.argv[1]], capture_output=True, text=True)
+    cuda = json.loads(done.stdout).get("cuda", {}) if done.returncode == 0 else {}
+    if cuda.get("backend") == "cuda":
+        break
+    if time.monotonic() > deadline:
+        sys.exit(f"the server's backend is not cuda: {cuda or done.stderr}")
+    time.sleep(0.2)
+PY
 mkdir -p "$work/client"
-"$py" -m gleam.peer mesh show --state-dir "$work/server" >"$work/code" 2>/dev/null || true
-"$py" -m gleam.peer mesh import --state-dir "$work/client" "$(cat "$work/code")" >/dev/null 2>&1 || true
+code="$("$py" -m gleam.peer mesh show --state-dir "$work/server" 2>/dev/null)"
+"$py" -m gleam.peer mesh import --state-dir "$work/client" "$code" >/dev/null 2>&1
 "$py" -m gleam.peer --log-level info up --no-tui --no-mdns --host 127.0.0.1 --port 7592 \
     --state-dir "$work/client" --name gpu-client --backend none --peer 127.0.0.1:7591 \
     >"$work/client.log" 2>&1 &
 pids+=($!)
-sleep 5
-step server-backend-is-cuda "$py" -c '
-import json, subprocess, sys
-doc = json.loads(subprocess.check_output([sys.executable, "-m", "gleam.peer", "status", "--json",
-                                          "--state-dir", sys.argv[1]]))
-assert doc.get("cuda", {}).get("backend") == "cuda", doc.get("cuda")' "$work/server"
+step client-linked 30 "$py" - "$work/client" <<'PY'
+import json, subprocess, sys, time
+deadline = time.monotonic() + 25
+while True:
+    done = subprocess.run([sys.executable, "-m", "gleam.peer", "status", "--json",
+                           "--state-dir", sys.argv[1]], capture_output=True, text=True)
+    peers = json.loads(done.stdout).get("peers", []) if done.returncode == 0 else []
+    if any(p.get("authenticated") for p in peers):
+        break
+    if time.monotonic() > deadline:
+        sys.exit("the client agent did not link to the server")
+    time.sleep(0.2)
+PY
 
-run() { "$py" -m gleam.peer run --state-dir "$work/client" -- "$@"; }
-step gleam-device_query run "$work/bin/device_query" "$ptx"
-step gleam-vector_add-ptx run "$work/bin/vector_add" "$ptx"
-step gleam-vector_add-fatbin run "$work/bin/vector_add" "$fatbin"
-step gleam-mlp_infer run "$work/bin/mlp_infer" "$ptx" 50
-step gleam-saxpy_streams run "$work/bin/saxpy_streams" "$ptx"
-step gleam-python-bindings run "$py" "$root/examples/cuda/vector_add_bindings.py" "$ptx"
-if "$py" -c 'import torch; assert torch.version.cuda' 2>/dev/null; then
-    step gleam-torch-matmul run "$py" -c '
-import torch
-a = torch.randn(512, 512); b = torch.randn(512, 512)
-got = (a.cuda() @ b.cuda()).cpu()
-assert torch.allclose(got, a @ b, atol=1e-3), "matmul mismatch"
-print("torch matmul through gleam: ok")'
-else
-    results+=("SKIP  gleam-torch-matmul: no CUDA build of torch installed")
-fi
+# ---- runtime-API programs built by nvcc (static cudart): equal verdicts
+bin="$work/bin"
+mkdir -p "$bin"
+runtime_src="$root/examples/cuda/runtime"
+for prog in vadd streams symbols errors threads reset props; do
+    step "nvcc-$prog" 90 nvcc -o "$bin/$prog" "$runtime_src/$prog.cu"
+done
+for prog in vadd streams symbols errors threads reset props; do
+    same "runtime-$prog" 60 "$bin/$prog"
+done
 
-printf '\n== gleam gpu-check on %s\n' "$(hostname)"
-printf '%s\n' "${results[@]}"
-if [ "$failed" -ne 0 ]; then
+# ---- driver-API examples and NVIDIA's Python bindings
+cuda_inc="$(dirname "$(command -v nvcc)")/../include"
+lib="$("$py" -m gleam.peer lib)"
+ptx="$root/peer/cuda/ptx/kernels.ptx"
+for ex in device_query vector_add mlp_infer saxpy_streams; do
+    step "gcc-$ex" 60 gcc -O2 -std=gnu11 -I "$cuda_inc" -o "$bin/$ex" "$root/examples/cuda/$ex.c" \
+        -L "$lib" -l:libcuda.so.1 -lm
+done
+for ex in vector_add mlp_infer saxpy_streams; do
+    step "direct-$ex" 60 direct "$bin/$ex" "$ptx"
+    step "gleam-$ex" 60 through "$bin/$ex" "$ptx"
+done
+step gleam-device_query 30 through "$bin/device_query" "$ptx"
+same python-vector_add 60 "$py" "$root/examples/cuda/vector_add_bindings.py" "$ptx"
+same python-runtime 60 "$py" "$root/examples/cuda/runtime_bindings.py"
+same python-driver-calls 60 "$py" "$root/examples/cuda/driver_calls.py"
+
+# ---- CuPy (a cuBLAS matmul among its steps) and PyTorch, compared
+compared cupy 90 cupy_step.py
+compared available 60 models.py available
+compared resnet18 120 models.py resnet18
+compared gpt2 150 models.py gpt2
+
+if grep -q '^FAIL' "$work/steps.tsv"; then
     echo "-- agent logs: server"; tail -n 20 "$work/server.log"
     echo "-- client"; tail -n 20 "$work/client.log"
 fi
-exit "$failed"
+"$sys_py" "$steps_py/report.py" --work "$work" --summary "$summary"
