@@ -6,13 +6,17 @@
 libraries: memory pools and stream-ordered allocation, registered host
 memory, capture queries, event flags, primary-context state, the per-thread
 twins. Both run through two real agents on loopback and check their own
-results; the verdict names every check.
+results; the verdict names every check. A third program loads a PTX module of
+more than one copy chunk, which travels in parts (glImagePart) and, the second
+time, as blob references.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+from gleam.peer import control
 
 import pytest
 
@@ -27,6 +31,40 @@ pytest.importorskip("cuda.bindings.runtime", reason="cuda-bindings (the test ext
 def mesh(tmp_path_factory):
     with host_mesh(tmp_path_factory.mktemp("mesh"), {"GLEAM_HOST_KERNELS": "0"}) as pair:
         yield pair
+
+
+LARGE_MODULE = r"""
+import json
+import numpy as np
+from cuda.bindings import driver as cu, nvrtc
+
+def ok(result):
+    err, *rest = result
+    if int(err) != 0:
+        raise RuntimeError(repr(err))
+    return rest[0] if len(rest) == 1 else (rest or None)
+
+KERNELS = 3000  # about 1.1 MB of PTX: more than one copy chunk (1 MiB)
+source = "".join(f'extern "C" __global__ void k{i}(float *a) {{ a[threadIdx.x] += {i}.0f; }}\n'
+                 for i in range(KERNELS)).encode()
+prog = ok(nvrtc.nvrtcCreateProgram(source, b"many.cu", 0, [], []))
+ok(nvrtc.nvrtcCompileProgram(prog, 1, [b"--gpu-architecture=compute_80"]))
+ptx = b" " * ok(nvrtc.nvrtcGetPTXSize(prog))
+ok(nvrtc.nvrtcGetPTX(prog, ptx))
+ok(cu.cuInit(0))
+ok(cu.cuCtxSetCurrent(ok(cu.cuDevicePrimaryCtxRetain(ok(cu.cuDeviceGet(0))))))
+mod = ok(cu.cuModuleLoadData(ptx))
+a = np.zeros(64, np.float32)
+d = ok(cu.cuMemAlloc(a.nbytes))
+ok(cu.cuMemcpyHtoD(d, a.ctypes.data, a.nbytes))
+arg = np.array([int(d)], np.uint64)
+params = np.array([arg.ctypes.data], np.uint64)
+for name in (b"k1", f"k{KERNELS - 1}".encode()):  # the first part's and the last part's
+    f = ok(cu.cuModuleGetFunction(mod, name))
+    ok(cu.cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, 0, 0, params.ctypes.data, 0))
+ok(cu.cuMemcpyDtoH(a.ctypes.data, d, a.nbytes))
+print(json.dumps({"ok": bool((a == KERNELS).all()), "ptx_bytes": len(ptx)}))
+"""
 
 
 def run_example(mesh, *argv: str) -> dict:
@@ -50,3 +88,16 @@ def test_driver_calls_of_runtimes_and_libraries(mesh):
     assert len(verdict["checks"]) == 24
     assert verdict["checks"]["begin_capture_refused"]
     assert verdict["checks"]["per_thread_twin_resolved"]
+
+
+def test_a_module_larger_than_a_copy_chunk_travels_in_parts_then_as_references(mesh, tmp_path):
+    client, _ = mesh
+    program = tmp_path / "large_module.py"
+    program.write_text(LARGE_MODULE)
+    sent = []
+    for _ in range(2):
+        verdict = run_example(mesh, str(program))
+        assert verdict["ptx_bytes"] > 1 << 20
+        finished = control.request(client.state.control_socket, "cuda_sessions")["finished"]
+        sent.append(max(finished, key=lambda r: r["ended"])["bytes_to_server"])
+    assert sent[0] > 1 << 20 and sent[1] < 64 * 1024, sent

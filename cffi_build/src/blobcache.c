@@ -65,7 +65,10 @@ static int cacheable(const gl_record *rec, const gl_cache_policy *pol)
         return 0;
     if (rec->call_id == GL_CALL_glMemcpyHtoD)
         return n >= pol->h2d_min;
-    if (rec->call_id == GL_CALL_glModuleLoad || rec->call_id == GL_CALL_glLibraryLoad)
+    /* An image of more than one chunk travels in parts (exec_images.c): each
+     * part is cached like a whole image. */
+    if (rec->call_id == GL_CALL_glModuleLoad || rec->call_id == GL_CALL_glLibraryLoad
+        || rec->call_id == GL_CALL_glImagePart)
         return n >= pol->image_min;
     return 0;
 }
