@@ -16,9 +16,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gleam.peer import control
-
 import pytest
+
+from gleam.peer import control
 
 from .cuda_mesh import host_mesh, run_through
 
