@@ -194,65 +194,58 @@ CUresult gli_cuMemPoolDestroy(CUmemoryPool pool, int ptds)
     return r;
 }
 
-CUresult gli_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value,
-                                   int ptds)
+/* Reads (set == 0) or writes one attribute. As CUDA documents, the
+ * high-water marks can only be reset (set to 0), and reserved equals used:
+ * sub-allocations reserve exactly what they use. */
+static CUresult pool_attribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value,
+                               int set)
 {
     CUresult r = gl_ready();
 
-    (void)ptds;
     if (r != CUDA_SUCCESS)
         return r;
     if (value == NULL)
         return CUDA_ERROR_INVALID_VALUE;
+    int is_reuse = attr >= GL_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES
+                   && attr <= GL_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+    int is_high = attr == GL_POOL_RESERVED_MEM_HIGH || attr == GL_POOL_USED_MEM_HIGH;
+    int is_current = attr == GL_POOL_RESERVED_MEM_CURRENT || attr == GL_POOL_USED_MEM_CURRENT;
+    cuuint64_t *u64 = value;
     r = CUDA_SUCCESS;
     pthread_mutex_lock(&g_lock);
     gl_pool *p = pool_find(pool);
     if (p == NULL)
         r = CUDA_ERROR_INVALID_VALUE;
-    else if (attr >= GL_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES
-             && attr <= GL_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+    else if (is_reuse && set)
+        p->reuse[attr] = *(int *)value != 0;
+    else if (is_reuse)
         *(int *)value = p->reuse[attr];
+    else if (attr == GL_POOL_RELEASE_THRESHOLD && set)
+        p->release_threshold = *u64;
     else if (attr == GL_POOL_RELEASE_THRESHOLD)
-        *(cuuint64_t *)value = p->release_threshold;
-    /* Sub-allocations reserve exactly what they use. */
-    else if (attr == GL_POOL_RESERVED_MEM_CURRENT || attr == GL_POOL_USED_MEM_CURRENT)
-        *(cuuint64_t *)value = p->used;
-    else if (attr == GL_POOL_RESERVED_MEM_HIGH || attr == GL_POOL_USED_MEM_HIGH)
-        *(cuuint64_t *)value = p->used_high;
+        *u64 = p->release_threshold;
+    else if (is_high && set && *u64 == 0)
+        p->used_high = p->used;
+    else if ((is_high || is_current) && !set)
+        *u64 = is_high ? p->used_high : p->used;
     else
         r = CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_unlock(&g_lock);
     return r;
 }
 
-/* As CUDA documents: the high-water marks may only be reset (set to 0). */
+CUresult gli_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value,
+                                   int ptds)
+{
+    (void)ptds;
+    return pool_attribute(pool, attr, value, 0);
+}
+
 CUresult gli_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value,
                                    int ptds)
 {
-    CUresult r = gl_ready();
-
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (value == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    r = CUDA_SUCCESS;
-    pthread_mutex_lock(&g_lock);
-    gl_pool *p = pool_find(pool);
-    if (p == NULL)
-        r = CUDA_ERROR_INVALID_VALUE;
-    else if (attr >= GL_POOL_REUSE_FOLLOW_EVENT_DEPENDENCIES
-             && attr <= GL_POOL_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
-        p->reuse[attr] = *(int *)value != 0;
-    else if (attr == GL_POOL_RELEASE_THRESHOLD)
-        p->release_threshold = *(cuuint64_t *)value;
-    else if ((attr == GL_POOL_RESERVED_MEM_HIGH || attr == GL_POOL_USED_MEM_HIGH)
-             && *(cuuint64_t *)value == 0)
-        p->used_high = p->used;
-    else
-        r = CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_unlock(&g_lock);
-    return r;
+    return pool_attribute(pool, attr, value, 1);
 }
 
 /* Nothing is held beyond what is in use, so there is nothing to trim. */

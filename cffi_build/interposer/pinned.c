@@ -40,6 +40,23 @@ static int add_block(block b)
     return 0;
 }
 
+/* Drops the block that starts at p and is (owned) or is not (!owned)
+ * allocated here; whether there was one. */
+static int take_block(const void *p, int owned)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&g_lock);
+    for (size_t i = 0; i < g_n && !found; i++) {
+        if (g_b[i].base == (uintptr_t)p && g_b[i].owned == owned) {
+            g_b[i] = g_b[--g_n];
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    return found;
+}
+
 static CUresult host_alloc(void **pp, size_t bytesize, unsigned int flags)
 {
     long page = sysconf(_SC_PAGESIZE);
@@ -84,19 +101,10 @@ CUresult gli_cuMemFreeHost(void *p, int ptds)
     (void)ptds;
     if (r != CUDA_SUCCESS)
         return r;
-    r = CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&g_lock);
-    for (size_t i = 0; i < g_n; i++) {
-        if (g_b[i].base == (uintptr_t)p && g_b[i].owned) {
-            g_b[i] = g_b[--g_n];
-            r = CUDA_SUCCESS;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&g_lock);
-    if (r == CUDA_SUCCESS)
-        free(p);
-    return r;
+    if (!take_block(p, 1))
+        return CUDA_ERROR_INVALID_VALUE;
+    free(p);
+    return CUDA_SUCCESS;
 }
 
 int gl_pinned_find(const void *p, uintptr_t *base, size_t *size)
@@ -148,17 +156,7 @@ CUresult gli_cuMemHostUnregister(void *p, int ptds)
     (void)ptds;
     if (r != CUDA_SUCCESS)
         return r;
-    r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-    pthread_mutex_lock(&g_lock);
-    for (size_t i = 0; i < g_n; i++) {
-        if (g_b[i].base == (uintptr_t)p && !g_b[i].owned) {
-            g_b[i] = g_b[--g_n];
-            r = CUDA_SUCCESS;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&g_lock);
-    return r;
+    return take_block(p, 0) ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }
 
 CUresult gli_cuMemHostGetFlags(unsigned int *pFlags, void *p, int ptds)

@@ -46,24 +46,28 @@ CUresult gx_glImagePart(gl_exec *x, const void *bytes, size_t n)
     return CUDA_SUCCESS;
 }
 
-CUresult gx_glModuleLoadStaged(gl_exec *x, CUmodule *module)
+/* Both staged loads: the backend's ordinary load of what was staged, and the
+ * stage emptied whatever the load answered. */
+static CUresult load_staged(gl_exec *x, int is_lib, void *out)
 {
     CUresult r = CUDA_ERROR_INVALID_IMAGE;
 
-    if (x->staged.len > 0)
+    if (x->staged.len > 0 && is_lib)
+        r = ((gl_fn_glLibraryLoad)gl_exec_slot(x, GL_CALL_glLibraryLoad))(
+            (CUlibrary *)out, x->staged.bytes, x->staged.len);
+    else if (x->staged.len > 0)
         r = ((gl_fn_glModuleLoad)gl_exec_slot(x, GL_CALL_glModuleLoad))(
-            module, x->staged.bytes, x->staged.len);
+            (CUmodule *)out, x->staged.bytes, x->staged.len);
     gl_staged_free(&x->staged);
     return r;
 }
 
+CUresult gx_glModuleLoadStaged(gl_exec *x, CUmodule *module)
+{
+    return load_staged(x, 0, module);
+}
+
 CUresult gx_glLibraryLoadStaged(gl_exec *x, CUlibrary *library)
 {
-    CUresult r = CUDA_ERROR_INVALID_IMAGE;
-
-    if (x->staged.len > 0)
-        r = ((gl_fn_glLibraryLoad)gl_exec_slot(x, GL_CALL_glLibraryLoad))(
-            library, x->staged.bytes, x->staged.len);
-    gl_staged_free(&x->staged);
-    return r;
+    return load_staged(x, 1, library);
 }
