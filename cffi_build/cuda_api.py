@@ -443,6 +443,22 @@ ROWS: tuple[Row, ...] = (
       server="exec", backend=False),
     R("glLibraryLoadStaged", "CUlibrary *library", ONEWAY, (), {"library": "mint:lib"},
       server="exec", backend=False, ctx=False),
+    # cuBLAS and PyTorch raise a kernel's dynamic shared memory limit before
+    # launching it (cudaFuncSetAttribute; cudart 12+ sets it on the CUkernel).
+    # One-way: a refused value surfaces at the next waiting call (host:
+    # hostdev_attrs.c; cache configs are hints, answered in occupancy.c).
+    R("cuFuncSetAttribute", "CUfunction hfunc, CUfunction_attribute attrib, int value", ONEWAY,
+      (s("cuFuncSetAttribute", 9000),), {"hfunc": "h:func"}, client="custom",
+      driver="cuFuncSetAttribute"),
+    R("cuKernelSetAttribute", "CUfunction_attribute attrib, int val, CUkernel kernel, "
+      "CUdevice dev", ONEWAY, (s("cuKernelSetAttribute", 12000),), {"kernel": "h:kernel"},
+      driver="cuKernelSetAttribute"),
+    R("cuFuncSetCacheConfig", "CUfunction hfunc, CUfunc_cache config", LOCAL,
+      (s("cuFuncSetCacheConfig", 3000),)),
+    R("cuKernelSetCacheConfig", "CUkernel kernel, CUfunc_cache config, CUdevice dev", LOCAL,
+      (s("cuKernelSetCacheConfig", 12000),)),
+    R("cuCtxSetCacheConfig", "CUfunc_cache config", LOCAL, (s("cuCtxSetCacheConfig", 3020),)),
+    R("cuCtxGetCacheConfig", "CUfunc_cache *pconfig", LOCAL, (s("cuCtxGetCacheConfig", 3020),)),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

@@ -80,7 +80,8 @@ def test_runtime_bindings_program(mesh):
     verdict = run_example(mesh, str(EXAMPLES / "runtime_bindings.py"))
     assert set(verdict["checks"]) == {
         "devices", "elapsed_nonnegative", "axpy", "untimed_event_is_invalid_handle",
-        "not_capturing", "registered_is_host_memory", "copy_into_registered"}
+        "not_capturing", "huge_shared_memory_refused", "registered_is_host_memory",
+        "copy_into_registered"}
 
 
 def test_driver_calls_of_runtimes_and_libraries(mesh):

@@ -105,7 +105,22 @@ extern "C" __global__ void gl_scale(float *a, float k, int n) {
 }''')
 scaled = dx.copy()
 module.get_function("gl_scale")((20,), (256,), (scaled, np.float32(0.5), np.int32(x.size)))
-checks = {"raw_kernel": close(out.get(), x * x + y), "raw_module": close(scaled.get(), x * 0.5)}
+# Dynamic shared memory above the default 48 KiB: CuPy sets the kernel's limit
+# (cuFuncSetAttribute) first, as cuBLAS and PyTorch do.
+rev = cp.RawKernel(r'''
+extern "C" __global__ void gl_rev(const float *a, float *out, int n) {
+    extern __shared__ float tile[];
+    int t = threadIdx.x;
+    tile[t] = a[t];
+    __syncthreads();
+    out[t] = tile[n - 1 - t];
+}''', "gl_rev")
+rev.max_dynamic_shared_size_bytes = 64 * 1024
+reversed_ = cp.empty(256, cp.float32)
+rev((1,), (256,), (dx, reversed_, np.int32(256)), shared_mem=64 * 1024)
+checks = {"raw_kernel": close(out.get(), x * x + y), "raw_module": close(scaled.get(), x * 0.5),
+          "dynamic_shared": bool(np.array_equal(reversed_.get(), x[:256][::-1])),
+          "shared_limit_reads_back": rev.max_dynamic_shared_size_bytes == 64 * 1024}
 print(json.dumps({"ok": all(checks.values()), "checks": checks}))
 """
 

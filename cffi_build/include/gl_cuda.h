@@ -43,6 +43,7 @@ typedef struct CUgraphEdgeData_st CUgraphEdgeData; /* only ever pointed to */
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUmemPoolProps_st CUmemPoolProps; /* only ever pointed to */
 typedef int CUmemPool_attribute;
+typedef int CUfunc_cache;
 /* cuCtxCreate_v4's parameters (execution affinity and CIG); gleam accepts only
  * a NULL pointer or one whose members are both NULL. */
 typedef struct { void *execAffinityParams; int numExecAffinityParams; void *cigParams; } CUctxCreateParams;

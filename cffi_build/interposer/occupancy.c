@@ -5,7 +5,9 @@
  * cuOccupancyMaxPotentialBlockSize runs here, as cudart's helper of the same
  * name does: it asks the serving device for the active blocks of each
  * candidate block size (the program's callback, which lives in this process,
- * gives each one's dynamic shared memory) and keeps the best. No state.
+ * gives each one's dynamic shared memory) and keeps the best. Also the
+ * attribute and cache-configuration setters. State: the context's cache
+ * preference (one per process, atomic).
  */
 #include "gl_calls.h"
 #include "gl_client_gen.h"
@@ -104,4 +106,66 @@ CUresult gli_cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, 
     return gli_cuOccupancyMaxPotentialBlockSizeWithFlags(
         minGridSize, blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize,
         blockSizeLimit, 0, ptds);
+}
+
+CUresult gli_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value,
+                                int ptds)
+{
+    CUresult r = as_func(&hfunc);
+    return r != CUDA_SUCCESS ? r : glw_cuFuncSetAttribute(hfunc, attrib, value, ptds);
+}
+
+/* CU_FUNC_CACHE_PREFER_NONE .. PREFER_EQUAL. The split between L1 and shared
+ * memory is a hint that no result depends on; gleam keeps the context's
+ * preference so that reading it back gives what was set. */
+#define GL_FUNC_CACHE_MAX 3
+static _Atomic int g_ctx_cache_config;
+
+static CUresult check_cache_config(CUfunc_cache config)
+{
+    CUresult r = gl_ready();
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    return config >= 0 && config <= GL_FUNC_CACHE_MAX ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult gli_cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config, int ptds)
+{
+    CUresult r = check_cache_config(config);
+
+    (void)ptds;
+    return r != CUDA_SUCCESS ? r : as_func(&hfunc);
+}
+
+CUresult gli_cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev, int ptds)
+{
+    CUresult r = check_cache_config(config);
+
+    (void)dev;
+    (void)ptds;
+    return r != CUDA_SUCCESS ? r : gl_check_handle(GL_H_KERNEL, (uint64_t)(uintptr_t)kernel);
+}
+
+CUresult gli_cuCtxSetCacheConfig(CUfunc_cache config, int ptds)
+{
+    CUresult r = check_cache_config(config);
+
+    (void)ptds;
+    if (r == CUDA_SUCCESS)
+        g_ctx_cache_config = config;
+    return r;
+}
+
+CUresult gli_cuCtxGetCacheConfig(CUfunc_cache *pconfig, int ptds)
+{
+    CUresult r = gl_ready();
+
+    (void)ptds;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (pconfig == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pconfig = g_ctx_cache_config;
+    return CUDA_SUCCESS;
 }

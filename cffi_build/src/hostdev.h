@@ -44,6 +44,8 @@ typedef struct {
     gl_kernel_impl impl;
     const ptx_kernel *ptx; /* non-NULL: run by the interpreter */
     gl_hmod *mod;
+    int dynamic_shared_set; /* cuFuncSetAttribute gave MAX_DYNAMIC_SHARED_SIZE_BYTES */
+    int dynamic_shared;     /* ... this value (hostdev_attrs.c) */
     char name[];
 } gl_hfunc;
 

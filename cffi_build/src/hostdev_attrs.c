@@ -1,7 +1,8 @@
 /*
  * hostdev_attrs.c — what the host device says about its kernels beyond
  * hostdev_kernels.c's cuFuncGetAttribute: the same facts asked through a
- * CUkernel (cuda.core, hence numba-cuda, asks this way) and occupancy. No
+ * CUkernel (cuda.core, hence numba-cuda, asks this way; cudart 12+ sets
+ * attributes this way) and occupancy. No
  * state of its own; on the host device a kernel handle is the same object as
  * a function (hostdev_kernels.c).
  *
@@ -21,6 +22,13 @@ CUresult hb_cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel 
 
 /* CUfunction_attribute 8: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES. */
 #define FUNC_ATTR_MAX_DYNAMIC_SHARED 8
+CUresult hb_cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel,
+                                 CUdevice dev)
+{
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return hb_cuFuncSetAttribute((CUfunction)kernel, attrib, val);
+}
 
 CUresult hb_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func,
                                                                  int blockSize,

@@ -255,11 +255,38 @@ CUresult hb_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction 
     case GL_FUNC_ATTR_NUM_REGS: *pi = info.nregs > 255 ? 255 : (int)info.nregs; break;
     case GL_FUNC_ATTR_PTX_VERSION:
     case GL_FUNC_ATTR_BINARY_VERSION: *pi = f->ptx != NULL ? 80 : 0; break;
-    case 8: /* MAX_DYNAMIC_SHARED_SIZE_BYTES */
-        *pi = (int)(PTX_MAX_SHARED - info.static_shared);
+    case 8: /* MAX_DYNAMIC_SHARED_SIZE_BYTES: as set, else all the device has */
+        *pi = f->dynamic_shared_set ? f->dynamic_shared
+                                    : (int)(PTX_MAX_SHARED - info.static_shared);
         break;
     default: *pi = 0; break;
     }
+    return CUDA_SUCCESS;
+}
+
+/* 9: CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, a percentage or -1. */
+#define FUNC_ATTR_CARVEOUT 9
+
+/* The two attributes a program may set that matter on the host device: the
+ * dynamic shared memory a launch may ask for (up to what the device has
+ * beside the static shared memory; kept, so that reading it back gives what
+ * was set, as on a GPU) and the carveout hint. Others (cluster shapes) are
+ * refused as for a device without clusters. */
+CUresult hb_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
+{
+    gl_hfunc *f = (gl_hfunc *)hfunc;
+    ptx_kernel_info info = {0};
+
+    if (attrib == FUNC_ATTR_CARVEOUT)
+        return value >= -1 && value <= 100 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (attrib != 8) /* MAX_DYNAMIC_SHARED_SIZE_BYTES */
+        return CUDA_ERROR_INVALID_VALUE;
+    if (f->ptx != NULL)
+        ptx_kernel_get_info(f->ptx, &info);
+    if (value < 0 || (uint64_t)value > PTX_MAX_SHARED - info.static_shared)
+        return CUDA_ERROR_INVALID_VALUE;
+    f->dynamic_shared_set = 1;
+    f->dynamic_shared = value;
     return CUDA_SUCCESS;
 }
 

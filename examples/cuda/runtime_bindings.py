@@ -7,7 +7,8 @@ with ``cudaLibraryGetKernel`` and launches it with the driver's ``cuLaunchKernel
 (the bindings have no ``cudaLaunchKernel``: it is a C++ template); around it:
 ``cudaMalloc``, ``cudaMallocAsync``/``cudaFreeAsync`` on a stream, copies, events
 with ``cudaEventElapsedTime``, an event without timing, ``cudaStreamWaitEvent``,
-``cudaStreamIsCapturing`` and ``cudaHostRegister`` memory. It checks each result
+``cudaStreamIsCapturing``, ``cudaHostRegister`` memory, and the kernel
+attribute setters cuBLAS and PyTorch call. It checks each result
 and prints one JSON verdict. Through gleam: ``gleam-peer run -- python runtime_bindings.py``.
 """
 
@@ -61,6 +62,12 @@ def main() -> None:
     ok(rt.cudaMemcpyAsync(dy, y.ctypes.data, y.nbytes, h2d, stream))
     lib = ok(rt.cudaLibraryLoadData(ptx.ctypes.data, None, None, 0, None, None, 0))
     kernel = ok(rt.cudaLibraryGetKernel(lib, b"gl_axpy"))
+    # What cuBLAS and PyTorch do before launching a kernel with large shared memory.
+    dynamic = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    ok(cu.cuKernelSetAttribute(dynamic, 32 * 1024, cu.CUkernel(int(kernel)), 0))
+    ok(cu.cuFuncSetAttribute(cu.CUfunction(int(kernel)), dynamic, 16 * 1024))
+    ok(cu.cuFuncSetCacheConfig(cu.CUfunction(int(kernel)),
+                               cu.CUfunc_cache.CU_FUNC_CACHE_PREFER_SHARED))
     start, end = ok(rt.cudaEventCreate()), ok(rt.cudaEventCreate())
     ok(rt.cudaEventRecord(start, stream))
     values = (np.array([2.0], np.float32), np.array([int(dx)], np.uint64),
@@ -81,6 +88,11 @@ def main() -> None:
     checks["untimed_event_is_invalid_handle"] = (
         err == rt.cudaError_t.cudaErrorInvalidResourceHandle)
     checks["not_capturing"] = int(ok(rt.cudaStreamIsCapturing(stream))) == 0
+    # An impossible limit is refused: at once on a GPU, at the next waiting call
+    # through gleam (the setter is one-way there).
+    refused = int(cu.cuFuncSetAttribute(cu.CUfunction(int(kernel)), dynamic, 1 << 30)[0])
+    synced = int(rt.cudaDeviceSynchronize()[0])
+    checks["huge_shared_memory_refused"] = refused != 0 or synced != 0
     host = np.zeros(1024, np.float32)
     ok(rt.cudaHostRegister(host.ctypes.data, host.nbytes, 0))
     attrs = ok(rt.cudaPointerGetAttributes(host.ctypes.data))
