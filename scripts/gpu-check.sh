@@ -15,14 +15,17 @@
 # backward pass; outputs equal within 1e-4 relative to the run without gleam).
 # It prints PASS/FAIL per step, a table of wall time, calls, waiting calls, bytes
 # sent and round trips, and writes a JSON summary (GLEAM_GPU_CHECK_SUMMARY, else
-# gpu-check-summary.json in the current folder). Every process it starts is
-# stopped. The whole check keeps to GLEAM_GPU_CHECK_BUDGET seconds (default 460).
+# gpu-check-summary.json in the current folder) and the steps' logs beside it
+# (...-logs.tar.gz). Every process it starts is stopped. The whole check keeps
+# to GLEAM_GPU_CHECK_BUDGET seconds (default 460). GLEAM_GPU_CHECK_BACKEND=host
+# rehearses the plumbing on a machine without a GPU (the direct runs then fail).
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 steps_py="$root/scripts/gpu_check"
 work="$(mktemp -d /tmp/gleam-gpu-check.XXXXXX)"
 summary="${GLEAM_GPU_CHECK_SUMMARY:-$PWD/gpu-check-summary.json}"
+backend="${GLEAM_GPU_CHECK_BACKEND:-cuda}"
 deadline=$((SECONDS + ${GLEAM_GPU_CHECK_BUDGET:-460}))
 sys_py="${PYTHON:-python3}"
 py="$work/venv/bin/python"
@@ -55,19 +58,20 @@ step() {
     return 1
 }
 
-through() { "$py" -m gleam.peer run --state-dir "$work/client" -- "$@"; }
-direct() { env -u LD_LIBRARY_PATH "$@"; }
-last_json() { grep '^{' "$1" | tail -n 1; }
+# Commands, not functions: timeout runs them.
+through=("$py" -m gleam.peer run --state-dir "$work/client" --)
+direct=(env -u LD_LIBRARY_PATH)
 
 # same NAME LIMIT PROGRAM...: the program without gleam, then through it; their
-# last JSON lines (each program's verdict) must be equal.
+# last JSON lines (each program's verdict) must be there and be equal.
 same() {
     local name="$1" limit="$2"
     shift 2
-    step "direct-$name" "$limit" direct "$@"
-    step "gleam-$name" "$limit" through "$@"
-    step "same-$name" 5 diff <(last_json "$work/direct-$name.log") \
-        <(last_json "$work/gleam-$name.log")
+    step "direct-$name" "$limit" "${direct[@]}" "$@"
+    step "gleam-$name" "$limit" "${through[@]}" "$@"
+    step "same-$name" 5 bash -c 'a="$(grep "^{" "$1" | tail -n 1)"; b="$(grep "^{" "$2" | tail -n 1)"
+        echo "without gleam: $a"; echo "through gleam: $b"; [ -n "$a" ] && [ "$a" = "$b" ]' _ \
+        "$work/direct-$name.log" "$work/gleam-$name.log"
 }
 
 # compared NAME LIMIT SCRIPT ARGS...: a step script that writes --out, without
@@ -75,10 +79,14 @@ same() {
 compared() {
     local name="$1" limit="$2" script="$3"
     shift 3
-    step "direct-$name" "$limit" direct "$py" "$steps_py/$script" "$@" --out "$work/direct-$name.json"
-    step "gleam-$name" "$limit" through "$py" "$steps_py/$script" "$@" --out "$work/gleam-$name.json"
+    step "direct-$name" "$limit" "${direct[@]}" "$py" "$steps_py/$script" "$@" \
+        --out "$work/direct-$name.json"
+    local since
+    since="$(date +%s)"
+    step "gleam-$name" "$limit" "${through[@]}" "$py" "$steps_py/$script" "$@" \
+        --out "$work/gleam-$name.json"
     step "stats-$name" 15 "$py" "$steps_py/stats.py" --state-dir "$work/client" \
-        --out "$work/stats-$name.json"
+        --since "$since" --out "$work/stats-$name.json"
     step "compare-$name" 15 bash -c '"$1" "$2" "$3" "$4" >"$5"; s=$?; cat "$5"; exit $s' _ \
         "$py" "$steps_py/compare.py" "$work/direct-$name.json" "$work/gleam-$name.json" \
         "$work/compare-$name.json"
@@ -94,19 +102,19 @@ step nvidia-smi 20 nvidia-smi -L
 
 # ---- agents: a cuda-backend server and a client without a device, on loopback
 "$py" -m gleam.peer --log-level info up --no-tui --no-mdns --host 127.0.0.1 --port 7591 \
-    --state-dir "$work/server" --name gpu-server --backend cuda >"$work/server.log" 2>&1 &
+    --state-dir "$work/server" --name gpu-server --backend "$backend" >"$work/server.log" 2>&1 &
 pids+=($!)
-step server-is-cuda 30 "$py" - "$work/server" <<'PY'
+step "server-is-$backend" 30 "$py" - "$work/server" "$backend" <<'PY'
 import json, subprocess, sys, time
 deadline = time.monotonic() + 25
 while True:
     done = subprocess.run([sys.executable, "-m", "gleam.peer", "status", "--json",
                            "--state-dir", sys.argv[1]], capture_output=True, text=True)
     cuda = json.loads(done.stdout).get("cuda", {}) if done.returncode == 0 else {}
-    if cuda.get("backend") == "cuda":
+    if cuda.get("backend") == sys.argv[2]:
         break
     if time.monotonic() > deadline:
-        sys.exit(f"the server's backend is not cuda: {cuda or done.stderr}")
+        sys.exit(f"the server's backend is not {sys.argv[2]}: {cuda or done.stderr}")
     time.sleep(0.2)
 PY
 mkdir -p "$work/client"
@@ -142,7 +150,13 @@ for prog in vadd streams symbols errors threads reset props; do
 done
 
 # ---- driver-API examples and NVIDIA's Python bindings
-cuda_inc="$(dirname "$(command -v nvcc)")/../include"
+# cuda.h: beside nvcc, or in the usual toolkit folders (nvcc may be a wrapper script).
+cuda_inc=""
+for dir in "${CUDA_HOME:-/nonexistent}/include" \
+    "$(dirname "$(readlink -f "$(command -v nvcc)")")/../include" /usr/local/cuda/include \
+    /usr/local/cuda-*/include; do
+    [ -f "$dir/cuda.h" ] && { cuda_inc="$dir"; break; }
+done
 lib="$("$py" -m gleam.peer lib)"
 ptx="$root/peer/cuda/ptx/kernels.ptx"
 for ex in device_query vector_add mlp_infer saxpy_streams; do
@@ -150,10 +164,10 @@ for ex in device_query vector_add mlp_infer saxpy_streams; do
         -L "$lib" -l:libcuda.so.1 -lm
 done
 for ex in vector_add mlp_infer saxpy_streams; do
-    step "direct-$ex" 60 direct "$bin/$ex" "$ptx"
-    step "gleam-$ex" 60 through "$bin/$ex" "$ptx"
+    step "direct-$ex" 60 "${direct[@]}" "$bin/$ex" "$ptx"
+    step "gleam-$ex" 60 "${through[@]}" "$bin/$ex" "$ptx"
 done
-step gleam-device_query 30 through "$bin/device_query" "$ptx"
+step gleam-device_query 30 "${through[@]}" "$bin/device_query" "$ptx"
 same python-vector_add 60 "$py" "$root/examples/cuda/vector_add_bindings.py" "$ptx"
 same python-runtime 60 "$py" "$root/examples/cuda/runtime_bindings.py"
 same python-driver-calls 60 "$py" "$root/examples/cuda/driver_calls.py"
@@ -169,3 +183,9 @@ if grep -q '^FAIL' "$work/steps.tsv"; then
     echo "-- client"; tail -n 20 "$work/client.log"
 fi
 "$sys_py" "$steps_py/report.py" --work "$work" --summary "$summary"
+status=$?
+# Every step's log and the agents', beside the summary, for reading afterwards.
+logs="${summary%.json}-logs.tar.gz"
+tar -czf "$logs" -C "$work" --exclude=./venv --exclude=./bin --exclude=./server \
+    --exclude=./client . 2>/dev/null && echo "logs: $logs"
+exit "$status"

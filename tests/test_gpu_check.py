@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,7 @@ def test_compare_passes_within_the_relative_tolerance_only(tmp_path):
     missing = write(tmp_path / "m.json", {"logits": [1.0, -2.0, 100.0]})
     verdict = json.loads(py(STEPS / "compare.py", direct, near).stdout)
     assert verdict["pass"] and verdict["errors"]["logits"] == pytest.approx(5e-5)
-    for other in (far, short, missing):
+    for other in (far, short, missing, tmp_path / "absent.json"):
         done = py(STEPS / "compare.py", direct, other, check=False)
         assert done.returncode == 1 and not json.loads(done.stdout)["pass"]
 
@@ -90,6 +91,9 @@ def test_stats_reads_the_session_a_real_run_made(tmp_path):
         assert verdict.get("ok"), done.stderr
         out = tmp_path / "stats.json"
         py(STEPS / "stats.py", "--state-dir", client.state.path, "--out", out)
+        later = py(STEPS / "stats.py", "--state-dir", client.state.path, "--since",
+                   time.time() + 60, "--out", tmp_path / "none.json", check=False)
+    assert later.returncode == 1 and json.loads(later.stdout) is None
     figures = json.loads(out.read_text())
     assert figures["calls"] > figures["waiting"] > 0
     assert figures["round_trips"] == figures["waiting"] and figures["bytes_sent"] > 0

@@ -44,11 +44,15 @@ def compare(direct: dict[str, Any], gleam: dict[str, Any], rtol: float) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    with open(args.direct) as f:
-        direct = json.load(f)
-    with open(args.gleam) as f:
-        gleam = json.load(f)
-    verdict = compare(direct, gleam, args.rtol)
+    docs = []
+    for path in (args.direct, args.gleam):
+        try:
+            with open(path) as f:
+                docs.append(json.load(f))
+        except (OSError, ValueError) as exc:  # the step failed before writing it
+            print(json.dumps({"pass": False, "error": f"no result in {path}: {exc}"}))
+            return 1
+    verdict = compare(docs[0], docs[1], args.rtol)
     print(json.dumps(verdict))
     return 0 if verdict["pass"] else 1
 
