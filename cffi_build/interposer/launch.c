@@ -123,7 +123,12 @@ CUresult gli_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gr
 }
 
 /* Launch attributes that change nothing a program can observe on gleam's
- * devices pass; any other one is refused with a line saying which. */
+ * devices pass; any other one is refused with a line saying which.
+ * Programmatic stream serialization (programmatic dependent launch, which
+ * cuBLAS uses on Hopper) only lets a kernel start before the previous one
+ * ends: launched without it, the kernel waits for its predecessor, which is
+ * always correct (its griddepcontrol.wait then returns at once). Scheduling
+ * policies, memory-sync domains and preferred cluster shapes are hints. */
 static CUresult check_attribute(const CUlaunchAttribute *a)
 {
     switch (a->id) {
@@ -132,6 +137,13 @@ static CUresult check_attribute(const CUlaunchAttribute *a)
     case GL_CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
     case GL_CU_LAUNCH_ATTRIBUTE_PRIORITY:
     case GL_CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+    case GL_CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+    case GL_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+    case GL_CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+    case GL_CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN:
+    case GL_CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+    case GL_CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+    case GL_CU_LAUNCH_ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE:
         return CUDA_SUCCESS;
     case GL_CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
         if (a->value.cooperative == 0)
