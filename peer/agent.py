@@ -111,6 +111,9 @@ class Agent:
         self.started_at = time.time()
         self.nursery: trio.Nursery | None = None
         self._links_changed = trio.Event()
+        # One inbound bandwidth probe at a time: two trains sharing this host's
+        # link would each measure a share of it (peer/link.py, _prober).
+        self.probe_lock = trio.Lock()
         self.inventory = inventory if inventory is not None else GpuInventory()
         self.mesh = MeshGossip(self, config.gossip, self.inventory)
         self.discovering = Discovering(self, enabled=config.mdns, interfaces=config.interfaces)

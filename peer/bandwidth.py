@@ -11,7 +11,9 @@ inflate the figure much.
 
 from __future__ import annotations
 
+import math
 import time
+from collections import deque
 from dataclasses import dataclass
 
 from gleam.peer.protocol import Message, register_message
@@ -25,7 +27,9 @@ MIN_TRAIN_BYTES = 1 << 20
 PROBE_FRAME = 256 * 1024
 PROBE_FRAMES = 9  # 2 MiB measured, after the first frame that starts the train
 MAX_PROBE_FRAMES = 64
-EWMA_GAIN = 0.3
+# A train should last this long at the rate already estimated: a receiver
+# that reads its first frame late (scheduling) then errs by a small fraction.
+PROBE_SECONDS = 0.05
 
 
 @register_message("bw-probe")
@@ -56,6 +60,14 @@ class ProbeRequest(Message):
     def __post_init__(self) -> None:
         if not 0 < self.count <= MAX_PROBE_FRAMES:
             raise ValueError("probe count out of range")
+
+
+def probe_count(estimate: float | None) -> int:
+    """Frames to ask for, given the current estimate (bytes/s) or None."""
+    if not estimate:
+        return PROBE_FRAMES
+    wanted = math.ceil(estimate * PROBE_SECONDS / PROBE_FRAME) + 1
+    return max(PROBE_FRAMES, min(MAX_PROBE_FRAMES, wanted))
 
 
 def probe_frames(probe: int, count: int = PROBE_FRAMES) -> list[BandwidthProbe]:
@@ -113,20 +125,36 @@ class TrainMeter:
 
 
 class BandwidthEstimate:
-    """The smoothed inbound rate of one link (Trio thread)."""
+    """The inbound rate of one link (Trio thread): the largest recent sample.
+
+    A train can come out slower than the link (other traffic shares it, the
+    receiving agent was descheduled, TCP was still opening its window) but,
+    with the first frame left out and the lab's shaper holding no large
+    bucket, hardly faster. So, as BBR does for its bottleneck bandwidth, the
+    estimate is the maximum over a window: the last ``WINDOW_SAMPLES``
+    samples no older than ``WINDOW_SECONDS``. A link that gets slower is
+    followed once the faster samples leave the window.
+    """
+
+    WINDOW_SAMPLES = 5
+    WINDOW_SECONDS = 300.0
 
     def __init__(self) -> None:
-        self.bytes_per_s: float | None = None
+        self._recent: deque[tuple[float, float]] = deque(maxlen=self.WINDOW_SAMPLES)
         self.measured_at: float | None = None  # time.time() of the last sample
         self.samples = 0
 
     def add(self, sample: BandwidthSample) -> None:
         self.samples += 1
-        if self.bytes_per_s is None:
-            self.bytes_per_s = sample.bytes_per_s
-        else:
-            self.bytes_per_s += EWMA_GAIN * (sample.bytes_per_s - self.bytes_per_s)
         self.measured_at = time.time()
+        self._recent.append((self.measured_at, sample.bytes_per_s))
+
+    @property
+    def bytes_per_s(self) -> float | None:
+        if not self._recent:
+            return None
+        newest = self._recent[-1][0]
+        return max(rate for at, rate in self._recent if newest - at <= self.WINDOW_SECONDS)
 
     def age(self) -> float | None:
         return None if self.measured_at is None else time.time() - self.measured_at

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 import trio
 
 from gleam.peer.bandwidth import (
-    PROBE_FRAMES,
     BandwidthEstimate,
     BandwidthSample,
     ProbeRequest,
+    probe_count,
     probe_frames,
 )
 from gleam.peer.linkio import LinkIO, PongAt
@@ -41,6 +41,7 @@ from gleam.peer.protocol import (
     Role,
 )
 from gleam.peer.rtt import RttEstimator
+from gleam.peer.tcpinfo import TcpRtt, read_tcp_rtt
 
 if TYPE_CHECKING:
     from gleam.peer.agent import Agent
@@ -55,6 +56,8 @@ MAX_QUEUED_BYTES = 32 * 1024 * 1024
 CLOSE_TIMEOUT = 2.0
 # The goodbye of an agent that shuts down (peers drop it at once, no suspicion).
 LEAVING = "agent shutting down"
+# How long a requested probe train may take to arrive and be measured.
+PROBE_TIMEOUT = 5.0
 
 
 @dataclass
@@ -131,10 +134,12 @@ class PeerLink:
         self.role: Role = conn.role
         self.ping_interval = ping_interval
         self.peer_timeout = peer_timeout
-        self.rtt = RttEstimator()
+        self.rtt = RttEstimator()  # the application ping (network + both agents' scheduling)
+        self.tcp_rtt: TcpRtt | None = None  # the kernel's estimate: the link's RTT
         self.bandwidth = BandwidthEstimate()
         self.probe_interval = probe_interval
         self._probes = itertools.count(1)
+        self._sampled = trio.Event()  # set by each bandwidth sample
         self._last_probe_served = -1e9
         self.connected_at = time.monotonic()
         self.batches_received = 0
@@ -223,6 +228,7 @@ class PeerLink:
         """Serve the link until it closes; return the reason."""
         self._agent = agent
         self.io.start()
+        self.refresh_tcp_rtt()  # the handshake already gave the kernel a sample
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._pinger)
@@ -279,6 +285,7 @@ class PeerLink:
             sample = self.io.flush_meter()
             if sample is not None:
                 self.bandwidth.add(sample)
+            self.refresh_tcp_rtt()
             seq = next(self._ping_seq)
             self._ping_sent[seq] = _PingWait(time.monotonic(), None)
             # Forget pings that will never be answered, so the map stays small.
@@ -286,17 +293,42 @@ class PeerLink:
                 del self._ping_sent[old]
             self.io.submit(Ping(seq=seq))
 
+    def refresh_tcp_rtt(self) -> TcpRtt | None:
+        """Read the kernel's RTT estimate for the link's socket now (None kept
+        back: a failed read leaves the last good one)."""
+        reading = read_tcp_rtt(self.io.sock)
+        if reading is not None:
+            self.tcp_rtt = reading
+        return self.tcp_rtt
+
     async def _prober(self) -> None:
         """Ask the peer for a probe train when no bulk data has been measured lately."""
         if self.probe_interval <= 0:
             return
-        # The first estimate soon after joining; then only when stale.
-        await trio.sleep(min(1.0, self.probe_interval))
+        # The first estimate soon after joining (spread: agents started together
+        # would otherwise all probe at once); then only when stale.
+        await trio.sleep(min(1.0, self.probe_interval) * random.uniform(1.0, 2.0))
         while True:
             age = self.bandwidth.age()
             if age is None or age >= self.probe_interval:
-                self.io.submit(ProbeRequest(probe=next(self._probes), count=PROBE_FRAMES))
+                await self._probe_once()
             await trio.sleep(self.probe_interval * random.uniform(0.9, 1.1))
+
+    async def _probe_once(self) -> None:
+        """One probe train, alone among this agent's inbound probes."""
+        lock: trio.Lock | None = getattr(self._agent, "probe_lock", None)
+        if lock is None:  # a stand-in agent (tests)
+            await self._measure_train()
+            return
+        async with lock:
+            await self._measure_train()
+
+    async def _measure_train(self) -> None:
+        self._sampled = trio.Event()
+        count = probe_count(self.bandwidth.bytes_per_s)
+        self.io.submit(ProbeRequest(probe=next(self._probes), count=count))
+        with trio.move_on_after(PROBE_TIMEOUT):
+            await self._sampled.wait()
 
     def _serve_probe(self, request: ProbeRequest) -> None:
         # A peer may ask at most once a second: probes are bounded load.
@@ -326,6 +358,7 @@ class PeerLink:
         """Act on one event (on the Trio thread); False when the link is over."""
         if isinstance(event, BandwidthSample):
             self.bandwidth.add(event)
+            self._sampled.set()
         elif isinstance(event, ProbeRequest):
             self._serve_probe(event)
         elif isinstance(event, PongAt):

@@ -103,10 +103,13 @@ class MeshGossip:
             rtt = link.rtt.summary()
             if rtt.ewma_ms is None or rtt.p50_ms is None or rtt.p90_ms is None:
                 continue
+            tcp = link.tcp_rtt
             links.append(Link(
                 peer=link.node_id, rtt_ewma_ms=rtt.ewma_ms, rtt_p50_ms=rtt.p50_ms,
                 rtt_p90_ms=rtt.p90_ms, bandwidth=link.bandwidth.bytes_per_s,
                 bandwidth_measured_at=link.bandwidth.measured_at,
+                rtt_ms=None if tcp is None else tcp.rtt_ms,
+                rttvar_ms=None if tcp is None else tcp.rttvar_ms,
             ))
         return links[: self.config.max_links]
 

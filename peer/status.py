@@ -38,15 +38,29 @@ def _version() -> str:
     return __version__
 
 
+def _rtt_fields(link: PeerLink) -> dict[str, Any]:
+    """The link's RTT is the kernel's (``tcp``); the application ping is its own
+    figure, and stands in only where the kernel has none."""
+    ping = link.rtt.summary()
+    tcp = link.tcp_rtt
+    return {
+        "rtt_ms": tcp.rtt_ms if tcp is not None else ping.ewma_ms,
+        "rtt_source": "tcp" if tcp is not None else ("ping" if ping.samples else None),
+        "rtt_srtt_ms": None if tcp is None else tcp.srtt_ms,
+        "rtt_var_ms": None if tcp is None else tcp.rttvar_ms,
+        "ping_ms": ping.ewma_ms,
+        "ping_p50_ms": ping.p50_ms,
+        "ping_p90_ms": ping.p90_ms,
+        "ping_samples": ping.samples,
+    }
+
+
 def _link_fields(link: PeerLink) -> dict[str, Any]:
-    rtt = link.rtt.summary()
     return {
         "address": link.address,
         "authenticated": True,
         "direction": "outgoing" if link.role is Role.INITIATOR else "incoming",
-        "rtt_ms": rtt.ewma_ms,
-        "rtt_p50_ms": rtt.p50_ms,
-        "rtt_p90_ms": rtt.p90_ms,
+        **_rtt_fields(link),
         "bandwidth_bps": _bits(link.bandwidth.bytes_per_s),
         "bandwidth_age_s": _rounded(link.bandwidth.age()),
         "capabilities": list(link.peer.capabilities),
@@ -101,10 +115,8 @@ def _peers(agent: Agent) -> list[dict[str, Any]]:
 def _links(agent: Agent) -> list[dict[str, Any]]:
     rows = []
     for link in agent.links.values():
-        rtt = link.rtt.summary()
         rows.append({
-            "peer": link.node_id, "name": link.peer.name, "rtt_ms": rtt.ewma_ms,
-            "rtt_p50_ms": rtt.p50_ms, "rtt_p90_ms": rtt.p90_ms, "rtt_samples": rtt.samples,
+            "peer": link.node_id, "name": link.peer.name, **_rtt_fields(link),
             "bandwidth_bps": _bits(link.bandwidth.bytes_per_s),
             "bandwidth_age_s": _rounded(link.bandwidth.age()),
             "bandwidth_samples": link.bandwidth.samples,

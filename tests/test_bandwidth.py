@@ -2,7 +2,20 @@
 
 import pytest
 
-from gleam.peer.bandwidth import MIN_FRAME, TRAIN_GAP, BandwidthProbe, TrainMeter, probe_frames
+from gleam.peer.bandwidth import (
+    MAX_PROBE_FRAMES,
+    MIN_FRAME,
+    PROBE_FRAME,
+    PROBE_FRAMES,
+    PROBE_SECONDS,
+    TRAIN_GAP,
+    BandwidthEstimate,
+    BandwidthProbe,
+    BandwidthSample,
+    TrainMeter,
+    probe_count,
+    probe_frames,
+)
 
 
 def feed(meter: TrainMeter, frames: int, size: int, rate: float, start: float = 0.0):
@@ -46,3 +59,28 @@ def test_probe_frames_are_bounded_and_validated():
         BandwidthProbe(probe=1, index=5, count=5, pad=b"")
     with pytest.raises(ValueError):
         BandwidthProbe(probe=1, index=0, count=1000, pad=b"")
+
+
+def sample(rate: float) -> BandwidthSample:
+    return BandwidthSample(rate, 2 << 20, 0.0)
+
+
+def test_the_estimate_is_the_largest_recent_sample():
+    # A train slowed by other traffic or a descheduled reader must not drag the
+    # link's capacity down; a slower link shows once faster samples age out.
+    estimate = BandwidthEstimate()
+    assert estimate.bytes_per_s is None
+    for rate in (12.0e6, 3.0e6, 11.9e6):
+        estimate.add(sample(rate))
+    assert estimate.bytes_per_s == 12.0e6
+    for _ in range(BandwidthEstimate.WINDOW_SAMPLES):
+        estimate.add(sample(6.0e6))
+    assert estimate.bytes_per_s == 6.0e6
+
+
+def test_probe_trains_last_long_enough_at_the_estimated_rate():
+    assert probe_count(None) == PROBE_FRAMES
+    assert probe_count(12.5e6) == PROBE_FRAMES  # 100 Mbit/s: 2 MiB is 170 ms already
+    at_gigabit = probe_count(125e6)
+    assert at_gigabit * PROBE_FRAME >= 125e6 * PROBE_SECONDS
+    assert probe_count(1e12) == MAX_PROBE_FRAMES

@@ -87,6 +87,8 @@ links = st.builds(
     rtt_p90_ms=finite,
     bandwidth=st.none() | finite,
     bandwidth_measured_at=st.none() | finite,
+    rtt_ms=st.none() | finite,
+    rttvar_ms=st.none() | finite,
 )
 link_reports = st.builds(
     LinkReport,
@@ -354,3 +356,15 @@ def test_fuzz_messages(name: str, fields: dict[str, Any]) -> None:
     except MalformedMessage:
         return
     assert decode_message(encode_message(message)) == message
+
+
+def test_a_link_carries_the_kernel_rtt_and_reads_entries_without_it():
+    node = "ab" * 16
+    link = Link(node, 6.2, 3.4, 5.8, 1.2e7, 1.7e9, rtt_ms=3.017, rttvar_ms=0.4)
+    assert Link.from_wire(link.to_wire()) == link
+    assert link.best_rtt_ms == 3.017
+    # An origin from before the kernel figures sends six items: the ping stands in.
+    old = Link.from_wire([node, 6.2, 3.4, 5.8, None, None])
+    assert old.rtt_ms is None and old.best_rtt_ms == 6.2
+    with pytest.raises(InvalidRecord):
+        Link.from_wire([node, 6.2, 3.4, 5.8, None, None, -1.0, 0.4])

@@ -106,7 +106,7 @@ class LocalRecords:
         self._draft_links = links
 
     def _trim(self, links: Iterable[Link]) -> tuple[Link, ...]:
-        ordered = sorted(links, key=lambda link: (link.rtt_ewma_ms, link.peer))
+        ordered = sorted(links, key=lambda link: (link.best_rtt_ms, link.peer))
         return tuple(ordered[: self._config.max_links])
 
     def peer_period(self, members: int) -> float:

@@ -251,7 +251,13 @@ class GpuInfo:
 class Link:
     """The origin's measurements of its link to ``peer``.
 
-    RTTs are in milliseconds. The bandwidth estimate is in bytes per second,
+    RTTs are in milliseconds. ``rtt_ms``/``rttvar_ms`` are the kernel's TCP
+    estimate for the link's socket (the propagation RTT and the smoothed
+    RTT's mean deviation, see ``peer/tcpinfo.py``): the link's RTT for
+    decisions. The ``rtt_ewma/p50/p90`` figures are the application ping,
+    which adds both agents' scheduling. The kernel figures travel as two
+    trailing wire items, so an origin that predates them (or has no
+    ``TCP_INFO``) sends None. The bandwidth estimate is in bytes per second,
     measured at ``bandwidth_measured_at`` (the origin's Unix time); both are
     None until a transfer has been measured.
     """
@@ -262,11 +268,15 @@ class Link:
     rtt_p90_ms: float
     bandwidth: float | None = None
     bandwidth_measured_at: float | None = None
+    rtt_ms: float | None = None
+    rttvar_ms: float | None = None
 
     def __post_init__(self) -> None:
         check_node_id(self.peer, "link peer")
         for name in ("rtt_ewma_ms", "rtt_p50_ms", "rtt_p90_ms"):
             object.__setattr__(self, name, _float(getattr(self, name), name, 0, 1e7))
+        for name in ("rtt_ms", "rttvar_ms"):
+            object.__setattr__(self, name, _optional(_float, getattr(self, name), name, 0, 1e7))
         object.__setattr__(self, "bandwidth", _optional(_float, self.bandwidth, "bandwidth"))
         measured = _optional(_float, self.bandwidth_measured_at, "bandwidth_measured_at")
         object.__setattr__(self, "bandwidth_measured_at", measured)
@@ -274,13 +284,19 @@ class Link:
     def to_wire(self) -> list[Any]:
         return [
             self.peer, self.rtt_ewma_ms, self.rtt_p50_ms, self.rtt_p90_ms,
-            self.bandwidth, self.bandwidth_measured_at,
+            self.bandwidth, self.bandwidth_measured_at, self.rtt_ms, self.rttvar_ms,
         ]
+
+    @property
+    def best_rtt_ms(self) -> float:
+        """The RTT to rank this link by: the kernel's where the origin sent it."""
+        return self.rtt_ewma_ms if self.rtt_ms is None else self.rtt_ms
 
     @classmethod
     def from_wire(cls, obj: object) -> Link:
         e = _entry(obj, "link", 6)
-        return cls(e[0], e[1], e[2], e[3], e[4], e[5])
+        kernel = [e[i] if len(e) > i else None for i in (6, 7)]
+        return cls(e[0], e[1], e[2], e[3], e[4], e[5], *kernel)
 
 
 # ---------------------------------------------------------------- records

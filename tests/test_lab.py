@@ -1,0 +1,167 @@
+"""`gleam-peer lab` end to end, as root: real namespaces, the delay line, real agents.
+
+Each test runs the command line as the user would, from another process, and
+checks what the lab made against the system itself (`ip netns list`, `ip
+link`, /proc) before and after `lab down`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gleam.peer.lab.agents import agent_status
+from gleam.peer.lab.netns import lab_unavailable_reason
+from gleam.peer.lab.state import LabRecord, existing_namespaces
+from gleam.peer.localmesh import wait_for
+
+pytestmark = pytest.mark.skipif(
+    lab_unavailable_reason() is not None,
+    reason=f"network namespace lab unavailable: {lab_unavailable_reason()}",
+)
+
+
+def lab(root: Path, *args: str, check: bool = True, timeout: float = 120,
+        **kwargs) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([sys.executable, "-m", "gleam.peer", "lab", *args],
+                          env={**os.environ, "GLEAM_LAB_DIR": str(root)}, capture_output=True,
+                          text=True, timeout=timeout, **kwargs)
+    if check:
+        assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def the_record(root: Path) -> LabRecord:
+    (path,) = root.glob("*/lab.json")
+    return LabRecord.load(path)
+
+
+def root_links() -> set[str]:
+    out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
+
+
+def assert_nothing_left(root: Path, record: LabRecord, links_before: set[str]) -> None:
+    assert not set(record.namespaces) & existing_namespaces()
+    for pid, _ in record.processes:
+        assert not record.alive(pid), f"process {pid} of the lab still runs"
+    # The lab's veths only ever lived in its namespaces: none appeared here.
+    assert not {name for name in root_links() - links_before
+                if (name[:1] in "pqbh" and name[1:].isdigit()) or name == "br0"}
+    assert not Path(record.directory).exists()
+    assert not root.exists() or not any(root.iterdir())
+
+
+def links_of(doc: dict) -> list[dict]:
+    return doc.get("links", [])
+
+
+@pytest.mark.parametrize(("rate_mbit", "rtt_ms"), [(100, 3.0), (1000, 0.5)])
+def test_link_estimates_match_the_shaped_link(tmp_path, rate_mbit, rtt_ms):
+    # h1's link is shaped, h2's is not: the path between them is h1's link.
+    root = tmp_path / "labs"
+    before = root_links()
+    lab(root, "up", "--hosts", "2", "--link", f"h1={rate_mbit}mbit/{rtt_ms}ms",
+        "--probe-interval", "2")
+    record = the_record(root)
+    try:
+        def settled() -> list[dict] | None:
+            docs = [agent_status(h) for h in record.hosts]
+            links = [link for doc in docs if doc for link in links_of(doc)]
+            ready = len(links) == 2 and all(
+                link["rtt_source"] == "tcp" and link["ping_samples"] >= 3
+                and link["bandwidth_samples"] >= 2 for link in links)
+            return links if ready else None
+
+        links = wait_for(settled, 60, "both agents' kernel RTT and two bandwidth samples")
+        for link in links:
+            print(f"{rate_mbit} Mbit/s {rtt_ms} ms: rtt {link['rtt_ms']} ms "
+                  f"(ping {link['ping_ms']} ms), {link['bandwidth_bps'] / 1e6:.0f} Mbit/s")
+            assert abs(link["rtt_ms"] - rtt_ms) <= 0.1 * rtt_ms + 0.1
+            assert abs(link["bandwidth_bps"] - rate_mbit * 1e6) <= 0.1 * rate_mbit * 1e6
+    finally:
+        lab(root, "down")
+    assert_nothing_left(root, record, before)
+
+
+def test_lab_up_status_exec_down_leave_nothing_behind(tmp_path):
+    root = tmp_path / "labs"
+    before = root_links()
+    up = lab(root, "up", "--hosts", "3", "--link", "h1=100mbit/3ms", "--speed", "h3=4")
+    record = the_record(root)
+    try:
+        assert record.complete and "h1" in up.stdout
+        doc = json.loads(lab(root, "status", "--json").stdout)
+        assert [h["name"] for h in doc["hosts"]] == ["h1", "h2", "h3"]
+        for host in doc["hosts"]:
+            assert host["agent_alive"] and host["agent_answers"]
+            assert sorted(p["name"] for p in host["peers"]) == sorted(
+                {"h1", "h2", "h3"} - {host["name"]})
+        assert doc["hosts"][0]["delay_line"] is not None  # h1 has an RTT: a delay line
+
+        # Addresses exist only in the lab's namespaces.
+        h2 = record.host("h2")
+        inside = lab(root, "exec", "h2", "--", "ip", "-o", "-4", "addr", "show", "dev", "eth0")
+        assert f"{h2.address}/24" in inside.stdout
+        here = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True).stdout
+        assert f"{h2.address}/" not in here
+
+        # `lab exec` points gleam-peer at that host's agent.
+        status = json.loads(lab(root, "exec", "h1", "--", sys.executable, "-m", "gleam.peer",
+                                "status", "--json").stdout)
+        assert status["node"]["name"] == "h1"
+        speeds = {h.name: agent_status(h)["gpus"][0]["gflops"] for h in record.hosts}
+        assert speeds["h3"] < speeds["h1"] / 2  # --speed h3=4 slows its device down
+    finally:
+        down = lab(root, "down")
+    assert record.tag in down.stdout
+    assert_nothing_left(root, record, before)
+    missing = lab(root, "status", check=False)
+    assert missing.returncode == 1 and "no lab" in missing.stderr
+
+
+def test_lab_down_cleans_up_after_lab_up_was_killed_midway(tmp_path):
+    root = tmp_path / "labs"
+    before = root_links()
+    env = {**os.environ, "GLEAM_LAB_DIR": str(root)}
+    up = subprocess.Popen([sys.executable, "-m", "gleam.peer", "lab", "up", "--hosts", "4",
+                           "--link", "all=100mbit/2ms"], env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+
+    def midway() -> LabRecord | None:
+        try:
+            record = the_record(root)
+        except (ValueError, OSError):  # not written yet
+            return None
+        return record if len(record.namespaces) >= 3 and record.processes else None
+
+    try:
+        wait_for(midway, 60, "lab up to have made some hosts and a delay line")
+    finally:
+        up.send_signal(signal.SIGKILL)
+        up.wait()
+    record = the_record(root)
+    assert not record.complete
+    assert set(record.namespaces) <= existing_namespaces()
+    lab(root, "down")
+    assert_nothing_left(root, record, before)
+
+
+def test_the_lab_needs_root(tmp_path):
+    # Started as root (the interpreter lives under /root), the child gives up its
+    # effective ids before it runs the command, as an ordinary user's shell would.
+    program = ("import os, sys; from gleam.peer import cli; cli.build_parser(); "
+               "os.setegid(65534); os.seteuid(65534); "
+               "sys.exit(cli.main(['lab', 'up', '--hosts', '2']))")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          env={**os.environ, "GLEAM_LAB_DIR": str(tmp_path / "labs")},
+                          timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "needs root" in done.stderr
+    assert not (tmp_path / "labs").exists()
