@@ -66,8 +66,9 @@ def measure(link: str, seconds: float) -> dict[str, Any]:
             lab.shape(h1, spec.rate_mbit, burst="64k")
         else:
             lab.delay(h1)
-        out = {"link": link, "delay": "netem" if lab.use_netem else "delay line",
-               "up": _transfer(lab, 0, 1, seconds), "down": _transfer(lab, 1, 0, seconds)}
+        out: dict[str, Any] = {
+            "link": link, "delay": "netem" if lab.use_netem else "delay line",
+            "up": _transfer(lab, 0, 1, seconds), "down": _transfer(lab, 1, 0, seconds)}
         time.sleep(1.2)  # the line rewrites its statistics every second
         out["line"] = json.loads(stats.read_text()) if stats.exists() else None
     return out
