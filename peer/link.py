@@ -293,6 +293,11 @@ class PeerLink:
                 del self._ping_sent[old]
             self.io.submit(Ping(seq=seq))
 
+    @property
+    def rtt_ms(self) -> float | None:
+        """The link's RTT for decisions: the kernel's estimate, else the ping's EWMA."""
+        return self.tcp_rtt.rtt_ms if self.tcp_rtt is not None else self.rtt.summary().ewma_ms
+
     def refresh_tcp_rtt(self) -> TcpRtt | None:
         """Read the kernel's RTT estimate for the link's socket now (None kept
         back: a failed read leaves the last good one)."""

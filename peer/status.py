@@ -44,7 +44,7 @@ def _rtt_fields(link: PeerLink) -> dict[str, Any]:
     ping = link.rtt.summary()
     tcp = link.tcp_rtt
     return {
-        "rtt_ms": tcp.rtt_ms if tcp is not None else ping.ewma_ms,
+        "rtt_ms": link.rtt_ms,
         "rtt_source": "tcp" if tcp is not None else ("ping" if ping.samples else None),
         "rtt_srtt_ms": None if tcp is None else tcp.srtt_ms,
         "rtt_var_ms": None if tcp is None else tcp.rttvar_ms,

@@ -114,7 +114,7 @@ def _links(agent: Agent, peers: Sequence[str] | None) -> dict[str, Any]:
     for link in agent.links.values():
         if peers and link.node_id not in peers and link.peer.name not in peers:
             continue
-        rtt = link.rtt.summary().ewma_ms
+        rtt = link.rtt_ms  # the kernel's estimate (docs/gossip.md, "Link estimates")
         if rtt is not None:
             rtts.append(rtt)
         if link.bandwidth.bytes_per_s is not None:
