@@ -11,20 +11,12 @@ import argparse
 import contextlib
 import json
 import os
-import secrets
 import subprocess
 import sys
 from typing import Any
 
 from gleam.peer.lab.spec import SpecError, host_names, parse_links, parse_speeds
-from gleam.peer.lab.state import (
-    HostRecord,
-    LabRecord,
-    existing_namespaces,
-    find_labs,
-    lab_root,
-    remove,
-)
+from gleam.peer.lab.state import LabRecord, existing_namespaces, find_labs, lab_root, remove
 
 HELP = "build a LAN of agents in network namespaces (root only)"
 DESCRIPTION = (
@@ -34,11 +26,6 @@ DESCRIPTION = (
     "removes it, also after `lab up` crashed. Needs root. Labs are recorded under "
     "$GLEAM_LAB_DIR (default /run/gleam-lab)."
 )
-PORT = 7411
-READY_TIMEOUT = 60.0
-# The smallest htb bucket that passes a 64 KiB GSO frame whole: a bigger one
-# lets a train's start through at line rate, which no real link does.
-BURST = "64k"
 
 
 class LabUsageError(Exception):
@@ -124,8 +111,9 @@ def _records(args: argparse.Namespace) -> list[LabRecord]:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from gleam.peer.lab.agents import start_agents, wait_linked
-    from gleam.peer.lab.netns import LabError, NetLab, lab_unavailable_reason
+    from gleam.peer.lab.agents import describe
+    from gleam.peer.lab.build import build_lab
+    from gleam.peer.lab.netns import LabError, lab_unavailable_reason
 
     names = host_names(args.hosts)
     links = parse_links(args.link, names)
@@ -133,41 +121,11 @@ def _up(args: argparse.Namespace) -> int:
     reason = lab_unavailable_reason()
     if reason is not None:
         raise LabUsageError(f"cannot build a lab here: {reason}")
-    tag = secrets.token_hex(3)
-    directory = lab_root() / tag
-    directory.mkdir(parents=True, mode=0o700)
-    record = LabRecord(tag=tag, directory=str(directory))
-    record.save()  # before anything exists: `lab down` can always find the lab
     try:
-        lab = NetLab(journal=record.journal, tag=tag)
-        record.switch = lab.switch
-        record.delay = ("netem" if lab.use_netem else "delay line") if any(
-            spec.rtt_ms > 0 for spec in links.values()) else ""
-        for name in names:
-            spec = links.get(name)
-            rtt_s = spec.rtt_ms / 1000 if spec else 0.0
-            host = lab.add_host(name, delay_s=rtt_s, stats=directory / f"delay-{name}.json")
-            if spec is not None and spec.rate_mbit is not None:
-                lab.shape(host, spec.rate_mbit, burst=BURST)
-            else:
-                lab.delay(host)
-            record.hosts.append(HostRecord(
-                name, host.netns, host.address, rate_mbit=spec.rate_mbit if spec else None,
-                rtt_ms=spec.rtt_ms if spec else None, speed=speeds.get(name, 1.0)))
-            record.save()
-        if not args.no_agents:
-            start_agents(lab, record, PORT, args.probe_interval)
-            wait_linked(record, READY_TIMEOUT)
-        record.complete = True
-        record.save()
-    except BaseException as exc:
-        left = remove(record)
-        if isinstance(exc, (LabError, TimeoutError)):
-            extra = f" (and could not remove: {'; '.join(left)})" if left else ""
-            raise LabUsageError(f"lab up failed, removed what it made{extra}: {exc}") from exc
-        raise
-    from gleam.peer.lab.agents import describe
-
+        record = build_lab(names, links, speeds, agents=not args.no_agents,
+                           probe_interval=args.probe_interval)
+    except (LabError, TimeoutError) as exc:
+        raise LabUsageError(f"lab up failed and removed what it made: {exc}") from exc
     _print_status(describe(record))
     return 0
 
