@@ -8,6 +8,7 @@ also removes it all afterwards. Everything is recorded before it exists, so
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -48,6 +49,9 @@ def build_lab(names: list[str], links: Mapping[str, LinkSpec], speeds: Mapping[s
     directory.mkdir(parents=True, mode=0o700)
     record = LabRecord(tag=tag, directory=str(directory))
     record.save()  # before anything exists: `lab down` can always find the lab
+    # The builder itself first: a `lab down` from another shell while this is
+    # still building stops it before it removes what it made.
+    record.journal("process", os.getpid())
     try:
         lab = NetLab(journal=record.journal, tag=tag)
         record.switch = lab.switch
