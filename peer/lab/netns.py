@@ -150,6 +150,10 @@ class NetLab:
         if line:
             self._veth(f"q{index}", f"b{index}")
             self._in(self.switch, "ip", "link", "set", f"b{index}", "master", "br0")
+            # The line's two ends are wires, not hosts: without this the switch
+            # would send its own IPv6 link-local chatter down them.
+            for dev in (port, f"q{index}"):
+                self._in(self.switch, "sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1")
             for dev in (f"q{index}", f"b{index}"):
                 self._in(self.switch, "ip", "link", "set", dev, "up")
         else:
