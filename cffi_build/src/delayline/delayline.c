@@ -121,11 +121,13 @@ static unsigned char *reserve(queue_t *q, uint32_t *off) {
         q->wr = 0;
     uint32_t oldest = q->count ? q->slots[q->head].off : 0;
     uint32_t at = q->wr;
+    /* Strict comparisons: the write offset never catches up with the oldest
+     * frame, so wr == oldest always means "not wrapped". */
     if (q->count && at < oldest) {       /* live bytes wrap: free is [wr, oldest) */
-        if (at + MAX_FRAME > oldest)
+        if (at + MAX_FRAME >= oldest)
             return NULL;
     } else if (at + MAX_FRAME > ARENA) { /* no room before the end: start again at 0 */
-        if (q->count && MAX_FRAME > oldest)
+        if (q->count && MAX_FRAME >= oldest)
             return NULL;
         at = 0;
     }
