@@ -124,8 +124,15 @@ class TrainMeter:
         return BandwidthSample(self._bytes / elapsed, self._bytes, self._last)
 
 
+def is_long(sample: BandwidthSample) -> bool:
+    """Whether a train lasted long enough that a late first read hardly matters:
+    ``PROBE_SECONDS``, or the longest probe a peer may be asked for."""
+    return (sample.nbytes >= sample.bytes_per_s * PROBE_SECONDS
+            or sample.nbytes >= (MAX_PROBE_FRAMES - 1) * PROBE_FRAME)
+
+
 class BandwidthEstimate:
-    """The inbound rate of one link (Trio thread): the largest recent sample.
+    """The inbound rate of one link (Trio thread): the largest recent long sample.
 
     A train can come out slower than the link (other traffic shares it, the
     receiving agent was descheduled, TCP was still opening its window) but,
@@ -133,28 +140,44 @@ class BandwidthEstimate:
     bucket, hardly faster. So, as BBR does for its bottleneck bandwidth, the
     estimate is the maximum over a window: the last ``WINDOW_SAMPLES``
     samples no older than ``WINDOW_SECONDS``. A link that gets slower is
-    followed once the faster samples leave the window.
+    followed once the faster samples leave the window. The one way a train
+    comes out faster is a short one whose first frame was read late (2 ms
+    late on a 17 ms train: +12 %), so short trains count only until a long
+    one has been measured (``settled``).
     """
 
     WINDOW_SAMPLES = 5
     WINDOW_SECONDS = 300.0
 
     def __init__(self) -> None:
-        self._recent: deque[tuple[float, float]] = deque(maxlen=self.WINDOW_SAMPLES)
+        self._recent: deque[tuple[float, float, bool]] = deque(maxlen=self.WINDOW_SAMPLES)
         self.measured_at: float | None = None  # time.time() of the last sample
         self.samples = 0
 
     def add(self, sample: BandwidthSample) -> None:
         self.samples += 1
         self.measured_at = time.time()
-        self._recent.append((self.measured_at, sample.bytes_per_s))
+        self._recent.append((self.measured_at, sample.bytes_per_s, is_long(sample)))
+
+    def _window(self) -> list[tuple[float, bool]]:
+        if not self._recent:
+            return []
+        newest = self._recent[-1][0]
+        return [(rate, long) for at, rate, long in self._recent
+                if newest - at <= self.WINDOW_SECONDS]
+
+    @property
+    def settled(self) -> bool:
+        """Whether a long train is among the recent samples."""
+        return any(long for _, long in self._window())
 
     @property
     def bytes_per_s(self) -> float | None:
-        if not self._recent:
+        window = self._window()
+        if not window:
             return None
-        newest = self._recent[-1][0]
-        return max(rate for at, rate in self._recent if newest - at <= self.WINDOW_SECONDS)
+        settled = any(long for _, long in window)
+        return max(rate for rate, long in window if long or not settled)
 
     def age(self) -> float | None:
         return None if self.measured_at is None else time.time() - self.measured_at

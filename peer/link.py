@@ -58,6 +58,8 @@ CLOSE_TIMEOUT = 2.0
 LEAVING = "agent shutting down"
 # How long a requested probe train may take to arrive and be measured.
 PROBE_TIMEOUT = 5.0
+# Follow-up probes, each sized from the last, while only short trains were seen.
+PROBE_RESIZES = 3
 
 
 @dataclass
@@ -284,7 +286,7 @@ class PeerLink:
                 return
             sample = self.io.flush_meter()
             if sample is not None:
-                self.bandwidth.add(sample)
+                self._add_sample(sample)
             self.refresh_tcp_rtt()
             seq = next(self._ping_seq)
             self._ping_sent[seq] = _PingWait(time.monotonic(), None)
@@ -317,6 +319,13 @@ class PeerLink:
             age = self.bandwidth.age()
             if age is None or age >= self.probe_interval:
                 await self._probe_once()
+                # Only short trains so far: one sized from them follows soon
+                # (peers serve a probe a second); a few tries at most.
+                for _ in range(PROBE_RESIZES):
+                    if self.bandwidth.settled or self.bandwidth.bytes_per_s is None:
+                        break
+                    await trio.sleep(random.uniform(1.1, 1.5))
+                    await self._probe_once()
             await trio.sleep(self.probe_interval * random.uniform(0.9, 1.1))
 
     async def _probe_once(self) -> None:
@@ -334,6 +343,10 @@ class PeerLink:
         self.io.submit(ProbeRequest(probe=next(self._probes), count=count))
         with trio.move_on_after(PROBE_TIMEOUT):
             await self._sampled.wait()
+
+    def _add_sample(self, sample: BandwidthSample) -> None:
+        self.bandwidth.add(sample)
+        self._sampled.set()  # a probe waiting for its train is done
 
     def _serve_probe(self, request: ProbeRequest) -> None:
         # A peer may ask at most once a second: probes are bounded load.
@@ -362,8 +375,7 @@ class PeerLink:
     def _handle(self, agent: Agent, event: object) -> bool:
         """Act on one event (on the Trio thread); False when the link is over."""
         if isinstance(event, BandwidthSample):
-            self.bandwidth.add(event)
-            self._sampled.set()
+            self._add_sample(event)
         elif isinstance(event, ProbeRequest):
             self._serve_probe(event)
         elif isinstance(event, PongAt):

@@ -13,6 +13,7 @@ from gleam.peer.bandwidth import (
     BandwidthProbe,
     BandwidthSample,
     TrainMeter,
+    is_long,
     probe_count,
     probe_frames,
 )
@@ -84,3 +85,17 @@ def test_probe_trains_last_long_enough_at_the_estimated_rate():
     at_gigabit = probe_count(125e6)
     assert at_gigabit * PROBE_FRAME >= 125e6 * PROBE_SECONDS
     assert probe_count(1e12) == MAX_PROBE_FRAMES
+
+
+def test_short_trains_count_only_until_a_long_one_is_measured():
+    # 2 MiB at 1 Gbit/s is a 17 ms train: a first frame read 2 ms late makes it
+    # 12 % fast. Once a train of 50 ms or more exists, short ones are ignored.
+    estimate = BandwidthEstimate()
+    estimate.add(BandwidthSample(140e6, 2 << 20, 0.0))
+    assert not estimate.settled and estimate.bytes_per_s == 140e6
+    estimate.add(BandwidthSample(121e6, 24 * PROBE_FRAME, 0.0))
+    assert estimate.settled and estimate.bytes_per_s == 121e6
+    estimate.add(BandwidthSample(150e6, 2 << 20, 0.0))  # a short outlier after
+    assert estimate.bytes_per_s == 121e6
+    # The longest probe a peer serves counts as long even on a very fast link.
+    assert is_long(BandwidthSample(1.25e9, (MAX_PROBE_FRAMES - 1) * PROBE_FRAME, 0.0))

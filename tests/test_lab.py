@@ -91,6 +91,31 @@ def test_link_estimates_match_the_shaped_link(tmp_path, monkeypatch, rate_mbit, 
     assert_nothing_left(root, record, before)
 
 
+def test_probes_sharing_a_link_do_not_split_it(tmp_path, monkeypatch):
+    # h2 and h3 both reach h1 through h1's 100 Mbit/s link. h1 measures one
+    # inbound train at a time (measured together they got 65-84 Mbit/s each);
+    # h2 and h3 may probe h1's uplink at the same moment, which the estimate's
+    # max filter over several samples outlasts.
+    monkeypatch.setenv("GLEAM_LAB_DIR", str(tmp_path / "labs"))
+    with running_lab(host_names(3), {"h1": LinkSpec(100, 3.0)}, probe_interval=2) as record:
+        def settled() -> dict[str, list[dict]] | None:
+            docs = {h.name: agent_status(h) for h in record.hosts}
+            through_h1 = {name: [link for link in links_of(doc or {})
+                                 if "h1" in (name, link["name"])] for name, doc in docs.items()}
+            ready = all(len(links) == (2 if name == "h1" else 1) and all(
+                link["rtt_source"] == "tcp" and link["bandwidth_samples"] >= 3
+                for link in links) for name, links in through_h1.items())
+            return through_h1 if ready else None
+
+        found = wait_for(settled, 90, "three bandwidth samples on every link through h1")
+        for name, links in found.items():
+            for link in links:
+                print(f"{name} <- {link['name']}: {link['bandwidth_bps'] / 1e6:.0f} Mbit/s, "
+                      f"rtt {link['rtt_ms']} ms")
+                assert abs(link["bandwidth_bps"] - 100e6) <= 10e6
+                assert abs(link["rtt_ms"] - 3.0) <= 0.4
+
+
 def test_lab_up_status_exec_down_leave_nothing_behind(tmp_path):
     root = tmp_path / "labs"
     before = root_links()
