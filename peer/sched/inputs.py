@@ -77,7 +77,10 @@ def offer_of(record: PeerRecord) -> Offer | None:
 
 
 def link_estimate(link: PeerLink) -> LinkEstimate:
-    rtt = link.rtt.ewma
+    # The kernel's TCP estimate of the network's RTT (TCP_INFO, docs/gossip.md),
+    # not the agents' ping, which adds their own scheduling to every sample.
+    rtt_ms = link.rtt_ms
+    rtt = rtt_ms / 1000 if rtt_ms else None
     rate = link.bandwidth.bytes_per_s
     return LinkEstimate(rtt=rtt if rtt else DEFAULT_RTT,
                         bandwidth=rate if rate else DEFAULT_BANDWIDTH,
