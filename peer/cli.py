@@ -24,6 +24,7 @@ MODULE_COMMANDS = {
     "train": "gleam.peer.train",
     "demo": "gleam.peer.demo",
     "cache": "gleam.peer.cache.command",
+    "migrate": "gleam.peer.cuda.migrate_cmd",
 }
 
 

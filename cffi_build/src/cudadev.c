@@ -354,7 +354,13 @@ static int cuda_open(gl_exec *x, char *err, size_t err_len)
         ((fn_info)c->driver[GL_CALL_cuMemGetInfo])(&free_b, &total);
         x->va_size = total ? total : (uint64_t)16 << 30;
     }
+    uint64_t asked = x->va_size;
     x->va_size = (x->va_size + c->gran - 1) / c->gran * c->gran;
+    if (x->va_base != 0 && (x->va_base % c->gran != 0 || x->va_size != asked)) {
+        gl_set_err(err, err_len, "the requested range is not a multiple of this GPU's "
+                   "granularity (%llu bytes)", (unsigned long long)c->gran);
+        goto release;
+    }
     s->ngran = x->va_size / c->gran;
     s->uses = calloc(s->ngran, sizeof *s->uses);
     s->mem = calloc(s->ngran, sizeof *s->mem);
@@ -363,9 +369,18 @@ static int cuda_open(gl_exec *x, char *err, size_t err_len)
         goto release;
     }
     CUdeviceptr base = 0;
-    r = ((fn_reserve)c->fn.cuMemAddressReserve)(&base, x->va_size, c->gran, 0, 0);
+    /* A requested base is only a hint to the driver: another address is refused. */
+    r = ((fn_reserve)c->fn.cuMemAddressReserve)(&base, x->va_size, c->gran,
+                                                (CUdeviceptr)x->va_base, 0);
     if (r != CUDA_SUCCESS) {
         fail(x, err, err_len, "cuMemAddressReserve", r);
+        goto release;
+    }
+    if (x->va_base != 0 && base != x->va_base) {
+        ((fn_addr_free)c->fn.cuMemAddressFree)(base, x->va_size);
+        gl_set_err(err, err_len, "the GPU's driver cannot reserve the requested address range "
+                   "0x%llx (it offered 0x%llx)", (unsigned long long)x->va_base,
+                   (unsigned long long)base);
         goto release;
     }
     x->va_base = base;

@@ -257,6 +257,15 @@ void *gl_exec_slot(gl_exec *x, int call)
 
 gl_exec *gl_exec_new(gl_backend *be, uint64_t va_size, char *err, size_t err_len)
 {
+    return gl_exec_new_at(be, 0, va_size, err, err_len);
+}
+
+/* va_base 0: the backend picks the range. Otherwise the backend reserves exactly
+ * [va_base, va_base + va_size) or refuses (err says why): a session rebuilt on
+ * another server keeps its device pointers (docs/consistency.md). */
+gl_exec *gl_exec_new_at(gl_backend *be, uint64_t va_base, uint64_t va_size, char *err,
+                        size_t err_len)
+{
     if (be == NULL) {
         gl_set_err(err, err_len, "no backend");
         return NULL;
@@ -267,7 +276,16 @@ gl_exec *gl_exec_new(gl_backend *be, uint64_t va_size, char *err, size_t err_len
         return NULL;
     }
     x->be = be;
+    x->va_base = va_base;
     x->va_size = va_size;
+    if (va_base != 0 && (va_size == 0 || va_base % 65536 != 0 || va_size % 65536 != 0
+                         || va_base > UINT64_MAX - va_size || va_base + va_size > (1ull << 47))) {
+        gl_set_err(err, err_len, "bad address range request: base 0x%llx size 0x%llx (both "
+                   "64 KiB multiples, non-empty, below 2^47)", (unsigned long long)va_base,
+                   (unsigned long long)va_size);
+        free(x);
+        return NULL;
+    }
     if (be->ops->open(x, err, err_len) != 0) {
         free(x);
         return NULL;

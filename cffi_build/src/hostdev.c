@@ -13,6 +13,10 @@
 
 #include "hostdev.h"
 
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17; older kernels take it as a hint */
+#endif
+
 gl_hsess *gl_hsess_of(void)
 {
     return gl_exec_current()->priv;
@@ -58,11 +62,24 @@ static int host_open(gl_exec *x, char *err, size_t err_len)
         gl_set_err(err, err_len, "out of memory");
         return -1;
     }
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    /* A requested range (a session moving here) is mapped at that address or
+     * not at all: MAP_FIXED_NOREPLACE fails where anything is mapped, and a
+     * kernel without it treats the address as a hint, caught below. */
+    void *want = (void *)(uintptr_t)x->va_base;
+    int fixed = want != NULL ? MAP_FIXED_NOREPLACE : 0;
+    void *p = mmap(want, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | fixed, -1, 0);
     if (p == MAP_FAILED) {
-        gl_set_err(err, err_len, "cannot reserve %llu bytes of address space: %s",
-                   (unsigned long long)size, strerror(errno));
+        gl_set_err(err, err_len, "cannot reserve %llu bytes of address space%s: %s",
+                   (unsigned long long)size, want ? " at the requested address" : "",
+                   strerror(errno));
+        free(s);
+        return -1;
+    }
+    if (want != NULL && p != want) {
+        munmap(p, size);
+        gl_set_err(err, err_len, "the requested address range 0x%llx is in use on this server",
+                   (unsigned long long)x->va_base);
         free(s);
         return -1;
     }

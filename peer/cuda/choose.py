@@ -50,13 +50,17 @@ def _score(extra: Any) -> float | None:
         return None
 
 
-def choose(agent: Agent, wanted: str, local_backend: str | None) -> Choice:
-    """The server for a session; raises NoServer."""
+def choose(agent: Agent, wanted: str, local_backend: str | None,
+           exclude: frozenset[str] = frozenset()) -> Choice:
+    """The server for a session, never one of the nodes in ``exclude`` (a server
+    being left or lost); raises NoServer."""
     if wanted:
         return _named(agent, wanted, local_backend)
     members = agent.mesh.members()
     ranked: list[tuple[float, PeerLink]] = []
     for node_id, link in agent.links.items():
+        if node_id in exclude:
+            continue
         member = members.get(node_id)
         score = _score(member.record.extra) if member is not None else None
         if not link.closed and score is not None:
@@ -73,7 +77,7 @@ def choose(agent: Agent, wanted: str, local_backend: str | None) -> Choice:
         if len(ranked) > 1:
             why += "; next: " + "; ".join(said(link) for _, link in ranked[1:3])
         return Choice(best, best.peer.name, why)
-    if local_backend is not None:
+    if local_backend is not None and agent.node_id not in exclude:
         return Choice(None, agent.config.name, "no serving peer: this agent's own backend")
     raise NoServer("no agent in the mesh serves CUDA (and this one has no backend)")
 

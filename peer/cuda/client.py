@@ -21,6 +21,7 @@ from typing import Any
 
 from gleam.peer.cuda import envelope
 from gleam.peer.cuda.channel import Channel
+from gleam.peer.cuda.journal import Entry, Journal, limit_from_env
 from gleam.peer.nativelib import ffi
 
 _ALLOCATE = ffi.new_allocator(should_clear_after_alloc=False)
@@ -57,6 +58,8 @@ class ClientSession:
         backend: str,
         buffered: bytes = b"",
         reason: str = "",
+        va: tuple[int, int] = (0, 0),
+        journal: Journal | None = None,
     ) -> None:
         """``forward`` hands one stamped BATCH envelope on (reader thread);
         ``on_end`` runs once, on the reader thread, when the session is over."""
@@ -74,6 +77,21 @@ class ClientSession:
         self.bytes_to_server = 0
         self.bytes_from_server = 0
         self.failed: str | None = None
+        # Context consistency (docs/consistency.md): the session's range, kept
+        # on every server it moves to, and the journal that rebuilds it there.
+        self.va_base, self.va_size = va
+        self.journal = journal if journal is not None else Journal(limit_from_env())
+        self.migrations = 0
+        self.failovers = 0
+        self.moves: list[dict[str, Any]] = []
+        # Held: a move is under way; batches go into the journal only, and the
+        # move's replay sends them to the new server.
+        self._held = False
+        self._backlog: list[Entry] = []  # what came in while held, for a refused move
+        self._drop = 0        # replies of replayed calls the program already had
+        self.waits_out = 0    # waiting batches forwarded to the current server
+        self.replies_in = 0   # replies from the current server (dropped ones too)
+        self._route_lock = threading.Lock()
         # The blob cache's side of this session (peer/cache/client.py); None
         # when the server caches nothing or serves from this agent.
         self.blobs: Any = None
@@ -96,10 +114,15 @@ class ClientSession:
         with self._send_lock:
             if self.failed is not None or self._closed:
                 return
-            self.replies += 1
-            self.bytes_from_server += len(buf)
+            self.replies_in += 1
             if self.blobs is not None:
                 self.blobs.replied()
+            if self._drop > 0:  # a replayed call the program already has the answer to
+                self._drop -= 1
+                return
+            self.replies += 1
+            self.journal.answered += 1
+            self.bytes_from_server += len(buf)
             # When the interposer is gone its reader notices and ends the session.
             with contextlib.suppress(OSError):
                 self.sock.sendall(buf)
@@ -153,15 +176,88 @@ class ClientSession:
         return buf
 
     def _send_one(self, buf: memoryview) -> None:
-        if self.blobs is not None:
-            buf = self.blobs.outgoing(buf)
-        envelope.stamp_session(buf, self.session)
-        self.batches += 1
-        self.records += envelope.record_count(buf, envelope.HEADER_SIZE)
-        self.bytes_to_server += len(buf)
-        while self.channel.queued_bytes() > MAX_QUEUED and self.failed is None:
+        self._backpressure()
+        with self._route_lock:
+            waits = self.journal.add(buf, envelope.HEADER_SIZE)
+            self.batches += 1
+            self.records += envelope.record_count(buf, envelope.HEADER_SIZE)
+            if self._held:  # the move under way sends it from the journal
+                self._backlog.append(Entry(buf, waits))
+            else:
+                self._forward_locked(buf, waits)
+
+    def _backpressure(self) -> None:
+        while self.channel.queued_bytes() > MAX_QUEUED and self.failed is None and not self._held:
             time.sleep(_BACKPRESSURE_POLL)
-        self._forward(buf)
+
+    def _forward_locked(self, buf: memoryview, waits: bool) -> None:
+        """To the current server, under the route lock (so a move sees every batch
+        either as sent to the old server or as still to replay, never both)."""
+        out = self.blobs.outgoing(buf) if self.blobs is not None else buf
+        envelope.stamp_session(out, self.session)
+        self.bytes_to_server += len(out)
+        if waits:
+            self.waits_out += 1
+        self._forward(out)
+
+    # ------------------------------------------------------------ moves
+
+    def hold(self) -> None:
+        """Stop forwarding (any thread): a move takes the session over."""
+        with self._route_lock:
+            self._held = True
+
+    def release(self) -> None:
+        """A refused migration: go on forwarding to the same server."""
+        with self._route_lock:
+            self._held = False
+            for entry in self._backlog:
+                self._forward_locked(entry.envelope, entry.waits)
+            self._backlog = []
+
+    def in_flight(self) -> int:
+        """Waiting calls sent to the current server and not answered yet."""
+        return self.waits_out - self.replies_in
+
+    def replay_onto(self, channel: Channel, forward: Callable[[memoryview], None],
+                    blobs: Any) -> int:
+        """Rebuild the session on a new server (a worker thread; the session is held).
+
+        Every journaled batch goes to ``forward`` in order; the replies of those
+        the program already had answers to are dropped, the rest reach it. Returns
+        the number of batches replayed. Raises RuntimeError when the journal cannot.
+        """
+        with self._route_lock:
+            if self.journal.broken is not None:
+                raise RuntimeError(self.journal.broken)
+            self.channel, self._forward, self.blobs = channel, forward, blobs
+            with self._send_lock:
+                self._drop = self.journal.answered
+                self.waits_out = self.replies_in = 0
+        done = 0
+        while True:
+            while channel.queued_bytes() > MAX_QUEUED and self.failed is None:
+                time.sleep(_BACKPRESSURE_POLL)
+            with self._route_lock:
+                entries = self.journal.entries
+                if self.journal.broken is not None:
+                    raise RuntimeError(self.journal.broken)
+                if done >= len(entries):
+                    self._held = False  # caught up: the reader forwards again
+                    self._backlog = []
+                    return done
+                entry = entries[done]
+                self._forward_locked(entry.envelope, entry.waits)
+            done += 1
+
+    def note_move(self, kind: str, old: str, new: str, batches: int, why: str) -> None:
+        """Count a finished migration or failover, for the status view."""
+        if kind == "failover":
+            self.failovers += 1
+        else:
+            self.migrations += 1
+        self.moves.append({"kind": kind, "from": old, "to": new, "batches": batches,
+                           "why": why, "at": time.time()})
 
     def _hash_loop(self, pipe: queue.Queue[memoryview | None]) -> None:
         """With the blob cache, hashing (in C, GIL released) runs here while the
@@ -232,4 +328,6 @@ class ClientSession:
             "waiting": self.replies, "bytes": self.bytes_to_server + self.bytes_from_server,
             "bytes_to_server": self.bytes_to_server,
             "bytes_from_server": self.bytes_from_server,
+            **self.journal.row(), "migrations": self.migrations, "failovers": self.failovers,
+            "moves": list(self.moves[-8:]),
         }

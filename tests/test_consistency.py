@@ -1,0 +1,288 @@
+"""Context consistency (docs/consistency.md): the journal, migration and failover.
+
+End to end with real agents on loopback: the accumulate example keeps its
+state in device memory across steps and waits on stdin between them, so a
+server is killed (SIGKILL) or a session moved at a known point of the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from gleam.peer.cuda.examples import KERNELS_PTX, ExampleError, build_example
+from gleam.peer.cuda.journal import Journal
+from gleam.peer.cuda.native import call_ids
+from gleam.peer.localmesh import LocalAgent, LocalMesh, wait_for
+from gleam.peer.records import CallRecord, encode_batch
+from tests.cuda_session import mint
+
+STEPS = 6
+KILL_AFTER = 2  # steps done before the server is killed or the session moved
+LINE_WAIT = 60.0
+
+
+@pytest.fixture(scope="module")
+def accumulate(tmp_path_factory) -> Path:
+    try:
+        return build_example("accumulate", tmp_path_factory.mktemp("bin"))
+    except ExampleError as exc:
+        pytest.fail(str(exc))
+
+
+class GatedRun:
+    """accumulate through ``gleam-peer run``, one step per line written to its stdin."""
+
+    def __init__(self, client: LocalAgent, binary: Path, peer: str, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gleam.peer", "run", "--state-dir", str(client.state.path),
+             "--peer", peer, "--", str(binary), str(KERNELS_PTX), str(STEPS), "gate", *extra],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put("")
+
+    def line(self) -> str:
+        try:
+            return self.lines.get(timeout=LINE_WAIT)
+        except queue.Empty:
+            self.proc.kill()
+            raise AssertionError("the program printed nothing for a minute") from None
+
+    def steps(self, count: int) -> list[str]:
+        """Let ``count`` steps run (the first needs no line) and return their lines."""
+        out = []
+        for _ in range(count):
+            if out or self.started:
+                self.release()
+            out.append(self.line())
+            self.started = True
+        return out
+
+    started = False
+
+    def release(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+
+    def finish(self) -> tuple[int, list[str], str]:
+        """Release every remaining step; (exit status, remaining lines, stderr)."""
+        assert self.proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # the program may have stopped already
+            for _ in range(STEPS):
+                self.release()
+            self.proc.stdin.close()
+        self.proc.wait(timeout=120)
+        self._reader.join(10)
+        assert self.proc.stderr is not None
+        err = self.proc.stderr.read()
+        rest = []
+        while not self.lines.empty():
+            line = self.lines.get()
+            if line:
+                rest.append(line)
+        return self.proc.returncode, rest, err
+
+
+def _verdict(lines: list[str]) -> dict:
+    found = [json.loads(line) for line in lines if line.startswith("{")]
+    return found[-1] if found else {}
+
+
+def _servers(mesh: LocalMesh, *names: str, env: dict[str, str] | None = None
+             ) -> list[LocalAgent]:
+    first = mesh.start(names[0], extra=["--backend", "host"], env=env)
+    key = first.state.mesh_key()
+    return [first] + [mesh.start(n, mesh_key=key, extra=["--backend", "host"], env=env)
+                      for n in names[1:]]
+
+
+def _client(mesh: LocalMesh, servers: list[LocalAgent], backend: str = "none",
+            env: dict[str, str] | None = None) -> LocalAgent:
+    client = mesh.start("client", mesh_key=servers[0].state.mesh_key(),
+                        peers=[f"127.0.0.1:{s.port}" for s in servers],
+                        extra=["--backend", backend], env=env)
+    for server in servers:
+        wait_for(lambda s=server: s.node_id in client.authenticated_peers(), 20, "the links")
+
+        def advertised(s: LocalAgent = server) -> bool:
+            peers = client.status()["peers"]
+            return any((p.get("extra") or {}).get("cuda", {}).get("backend") == "host"
+                       for p in peers if p["id"] == s.node_id)
+
+        wait_for(advertised, 20, f"{server.name}'s cuda advert")
+    return client
+
+
+def _session(client: LocalAgent) -> dict:
+    rows = wait_for(lambda: client.request("cuda_sessions")["client"], 20, "the session")
+    assert len(rows) == 1
+    return rows[0]
+
+
+def _finished(client: LocalAgent) -> dict:
+    rows = wait_for(lambda: client.request("cuda_sessions")["finished"], 20, "the session's end")
+    return rows[-1]
+
+
+def _undisturbed(client: LocalAgent, binary: Path, peer: str) -> list[str]:
+    run = GatedRun(client, binary, peer)
+    lines = run.steps(KILL_AFTER + 1)
+    rc, rest, err = run.finish()
+    assert rc == 0, err
+    return lines + rest
+
+
+@pytest.mark.parametrize("to_own_backend", [False, True], ids=["other-peer", "own-backend"])
+def test_a_server_killed_mid_run_fails_over_and_the_results_are_right(
+        tmp_path, accumulate, to_own_backend):
+    mesh = LocalMesh(tmp_path)
+    try:
+        servers = _servers(mesh, *(["alpha"] if to_own_backend else ["alpha", "beta"]))
+        client = _client(mesh, servers, backend="host" if to_own_backend else "none")
+        run = GatedRun(client, accumulate, "alpha")
+        before = run.steps(KILL_AFTER + 1)
+        assert _session(client)["peer"] == "alpha"
+        mesh.stop(servers[0], signal.SIGKILL)
+        # The move happens while the program waits at its gate: every reply of the
+        # replay is one the program already had, and is dropped.
+        moved = wait_for(lambda: [r for r in client.request("cuda_sessions")["client"]
+                                  if r["failovers"] == 1], 30, "the failover")
+        assert moved[0]["peer"] == ("client" if to_own_backend else "beta")
+        rc, rest, err = run.finish()
+        assert rc == 0, err
+        verdict = _verdict(rest)
+        assert verdict["ok"] and verdict["mismatches"] == 0 and verdict["steps"] == STEPS
+        assert len(before + rest) == STEPS + 1
+        row = _finished(client)
+        assert row["failovers"] == 1 and row["moves"][0]["kind"] == "failover"
+        # At least the waiting copy of each step done before the kill was replayed.
+        assert row["moves"][0]["batches"] > KILL_AFTER + 1
+    finally:
+        mesh.close()
+
+
+def test_a_migration_mid_run_gives_the_same_results_as_none(tmp_path, accumulate):
+    mesh = LocalMesh(tmp_path)
+    try:
+        servers = _servers(mesh, "alpha", "beta")
+        client = _client(mesh, servers)
+        reference = _undisturbed(client, accumulate, "alpha")
+        run = GatedRun(client, accumulate, "alpha")
+        lines = run.steps(KILL_AFTER + 1)
+        session = _session(client)["id"]
+
+        def migrate(to: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "gleam.peer", "migrate", session[:8], "--to", to,
+                 "--state-dir", str(client.state.path)],
+                capture_output=True, text=True, timeout=120)
+
+        refused = migrate("alpha")
+        assert refused.returncode == 1 and "already served by alpha" in refused.stdout
+        refused = migrate("nowhere")
+        assert refused.returncode == 1 and "no peer nowhere" in refused.stdout
+        done = migrate("beta")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"moved session {session} from alpha to beta" in done.stdout
+        assert _session(client)["peer"] == "beta"
+        rc, rest, err = run.finish()
+        assert rc == 0, err
+        assert lines + rest == reference
+        row = _finished(client)
+        assert row["migrations"] == 1 and row["failovers"] == 0 and row["peer"] == "beta"
+        # The old server let go of its side.
+        wait_for(lambda: not servers[0].request("cuda_sessions")["served"], 20,
+                 "alpha to close the moved session")
+    finally:
+        mesh.close()
+
+
+def test_without_another_server_the_program_gets_the_error_and_the_line(tmp_path, accumulate):
+    mesh = LocalMesh(tmp_path)
+    try:
+        servers = _servers(mesh, "alpha")
+        client = _client(mesh, servers)
+        run = GatedRun(client, accumulate, "alpha")
+        run.steps(KILL_AFTER + 1)
+        mesh.stop(servers[0], signal.SIGKILL)
+        rc, rest, err = run.finish()
+        assert rc != 0 and not _verdict(rest)
+        lost = [ln for ln in err.splitlines() if ln.startswith("gleam: lost the CUDA server:")]
+        assert len(lost) == 1 and "no other server to move the session to" in lost[0], err
+        assert "CUDA_ERROR_DEVICE_UNAVAILABLE" in err
+    finally:
+        mesh.close()
+
+
+def test_a_full_journal_or_an_unreplayable_call_gives_the_error_and_the_line(
+        tmp_path, accumulate):
+    mesh = LocalMesh(tmp_path)
+    try:
+        servers = _servers(mesh, "alpha", "beta")
+        # Three steps of accumulate journal ~0.8 MiB: 0.5 MiB is passed mid-run.
+        client = _client(mesh, servers, env={"GLEAM_JOURNAL_MB": "0.5"})
+        full = GatedRun(client, accumulate, "alpha")
+        full.steps(KILL_AFTER + 1)
+        unreplayable = GatedRun(client, accumulate, "alpha", "global")
+        unreplayable.steps(KILL_AFTER + 1)
+        rows = client.request("cuda_sessions")["client"]
+        assert sorted(r["movable"] for r in rows) == [False, False]
+        mesh.stop(servers[0], signal.SIGKILL)
+        for run, why in ((full, "the journal passed its bound (0.5 MiB, GLEAM_JOURNAL_MB)"),
+                         (unreplayable, "cuModuleGetGlobal cannot be replayed")):
+            rc, _rest, err = run.finish()
+            lost = [ln for ln in err.splitlines() if ln.startswith("gleam: lost the CUDA server:")]
+            assert rc != 0 and len(lost) == 1 and why in lost[0], err
+            assert "CUDA_ERROR_DEVICE_UNAVAILABLE" in err
+    finally:
+        mesh.close()
+
+
+# ------------------------------------------------------------------ the journal itself
+
+
+def _envelope(records: list[CallRecord]) -> memoryview:
+    batch = encode_batch(records)
+    return memoryview(bytearray(16) + batch)
+
+
+def test_the_journal_keeps_batches_until_its_bound_then_nothing():
+    ids = call_ids()
+    ctx = mint(1)
+    one_way = _envelope([CallRecord(ids["glCtxSetCurrent"], (ctx,), oneway=True)])
+    waiting = _envelope([CallRecord(ids["cuCtxSynchronize"], ())])
+    journal = Journal(limit=len(one_way) + len(waiting))
+    assert journal.add(one_way, 16) is False
+    assert journal.add(waiting, 16) is True
+    assert journal.row()["journal_batches"] == 2 and journal.broken is None
+    journal.add(one_way, 16)
+    assert journal.broken is not None and "passed its bound" in journal.broken
+    assert journal.entries == [] and journal.bytes == 0 and journal.batches == 3
+
+
+def test_an_unreplayable_call_or_a_malformed_batch_breaks_the_journal():
+    ids = call_ids()
+    journal = Journal(limit=1 << 20)
+    journal.add(_envelope([CallRecord(ids["cuModuleGetGlobal"], (mint(2), 0),
+                                      payload=b"g\0")]), 16)
+    assert journal.broken is not None and "cuModuleGetGlobal" in journal.broken
+    garbage = Journal(limit=1 << 20)
+    garbage.add(memoryview(bytearray(16) + b"not a batch at all, no"), 16)
+    assert garbage.broken == "the program sent a malformed batch"
+    assert Journal(limit=0).broken is not None
