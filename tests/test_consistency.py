@@ -18,14 +18,15 @@ from pathlib import Path
 
 import pytest
 
+from gleam.peer.cuda import checkpoint
 from gleam.peer.cuda.examples import KERNELS_PTX, ExampleError, build_example
-from gleam.peer.cuda.journal import Journal
+from gleam.peer.cuda.journal import Entry, Journal
 from gleam.peer.cuda.native import call_ids
 from gleam.peer.localmesh import LocalAgent, LocalMesh, wait_for
 from gleam.peer.records import CallRecord, encode_batch
 from tests.cuda_session import mint
 
-STEPS = 6
+STEPS = 8
 KILL_AFTER = 2  # steps done before the server is killed or the session moved
 LINE_WAIT = 60.0
 
@@ -213,6 +214,43 @@ def test_a_migration_mid_run_gives_the_same_results_as_none(tmp_path, accumulate
         mesh.close()
 
 
+@pytest.mark.parametrize("move", ["failover", "migration"])
+def test_after_checkpoints_a_moved_session_still_gives_the_same_results(
+        tmp_path, accumulate, move):
+    mesh = LocalMesh(tmp_path)
+    try:
+        servers = _servers(mesh, "alpha", "beta")
+        # A step journals ~0.26 MiB: with a 1.5 MiB bound a checkpoint comes every
+        # few steps, and the journal never holds the whole run.
+        client = _client(mesh, servers, env={"GLEAM_JOURNAL_MB": "1.5"})
+        reference = _undisturbed(client, accumulate, "alpha")
+        run = GatedRun(client, accumulate, "alpha")
+        lines = run.steps(STEPS - 2)
+        row = _session(client)
+        assert row["checkpoints"] >= 1 and row["movable"], row
+        assert row["journal_bytes"] < 1.5 * (1 << 20)
+        # The snapshot holds the two live buffers (2 x 256 KiB), not the uploads.
+        assert row["snapshot_bytes"] == 2 * 4 * (1 << 16)
+        if move == "failover":
+            mesh.stop(servers[0], signal.SIGKILL)
+        else:
+            done = subprocess.run(
+                [sys.executable, "-m", "gleam.peer", "migrate", row["id"], "--to", "beta",
+                 "--state-dir", str(client.state.path)], capture_output=True, text=True,
+                timeout=120)
+            assert done.returncode == 0, done.stdout + done.stderr
+        wait_for(lambda: _session(client)["peer"] == "beta", 30, "the move")
+        rc, rest, err = run.finish()
+        assert rc == 0, err
+        assert lines + rest == reference
+        finished = _finished(client)
+        assert finished[move + "s"] == 1
+        # Only what the last checkpoint left and the steps since were replayed.
+        assert finished["moves"][0]["batches"] < 3 * (STEPS - 2)
+    finally:
+        mesh.close()
+
+
 def test_without_another_server_the_program_gets_the_error_and_the_line(tmp_path, accumulate):
     mesh = LocalMesh(tmp_path)
     try:
@@ -274,6 +312,30 @@ def test_the_journal_keeps_batches_until_its_bound_then_nothing():
     journal.add(one_way, 16)
     assert journal.broken is not None and "passed its bound" in journal.broken
     assert journal.entries == [] and journal.bytes == 0 and journal.batches == 3
+
+
+def test_a_checkpoint_keeps_the_state_and_the_live_allocations():
+    ids = call_ids()
+    ctx, p, q = mint(1), 0x7000_0000_0000, 0x7000_0010_0000
+    entries = [
+        Entry(_envelope([CallRecord(ids["cuCtxCreate"], (ctx, 0, 0), oneway=True),
+                         CallRecord(ids["glCtxSetCurrent"], (ctx,), oneway=True),
+                         CallRecord(ids["glMemAlloc"], (p, 4096), oneway=True),
+                         CallRecord(ids["glMemAlloc"], (q, 256), oneway=True),
+                         CallRecord(ids["cuMemsetD8"], (p, 7, 4096), oneway=True)]), False),
+        Entry(_envelope([CallRecord(ids["glMemFree"], (q,), oneway=True),
+                         CallRecord(ids["glMemcpyDtoH"], (p, 16, 0))]), True),
+        Entry(_envelope([CallRecord(ids["cuCtxSynchronize"], ())]), True),
+    ]
+    state, live = checkpoint.compact(entries)
+    assert live == {p: 4096}
+    # The memset, the copy and the synchronisation are gone; the rest is kept in order.
+    assert [e.waits for e in state] == [False, False]
+    assert state[0].envelope.nbytes < entries[0].envelope.nbytes
+    assert list(checkpoint.chunks({p: checkpoint.CHUNK + 5})) == [
+        (p, checkpoint.CHUNK), (p + checkpoint.CHUNK, 5)]
+    writes = checkpoint.write_entries([(p, bytes(4096)), (q, b"x" * 256)])
+    assert len(writes) == 1 and not writes[0].waits
 
 
 def test_an_unreplayable_call_or_a_malformed_batch_breaks_the_journal():

@@ -3,7 +3,14 @@
  */
 #include "journal.h"
 
+#include "gl_calls.h"
 #include "records.h"
+
+static int marked(const uint8_t *bits, size_t n, uint16_t id)
+{
+    size_t byte = id / 8u;
+    return byte < n && (bits[byte] >> (id % 8u)) & 1u;
+}
 
 int gl_journal_scan(const uint8_t *batch, size_t len, const uint8_t *deny, size_t deny_len,
                     gl_journal_seen *out)
@@ -20,9 +27,63 @@ int gl_journal_scan(const uint8_t *batch, size_t len, const uint8_t *deny, size_
     while ((rc = gl_batch_reader_next(&rd, &rec)) == 1) {
         out->records++;
         out->waits = !(rec.flags & GL_REC_ONEWAY);
-        size_t byte = rec.call_id / 8u;
-        if (out->denied < 0 && byte < deny_len && (deny[byte] >> (rec.call_id % 8u)) & 1u)
+        if (out->denied < 0 && marked(deny, deny_len, rec.call_id))
             out->denied = rec.call_id;
     }
     return rc < 0 ? rc : GL_OK;
+}
+
+int gl_journal_compact(const uint8_t *batch, size_t len, const uint8_t *keep, size_t keep_len,
+                       uint8_t *out, size_t cap, size_t *out_len, int *waits,
+                       gl_journal_alloc *allocs, uint32_t max, uint32_t *n_allocs)
+{
+    gl_batch_reader rd;
+    gl_batch_writer w;
+    gl_record rec;
+    int rc, full = 0;
+
+    *out_len = 0;
+    *waits = 0;
+    *n_allocs = 0;
+    if ((rc = gl_batch_reader_open(&rd, batch, len)) != GL_OK)
+        return rc;
+    if ((rc = gl_batch_writer_init(&w, out, cap, rd.seq)) != GL_OK)
+        return rc;
+    while ((rc = gl_batch_reader_next(&rd, &rec)) == 1) {
+        if (rec.call_id == GL_CALL_glMemAlloc || rec.call_id == GL_CALL_glMemFree) {
+            if (*n_allocs < max) {
+                gl_journal_alloc *a = &allocs[*n_allocs];
+                a->dptr = rec.args[0];
+                a->freed = rec.call_id == GL_CALL_glMemFree;
+                a->size = a->freed ? 0 : rec.args[1];
+            } else {
+                full = 1;
+            }
+            (*n_allocs)++;
+        }
+        if (!marked(keep, keep_len, rec.call_id))
+            continue;
+        uint8_t fl = rec.flags & GL_REC_ONEWAY;
+        if (rec.flags & GL_REC_REF)
+            rc = gl_batch_append_ref(&w, rec.call_id, fl, rec.args, rec.nargs, rec.ref_digest,
+                                     rec.ref_size);
+        else if (rec.payload != NULL)
+            rc = gl_batch_append_inline(&w, rec.call_id, fl, rec.args, rec.nargs, rec.payload,
+                                        rec.payload_len);
+        else
+            rc = gl_batch_append(&w, rec.call_id, fl, rec.args, rec.nargs);
+        if (rc != GL_OK)
+            return rc;
+        *waits = !fl;
+    }
+    if (rc < 0)
+        return rc;
+    if (full)
+        return GL_E_FULL;
+    if (w.count == 0)
+        return GL_OK;
+    if ((rc = gl_batch_writer_finish(&w)) != GL_OK)
+        return rc;
+    *out_len = w.len;
+    return GL_OK;
 }

@@ -23,4 +23,22 @@ typedef struct {
 int gl_journal_scan(const uint8_t *batch, size_t len, const uint8_t *deny, size_t deny_len,
                     gl_journal_seen *out);
 
+/* One glMemAlloc (freed 0) or glMemFree (freed 1, size 0) of a batch. */
+typedef struct {
+    uint64_t dptr;
+    uint64_t size;
+    int freed;
+} gl_journal_alloc;
+
+/* A checkpoint's compaction of one journaled batch: copies into out (cap bytes,
+ * a batch with the same seq) the records whose call id is marked in keep (same
+ * bitmap layout as deny), and lists its allocations and frees, in order, in
+ * allocs (max entries). *out_len is 0 when no record is kept; *waits says
+ * whether the kept batch ends with a waiting call (a reply comes on replay).
+ * Returns GL_OK, a reader or writer GL_E_* code, or GL_E_FULL when allocs is
+ * too small (*n_allocs then says how many there are). */
+int gl_journal_compact(const uint8_t *batch, size_t len, const uint8_t *keep, size_t keep_len,
+                       uint8_t *out, size_t cap, size_t *out_len, int *waits,
+                       gl_journal_alloc *allocs, uint32_t max, uint32_t *n_allocs);
+
 #endif

@@ -14,12 +14,13 @@ import contextlib
 import logging
 import queue
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from gleam.peer.cuda import envelope
+from gleam.peer.cuda import checkpoint, envelope
 from gleam.peer.cuda.channel import Channel
 from gleam.peer.cuda.journal import Entry, Journal, limit_from_env
 from gleam.peer.nativelib import ffi
@@ -33,6 +34,11 @@ log = logging.getLogger("gleam.cuda.client")
 MAX_QUEUED = 64 * 1024 * 1024
 _BACKPRESSURE_POLL = 0.002
 _PIPE_DEPTH = 4  # envelopes between the reader and the hashing thread
+# How long a checkpoint waits for each snapshot read before it gives up (the
+# session goes on, with the journal it had).
+SNAPSHOT_WAIT = 30.0
+_DEFERRED = struct.Struct("<i")
+_DEFERRED_AT = envelope.HEADER_SIZE + 4  # REPLY body: i32 result, i32 deferred, ...
 
 
 def _uncleared(size: int) -> memoryview:
@@ -92,6 +98,13 @@ class ClientSession:
         self.waits_out = 0    # waiting batches forwarded to the current server
         self.replies_in = 0   # replies from the current server (dropped ones too)
         self._route_lock = threading.Lock()
+        # Checkpoints: replies of the snapshot reads go to _capture, not the program;
+        # _swallow counts those of an abandoned checkpoint still to come; a
+        # deferred error such a reply carried is owed to the program's next reply.
+        self._checkpoint_at = self.journal.next_checkpoint()
+        self._capture: queue.Queue[bytes | bytearray | memoryview | None] | None = None
+        self._swallow = 0
+        self._owed_deferred = 0
         # The blob cache's side of this session (peer/cache/client.py); None
         # when the server caches nothing or serves from this agent.
         self.blobs: Any = None
@@ -114,18 +127,35 @@ class ClientSession:
         with self._send_lock:
             if self.failed is not None or self._closed:
                 return
+            if self._capture is not None:  # a checkpoint's snapshot read
+                self._capture.put(buf)
+                return
+            if self._swallow > 0:
+                self._swallow -= 1
+                return
             self.replies_in += 1
             if self.blobs is not None:
                 self.blobs.replied()
             if self._drop > 0:  # a replayed call the program already has the answer to
                 self._drop -= 1
                 return
+            if self._owed_deferred:
+                buf = self._with_deferred(buf)
             self.replies += 1
             self.journal.answered += 1
             self.bytes_from_server += len(buf)
             # When the interposer is gone its reader notices and ends the session.
             with contextlib.suppress(OSError):
                 self.sock.sendall(buf)
+
+    def _with_deferred(self, buf: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
+        """The reply carrying the deferred error a snapshot read took (send lock held)."""
+        if len(buf) < _DEFERRED_AT + 4 or _DEFERRED.unpack_from(buf, _DEFERRED_AT)[0] != 0:
+            return buf
+        out = bytearray(buf)
+        _DEFERRED.pack_into(out, _DEFERRED_AT, self._owed_deferred)
+        self._owed_deferred = 0
+        return out
 
     def fail(self, reason: str) -> None:
         """End the session: tell the interposer why and close its connection."""
@@ -176,6 +206,11 @@ class ClientSession:
         return buf
 
     def _send_one(self, buf: memoryview) -> None:
+        # A safe point: the program's last waiting call has its reply, and this
+        # thread alone forwards, so nothing else is in flight.
+        if (self.journal.bytes > self._checkpoint_at and self.in_flight() == 0
+                and not self._held and self.journal.broken is None):
+            self._checkpoint()
         self._backpressure()
         with self._route_lock:
             waits = self.journal.add(buf, envelope.HEADER_SIZE)
@@ -199,6 +234,67 @@ class ClientSession:
         if waits:
             self.waits_out += 1
         self._forward(out)
+
+    # ------------------------------------------------------------ checkpoints
+
+    def _checkpoint(self) -> None:
+        """Fold the journal into state + a snapshot of live memory (docs/consistency.md)."""
+        journal = self.journal
+        with self._route_lock:
+            entries = list(journal.entries)
+        try:
+            state, live = checkpoint.compact(entries)
+            pieces = self._read_back(live)
+        except checkpoint.CheckpointError as exc:
+            log.warning("session %016x: no checkpoint: %s", self.session, exc)
+            pieces = None
+        with self._route_lock:
+            if pieces is not None and not self._held and len(journal.entries) == len(entries):
+                snapshot = checkpoint.write_entries(pieces)
+                journal.replace(state + snapshot, sum(e.waits for e in state),
+                                sum(len(data) for _p, data in pieces))
+            # Failed or not, the next try waits until the journal has grown again.
+            self._checkpoint_at = journal.next_checkpoint()
+
+    def _read_back(self, live: dict[int, int]) -> list[tuple[int, bytes]] | None:
+        """Live memory from the current server; None when a move took over."""
+        wanted = list(checkpoint.chunks(live))
+        got: list[tuple[int, bytes]] = []
+        capture: queue.Queue[bytes | bytearray | memoryview | None] = queue.Queue()
+        sent = taken = 0
+        with self._send_lock:
+            self._capture = capture
+        try:
+            with self._route_lock:
+                if self._held:
+                    return None
+                for ptr, n in wanted:
+                    request = checkpoint.read_request(self.session, ptr, n)
+                    self.bytes_to_server += len(request)
+                    self._forward(memoryview(request))
+                    sent += 1
+            for ptr, n in wanted:
+                try:
+                    reply = capture.get(timeout=SNAPSHOT_WAIT)
+                except queue.Empty:
+                    raise checkpoint.CheckpointError("a snapshot read went unanswered") from None
+                if reply is None:
+                    return None
+                taken += 1
+                self.bytes_from_server += len(reply)
+                data, deferred = checkpoint.read_reply(reply, n)
+                if deferred and not self._owed_deferred:
+                    self._owed_deferred = deferred
+                if data is None:
+                    raise checkpoint.CheckpointError(f"reading 0x{ptr:x} back failed")
+                got.append((ptr, data))
+            return got
+        finally:
+            with self._send_lock:
+                if self._capture is capture:  # (a move has not taken over)
+                    self._capture = None
+                    # Replies of an abandoned checkpoint still to come are not the program's.
+                    self._swallow += sent - taken - capture.qsize()
 
     # ------------------------------------------------------------ moves
 
@@ -234,6 +330,12 @@ class ClientSession:
             with self._send_lock:
                 self._drop = self.journal.answered
                 self.waits_out = self.replies_in = 0
+                # A checkpoint reading from the old server gives up; the new one
+                # owes nothing of the old one's replies.
+                if self._capture is not None:
+                    self._capture.put(None)
+                    self._capture = None
+                self._swallow = 0
         done = 0
         while True:
             while channel.queued_bytes() > MAX_QUEUED and self.failed is None:

@@ -82,6 +82,8 @@ class Journal:
         self.bytes = 0
         self.batches = 0   # envelopes ever journaled
         self.answered = 0  # replies the program has had for the entries
+        self.checkpoints = 0
+        self.snapshot_bytes = 0  # device memory the last checkpoint read back
         # Why this session can no longer be rebuilt elsewhere (None: it can).
         self.broken: str | None = None if limit > 0 else "the journal is off (GLEAM_JOURNAL_MB=0)"
         self._seen = ffi.new("gl_journal_seen *")
@@ -111,6 +113,22 @@ class Journal:
                 self.bytes += len(buf)
         return waits
 
+    def replace(self, entries: list[Entry], answered: int, snapshot_bytes: int) -> None:
+        """A checkpoint: ``entries`` (state, then snapshot) rebuild what the old ones
+        did; replaying them yields ``answered`` replies, all already answered."""
+        with self._lock:
+            self.entries = entries
+            self.bytes = sum(len(e.envelope) for e in entries)
+            self.answered = answered
+            self.checkpoints += 1
+            self.snapshot_bytes = snapshot_bytes
+
+    def next_checkpoint(self) -> int:
+        """The journal size at which the next checkpoint is taken: half the bound,
+        or half again what the last checkpoint left, whichever is more (but below
+        the bound, so that a checkpoint comes before the journal breaks)."""
+        return int(min(0.9 * self.limit, max(0.5 * self.limit, 1.5 * self.bytes)))
+
     def _break(self, why: str) -> None:
         # Past the bound nothing is kept: the memory goes back at once, and the
         # session runs on where it is (only a move becomes impossible).
@@ -120,5 +138,6 @@ class Journal:
 
     def row(self) -> dict[str, object]:
         return {"journal_bytes": self.bytes, "journal_batches": len(self.entries),
-                "journal_limit": self.limit, "movable": self.broken is None,
+                "journal_limit": self.limit, "checkpoints": self.checkpoints,
+                "snapshot_bytes": self.snapshot_bytes, "movable": self.broken is None,
                 "not_movable_because": self.broken}
