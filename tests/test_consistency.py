@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,19 @@ def _client(mesh: LocalMesh, servers: list[LocalAgent], backend: str = "none",
     return client
 
 
+@contextlib.contextmanager
+def _mesh(tmp_path: Path, *names: str, backend: str = "none",
+          env: dict[str, str] | None = None
+          ) -> Iterator[tuple[LocalMesh, list[LocalAgent], LocalAgent]]:
+    """Host-backend servers ``names`` and a client agent linked to all of them."""
+    mesh = LocalMesh(tmp_path)
+    try:
+        servers = _servers(mesh, *names)
+        yield mesh, servers, _client(mesh, servers, backend=backend, env=env)
+    finally:
+        mesh.close()
+
+
 def _session(client: LocalAgent) -> dict:
     rows = wait_for(lambda: client.request("cuda_sessions")["client"], 20, "the session")
     assert len(rows) == 1
@@ -152,10 +166,9 @@ def _undisturbed(client: LocalAgent, binary: Path, peer: str) -> list[str]:
 @pytest.mark.parametrize("to_own_backend", [False, True], ids=["other-peer", "own-backend"])
 def test_a_server_killed_mid_run_fails_over_and_the_results_are_right(
         tmp_path, accumulate, to_own_backend):
-    mesh = LocalMesh(tmp_path)
-    try:
-        servers = _servers(mesh, *(["alpha"] if to_own_backend else ["alpha", "beta"]))
-        client = _client(mesh, servers, backend="host" if to_own_backend else "none")
+    names = ["alpha"] if to_own_backend else ["alpha", "beta"]
+    backend = "host" if to_own_backend else "none"
+    with _mesh(tmp_path, *names, backend=backend) as (mesh, servers, client):
         run = GatedRun(client, accumulate, "alpha")
         before = run.steps(KILL_AFTER + 1)
         assert _session(client)["peer"] == "alpha"
@@ -174,15 +187,10 @@ def test_a_server_killed_mid_run_fails_over_and_the_results_are_right(
         assert row["failovers"] == 1 and row["moves"][0]["kind"] == "failover"
         # At least the waiting copy of each step done before the kill was replayed.
         assert row["moves"][0]["batches"] > KILL_AFTER + 1
-    finally:
-        mesh.close()
 
 
 def test_a_migration_mid_run_gives_the_same_results_as_none(tmp_path, accumulate):
-    mesh = LocalMesh(tmp_path)
-    try:
-        servers = _servers(mesh, "alpha", "beta")
-        client = _client(mesh, servers)
+    with _mesh(tmp_path, "alpha", "beta") as (_, servers, client):
         reference = _undisturbed(client, accumulate, "alpha")
         run = GatedRun(client, accumulate, "alpha")
         lines = run.steps(KILL_AFTER + 1)
@@ -210,19 +218,15 @@ def test_a_migration_mid_run_gives_the_same_results_as_none(tmp_path, accumulate
         # The old server let go of its side.
         wait_for(lambda: not servers[0].request("cuda_sessions")["served"], 20,
                  "alpha to close the moved session")
-    finally:
-        mesh.close()
 
 
 @pytest.mark.parametrize("move", ["failover", "migration"])
 def test_after_checkpoints_a_moved_session_still_gives_the_same_results(
         tmp_path, accumulate, move):
-    mesh = LocalMesh(tmp_path)
-    try:
-        servers = _servers(mesh, "alpha", "beta")
-        # A step journals ~0.26 MiB: with a 1.5 MiB bound a checkpoint comes every
-        # few steps, and the journal never holds the whole run.
-        client = _client(mesh, servers, env={"GLEAM_JOURNAL_MB": "1.5"})
+    # A step journals ~0.26 MiB: with a 1.5 MiB bound a checkpoint comes every
+    # few steps, and the journal never holds the whole run.
+    env = {"GLEAM_JOURNAL_MB": "1.5"}
+    with _mesh(tmp_path, "alpha", "beta", env=env) as (mesh, servers, client):
         reference = _undisturbed(client, accumulate, "alpha")
         run = GatedRun(client, accumulate, "alpha")
         lines = run.steps(STEPS - 2)
@@ -247,15 +251,27 @@ def test_after_checkpoints_a_moved_session_still_gives_the_same_results(
         assert finished[move + "s"] == 1
         # Only what the last checkpoint left and the steps since were replayed.
         assert finished["moves"][0]["batches"] < 3 * (STEPS - 2)
-    finally:
-        mesh.close()
+
+
+def test_a_refused_migration_leaves_the_session_running_where_it_was(tmp_path, accumulate):
+    with _mesh(tmp_path, "alpha", "beta") as (_, _, client):
+        run = GatedRun(client, accumulate, "alpha", "global")
+        run.steps(KILL_AFTER + 1)
+        session = _session(client)["id"]
+        done = subprocess.run(
+            [sys.executable, "-m", "gleam.peer", "migrate", session, "--to", "beta", "--json",
+             "--state-dir", str(client.state.path)], capture_output=True, text=True, timeout=120)
+        answer = json.loads(done.stdout)
+        assert done.returncode == 1 and not answer["moved"]
+        assert "cuModuleGetGlobal cannot be replayed" in answer["reason"]
+        assert _session(client)["peer"] == "alpha"
+        rc, rest, err = run.finish()
+        assert rc == 0 and _verdict(rest)["ok"], err
+        assert _finished(client)["migrations"] == 0
 
 
 def test_without_another_server_the_program_gets_the_error_and_the_line(tmp_path, accumulate):
-    mesh = LocalMesh(tmp_path)
-    try:
-        servers = _servers(mesh, "alpha")
-        client = _client(mesh, servers)
+    with _mesh(tmp_path, "alpha") as (mesh, servers, client):
         run = GatedRun(client, accumulate, "alpha")
         run.steps(KILL_AFTER + 1)
         mesh.stop(servers[0], signal.SIGKILL)
@@ -264,17 +280,13 @@ def test_without_another_server_the_program_gets_the_error_and_the_line(tmp_path
         lost = [ln for ln in err.splitlines() if ln.startswith("gleam: lost the CUDA server:")]
         assert len(lost) == 1 and "no other server to move the session to" in lost[0], err
         assert "CUDA_ERROR_DEVICE_UNAVAILABLE" in err
-    finally:
-        mesh.close()
 
 
 def test_a_full_journal_or_an_unreplayable_call_gives_the_error_and_the_line(
         tmp_path, accumulate):
-    mesh = LocalMesh(tmp_path)
-    try:
-        servers = _servers(mesh, "alpha", "beta")
-        # Three steps of accumulate journal ~0.8 MiB: 0.5 MiB is passed mid-run.
-        client = _client(mesh, servers, env={"GLEAM_JOURNAL_MB": "0.5"})
+    # Three steps of accumulate journal ~0.8 MiB: 0.5 MiB is passed mid-run.
+    env = {"GLEAM_JOURNAL_MB": "0.5"}
+    with _mesh(tmp_path, "alpha", "beta", env=env) as (mesh, servers, client):
         full = GatedRun(client, accumulate, "alpha")
         full.steps(KILL_AFTER + 1)
         unreplayable = GatedRun(client, accumulate, "alpha", "global")
@@ -288,8 +300,6 @@ def test_a_full_journal_or_an_unreplayable_call_gives_the_error_and_the_line(
             lost = [ln for ln in err.splitlines() if ln.startswith("gleam: lost the CUDA server:")]
             assert rc != 0 and len(lost) == 1 and why in lost[0], err
             assert "CUDA_ERROR_DEVICE_UNAVAILABLE" in err
-    finally:
-        mesh.close()
 
 
 # ------------------------------------------------------------------ the journal itself
@@ -348,3 +358,38 @@ def test_an_unreplayable_call_or_a_malformed_batch_breaks_the_journal():
     garbage.add(memoryview(bytearray(16) + b"not a batch at all, no"), 16)
     assert garbage.broken == "the program sent a malformed batch"
     assert Journal(limit=0).broken is not None
+
+
+# ------------------------------------------------------------------ hostile range requests
+
+
+async def test_bad_range_requests_are_refused_and_the_server_serves_on(agents, mesh_key):
+    from gleam.peer.addresses import PeerAddress
+    from gleam.peer.cuda.opening import OpenFailed, open_remote
+    from gleam.plugins.cuda_forwarding import _STATE
+
+    from .conftest import wait_until
+
+    server = await agents.start("srv", mesh_key, backend="host")
+    client = await agents.start("cli", mesh_key, backend="none",
+                                peers=[PeerAddress("127.0.0.1", server.listen_port)])
+    await wait_until(lambda: server.node_id in client.links, timeout=10)
+    await wait_until(lambda: _STATE[server].backend is not None, timeout=30)
+    fw, link = _STATE[client], client.links[server.node_id]
+    first = await open_remote(fw, link, 1, "t")
+    base, size = first.va_base, first.va_size
+    hostile = {
+        (1, 1 << 20): "bad address range request",               # not 64 KiB aligned
+        (1 << 47, 1 << 30): "bad address range request",         # above user space
+        (base, 0): "bad address range request",                  # empty
+        (2**64 - (1 << 16), 1 << 20): "bad address range request",  # wraps around
+        (1 << 30, 1 << 41): "bad address range request",         # larger than 1 TiB
+        (base, size): "requested address",                       # in use: the first session's
+    }
+    for i, (va, why) in enumerate(hostile.items()):
+        with pytest.raises(OpenFailed) as refused:
+            await open_remote(fw, link, 100 + i, "t", va)
+        assert "srv refused" in str(refused.value) and why in str(refused.value), refused
+    # The server is unharmed: the next ordinary session opens on the same link.
+    again = await open_remote(fw, link, 2, "t")
+    assert again.va_size > 0 and not link.closed

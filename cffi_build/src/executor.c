@@ -278,11 +278,13 @@ gl_exec *gl_exec_new_at(gl_backend *be, uint64_t va_base, uint64_t va_size, char
     x->be = be;
     x->va_base = va_base;
     x->va_size = va_size;
-    if (va_base != 0 && (va_size == 0 || va_base % 65536 != 0 || va_size % 65536 != 0
-                         || va_base > UINT64_MAX - va_size || va_base + va_size > (1ull << 47))) {
+    /* A peer's request, so bounded: user space ends at 2^47 on x86-64 and arm64
+     * (48-bit), and no session range is above 1 TiB. */
+    if (va_base != 0 && (va_size == 0 || va_size > (1ull << 40) || va_base % 65536 != 0
+                         || va_size % 65536 != 0 || va_base > (1ull << 47) - va_size)) {
         gl_set_err(err, err_len, "bad address range request: base 0x%llx size 0x%llx (both "
-                   "64 KiB multiples, non-empty, below 2^47)", (unsigned long long)va_base,
-                   (unsigned long long)va_size);
+                   "64 KiB multiples, size 1 TiB at most, all below 2^47)",
+                   (unsigned long long)va_base, (unsigned long long)va_size);
         free(x);
         return NULL;
     }

@@ -63,18 +63,9 @@ int gl_journal_compact(const uint8_t *batch, size_t len, const uint8_t *keep, si
         }
         if (!marked(keep, keep_len, rec.call_id))
             continue;
-        uint8_t fl = rec.flags & GL_REC_ONEWAY;
-        if (rec.flags & GL_REC_REF)
-            rc = gl_batch_append_ref(&w, rec.call_id, fl, rec.args, rec.nargs, rec.ref_digest,
-                                     rec.ref_size);
-        else if (rec.payload != NULL)
-            rc = gl_batch_append_inline(&w, rec.call_id, fl, rec.args, rec.nargs, rec.payload,
-                                        rec.payload_len);
-        else
-            rc = gl_batch_append(&w, rec.call_id, fl, rec.args, rec.nargs);
-        if (rc != GL_OK)
+        if ((rc = gl_batch_append_record(&w, &rec)) != GL_OK)
             return rc;
-        *waits = !fl;
+        *waits = !(rec.flags & GL_REC_ONEWAY);
     }
     if (rc < 0)
         return rc;

@@ -28,12 +28,7 @@ int main(int argc, char **argv)
         global |= strcmp(argv[i], "global") == 0;
     }
 
-    CHECK(cuInit(0));
-    CUdevice dev;
-    CUcontext ctx;
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CHECK(cuCtxSetCurrent(ctx));
+    CUdevice dev = example_primary_context();
     CUmodule mod = example_load_kernels(argc > 1 ? argv[1] : NULL);
     CUfunction add;
     CHECK(cuModuleGetFunction(&add, mod, "vector_add"));

@@ -90,6 +90,7 @@ class ClientSession:
         self.migrations = 0
         self.failovers = 0
         self.moves: list[dict[str, Any]] = []
+        self.moving = False  # a migration or failover is under way (Trio thread)
         # Held: a move is under way; batches go into the journal only, and the
         # move's replay sends them to the new server.
         self._held = False

@@ -217,7 +217,9 @@ class CudaForwarding:
         why = f"lost the link to {link.peer.name}: {reason}"
         self.server.close_all(link.node_id, why)
         for route in list(self.routes.values()):
-            if route.link is link:
+            if route.link is link and route.client.moving:
+                route.client.fail(f"{why}; the session was moving")
+            elif route.link is link:
                 # Failover (docs/consistency.md): the session is rebuilt on another
                 # server from its journal, or ends with the reason why it cannot be.
                 route.client.hold()

@@ -134,7 +134,14 @@ async def migrate(fw: CudaForwarding, session: str, to: str) -> dict[str, Any]:
     session still running where it was.
     """
     try:
-        return await _migrate(fw, find_client(fw, session), to)
+        client = find_client(fw, session)
+        if client.moving:
+            raise MoveRefused("the session is already moving")
+        client.moving = True
+        try:
+            return await _migrate(fw, client, to)
+        finally:
+            client.moving = False
     except MoveRefused as exc:
         return {"moved": False, "reason": str(exc)}
 
@@ -181,7 +188,10 @@ async def failover(fw: CudaForwarding, client: ClientSession, lost: str, why: st
     except NoServer as exc:
         client.fail(f"{why}; no other server to move the session to ({exc})")
         return
+    client.moving = True
     try:
         await _move(fw, client, choice, "failover", why)
     except (OpenFailed, MoveRefused) as exc:
         client.fail(f"{why}; moving the session to {choice.name} failed: {exc}")
+    finally:
+        client.moving = False
