@@ -189,6 +189,24 @@ def test_a_server_killed_mid_run_fails_over_and_the_results_are_right(
         assert row["moves"][0]["batches"] > KILL_AFTER + 1
 
 
+def test_a_server_killed_during_a_waiting_call_gives_that_call_its_answer(tmp_path, accumulate):
+    with _mesh(tmp_path, "alpha", "beta") as (mesh, servers, client):
+        reference = _undisturbed(client, accumulate, "alpha")
+        run = GatedRun(client, accumulate, "alpha")
+        lines = run.steps(KILL_AFTER + 1)
+        # Frozen, alpha keeps its connections but answers nothing: the next step's
+        # copy back is in flight when it dies.
+        servers[0].process.send_signal(signal.SIGSTOP)
+        run.release()
+        wait_for(lambda: _session(client)["in_flight"] == 1, 20, "the copy back to wait")
+        mesh.stop(servers[0], signal.SIGKILL)
+        lines.append(run.line())
+        rc, rest, err = run.finish()
+        assert rc == 0, err
+        assert lines + rest == reference
+        assert _finished(client)["failovers"] == 1
+
+
 def test_a_migration_mid_run_gives_the_same_results_as_none(tmp_path, accumulate):
     with _mesh(tmp_path, "alpha", "beta") as (_, servers, client):
         reference = _undisturbed(client, accumulate, "alpha")

@@ -431,6 +431,7 @@ class ClientSession:
             "waiting": self.replies, "bytes": self.bytes_to_server + self.bytes_from_server,
             "bytes_to_server": self.bytes_to_server,
             "bytes_from_server": self.bytes_from_server,
-            **self.journal.row(), "migrations": self.migrations, "failovers": self.failovers,
+            **self.journal.row(), "in_flight": self.in_flight(),
+            "migrations": self.migrations, "failovers": self.failovers,
             "moves": list(self.moves[-8:]),
         }
