@@ -150,9 +150,12 @@ def _session(client: LocalAgent) -> dict:
     return rows[0]
 
 
-def _finished(client: LocalAgent) -> dict:
-    rows = wait_for(lambda: client.request("cuda_sessions")["finished"], 20, "the session's end")
-    return rows[-1]
+def _finished(client: LocalAgent, session: str) -> dict:
+    """The client agent's record of ``session`` once it has ended."""
+    def ended() -> list[dict]:
+        return [r for r in client.request("cuda_sessions")["finished"] if r["id"] == session]
+
+    return wait_for(ended, 20, "the session's end")[-1]
 
 
 def _undisturbed(client: LocalAgent, binary: Path, peer: str) -> list[str]:
@@ -171,7 +174,8 @@ def test_a_server_killed_mid_run_fails_over_and_the_results_are_right(
     with _mesh(tmp_path, *names, backend=backend) as (mesh, servers, client):
         run = GatedRun(client, accumulate, "alpha")
         before = run.steps(KILL_AFTER + 1)
-        assert _session(client)["peer"] == "alpha"
+        session = _session(client)
+        assert session["peer"] == "alpha"
         mesh.stop(servers[0], signal.SIGKILL)
         # The move happens while the program waits at its gate: every reply of the
         # replay is one the program already had, and is dropped.
@@ -183,7 +187,7 @@ def test_a_server_killed_mid_run_fails_over_and_the_results_are_right(
         verdict = _verdict(rest)
         assert verdict["ok"] and verdict["mismatches"] == 0 and verdict["steps"] == STEPS
         assert len(before + rest) == STEPS + 1
-        row = _finished(client)
+        row = _finished(client, session["id"])
         assert row["failovers"] == 1 and row["moves"][0]["kind"] == "failover"
         # At least the waiting copy of each step done before the kill was replayed.
         assert row["moves"][0]["batches"] > KILL_AFTER + 1
@@ -198,13 +202,14 @@ def test_a_server_killed_during_a_waiting_call_gives_that_call_its_answer(tmp_pa
         # copy back is in flight when it dies.
         servers[0].process.send_signal(signal.SIGSTOP)
         run.release()
-        wait_for(lambda: _session(client)["in_flight"] == 1, 20, "the copy back to wait")
+        session = wait_for(lambda: _session(client)["in_flight"] == 1 and _session(client), 20,
+                           "the copy back to wait")
         mesh.stop(servers[0], signal.SIGKILL)
         lines.append(run.line())
         rc, rest, err = run.finish()
         assert rc == 0, err
         assert lines + rest == reference
-        assert _finished(client)["failovers"] == 1
+        assert _finished(client, session["id"])["failovers"] == 1
 
 
 def test_a_migration_mid_run_gives_the_same_results_as_none(tmp_path, accumulate):
@@ -231,7 +236,7 @@ def test_a_migration_mid_run_gives_the_same_results_as_none(tmp_path, accumulate
         rc, rest, err = run.finish()
         assert rc == 0, err
         assert lines + rest == reference
-        row = _finished(client)
+        row = _finished(client, session)
         assert row["migrations"] == 1 and row["failovers"] == 0 and row["peer"] == "beta"
         # The old server let go of its side.
         wait_for(lambda: not servers[0].request("cuda_sessions")["served"], 20,
@@ -265,7 +270,7 @@ def test_after_checkpoints_a_moved_session_still_gives_the_same_results(
         rc, rest, err = run.finish()
         assert rc == 0, err
         assert lines + rest == reference
-        finished = _finished(client)
+        finished = _finished(client, row["id"])
         assert finished[move + "s"] == 1
         # Only what the last checkpoint left and the steps since were replayed.
         assert finished["moves"][0]["batches"] < 3 * (STEPS - 2)
@@ -285,7 +290,7 @@ def test_a_refused_migration_leaves_the_session_running_where_it_was(tmp_path, a
         assert _session(client)["peer"] == "alpha"
         rc, rest, err = run.finish()
         assert rc == 0 and _verdict(rest)["ok"], err
-        assert _finished(client)["migrations"] == 0
+        assert _finished(client, session)["migrations"] == 0
 
 
 def test_without_another_server_the_program_gets_the_error_and_the_line(tmp_path, accumulate):

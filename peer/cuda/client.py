@@ -219,8 +219,18 @@ class ClientSession:
             self.records += envelope.record_count(buf, envelope.HEADER_SIZE)
             if self._held:  # the move under way sends it from the journal
                 self._backlog.append(Entry(buf, waits))
-            else:
+                return
+            try:
                 self._forward_locked(buf, waits)
+            except OSError as exc:
+                self._lost_under_us(exc)
+
+    def _lost_under_us(self, exc: OSError) -> None:
+        """The server's link failed while this thread wrote to it (route lock held).
+        The batch is journaled; the link's loss starts the failover that replays it,
+        or ends the session with the reason."""
+        log.info("session %016x: the server's link failed under a send: %s", self.session, exc)
+        self._held = True
 
     def _backpressure(self) -> None:
         while self.channel.queued_bytes() > MAX_QUEUED and self.failed is None and not self._held:
@@ -272,7 +282,11 @@ class ClientSession:
                 for ptr, n in wanted:
                     request = checkpoint.read_request(self.session, ptr, n)
                     self.bytes_to_server += len(request)
-                    self._forward(memoryview(request))
+                    try:
+                        self._forward(memoryview(request))
+                    except OSError as exc:
+                        raise checkpoint.CheckpointError(
+                            f"the server's link failed: {exc}") from exc
                     sent += 1
             for ptr, n in wanted:
                 try:
@@ -308,9 +322,13 @@ class ClientSession:
         """A refused migration: go on forwarding to the same server."""
         with self._route_lock:
             self._held = False
-            for entry in self._backlog:
-                self._forward_locked(entry.envelope, entry.waits)
-            self._backlog = []
+            try:
+                for entry in self._backlog:
+                    self._forward_locked(entry.envelope, entry.waits)
+            except OSError as exc:
+                self._lost_under_us(exc)
+            else:
+                self._backlog = []
 
     def in_flight(self) -> int:
         """Waiting calls sent to the current server and not answered yet."""
