@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import queue
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from gleam.peer.bench.gated import GatedRun as _GatedRun
+from gleam.peer.bench.gated import verdict
 from gleam.peer.cuda import checkpoint
 from gleam.peer.cuda.examples import KERNELS_PTX, ExampleError, build_example
 from gleam.peer.cuda.journal import Entry, Journal
@@ -29,7 +29,6 @@ from tests.cuda_session import mint
 
 STEPS = 8
 KILL_AFTER = 2  # steps done before the server is killed or the session moved
-LINE_WAIT = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -40,70 +39,11 @@ def accumulate(tmp_path_factory) -> Path:
         pytest.fail(str(exc))
 
 
-class GatedRun:
+class GatedRun(_GatedRun):
     """accumulate through ``gleam-peer run``, one step per line written to its stdin."""
 
     def __init__(self, client: LocalAgent, binary: Path, peer: str, *extra: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gleam.peer", "run", "--state-dir", str(client.state.path),
-             "--peer", peer, "--", str(binary), str(KERNELS_PTX), str(STEPS), "gate", *extra],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.lines: queue.Queue[str] = queue.Queue()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put("")
-
-    def line(self) -> str:
-        try:
-            return self.lines.get(timeout=LINE_WAIT)
-        except queue.Empty:
-            self.proc.kill()
-            raise AssertionError("the program printed nothing for a minute") from None
-
-    def steps(self, count: int) -> list[str]:
-        """Let ``count`` steps run (the first needs no line) and return their lines."""
-        out = []
-        for _ in range(count):
-            if out or self.started:
-                self.release()
-            out.append(self.line())
-            self.started = True
-        return out
-
-    started = False
-
-    def release(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write("\n")
-        self.proc.stdin.flush()
-
-    def finish(self) -> tuple[int, list[str], str]:
-        """Release every remaining step; (exit status, remaining lines, stderr)."""
-        assert self.proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError):  # the program may have stopped already
-            for _ in range(STEPS):
-                self.release()
-            self.proc.stdin.close()
-        self.proc.wait(timeout=120)
-        self._reader.join(10)
-        assert self.proc.stderr is not None
-        err = self.proc.stderr.read()
-        rest = []
-        while not self.lines.empty():
-            line = self.lines.get()
-            if line:
-                rest.append(line)
-        return self.proc.returncode, rest, err
-
-
-def _verdict(lines: list[str]) -> dict:
-    found = [json.loads(line) for line in lines if line.startswith("{")]
-    return found[-1] if found else {}
+        super().__init__(client.state.path, binary, KERNELS_PTX, STEPS, peer, *extra)
 
 
 def _servers(mesh: LocalMesh, *names: str, env: dict[str, str] | None = None
@@ -184,8 +124,8 @@ def test_a_server_killed_mid_run_fails_over_and_the_results_are_right(
         assert moved[0]["peer"] == ("client" if to_own_backend else "beta")
         rc, rest, err = run.finish()
         assert rc == 0, err
-        verdict = _verdict(rest)
-        assert verdict["ok"] and verdict["mismatches"] == 0 and verdict["steps"] == STEPS
+        result = verdict(rest)
+        assert result["ok"] and result["mismatches"] == 0 and result["steps"] == STEPS
         assert len(before + rest) == STEPS + 1
         row = _finished(client, session["id"])
         assert row["failovers"] == 1 and row["moves"][0]["kind"] == "failover"
@@ -289,7 +229,7 @@ def test_a_refused_migration_leaves_the_session_running_where_it_was(tmp_path, a
         assert "cuModuleGetGlobal cannot be replayed" in answer["reason"]
         assert _session(client)["peer"] == "alpha"
         rc, rest, err = run.finish()
-        assert rc == 0 and _verdict(rest)["ok"], err
+        assert rc == 0 and verdict(rest)["ok"], err
         assert _finished(client, session)["migrations"] == 0
 
 
@@ -299,7 +239,7 @@ def test_without_another_server_the_program_gets_the_error_and_the_line(tmp_path
         run.steps(KILL_AFTER + 1)
         mesh.stop(servers[0], signal.SIGKILL)
         rc, rest, err = run.finish()
-        assert rc != 0 and not _verdict(rest)
+        assert rc != 0 and not verdict(rest)
         lost = [ln for ln in err.splitlines() if ln.startswith("gleam: lost the CUDA server:")]
         assert len(lost) == 1 and "no other server to move the session to" in lost[0], err
         assert "CUDA_ERROR_DEVICE_UNAVAILABLE" in err

@@ -6,7 +6,7 @@
  * server) acts between two steps. With "global" it also takes the address of a module
  * global (cuModuleGetGlobal), a call whose answer only the server that gave it can honour.
  *
- * Usage: accumulate KERNELS STEPS [gate] [global]
+ * Usage: accumulate KERNELS STEPS [gate] [global] [elements=N]   (N floats, default 65536)
  * Prints "step K checksum 0x..." per step, then a JSON verdict.
  */
 #include <string.h>
@@ -19,14 +19,16 @@ static const char global_ptx[] =
 
 int main(int argc, char **argv)
 {
-    const int n = 1 << 16;
-    const size_t bytes = (size_t)n * sizeof(float);
+    int n = 1 << 16;
     int steps = argc > 2 ? atoi(argv[2]) : 8;
     int gate = 0, global = 0;
     for (int i = 3; i < argc; ++i) {
         gate |= strcmp(argv[i], "gate") == 0;
         global |= strcmp(argv[i], "global") == 0;
+        if (strncmp(argv[i], "elements=", 9) == 0 && atoi(argv[i] + 9) > 0)
+            n = atoi(argv[i] + 9);
     }
+    const size_t bytes = (size_t)n * sizeof(float);
 
     CUdevice dev = example_primary_context();
     CUmodule mod = example_load_kernels(argc > 1 ? argv[1] : NULL);

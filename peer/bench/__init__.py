@@ -14,4 +14,5 @@ BENCHES = {
     "calls": "gleam.peer.bench.calls",
     "ptx": "gleam.peer.bench.ptx",
     "cache": "gleam.peer.bench.cache",
+    "consistency": "gleam.peer.bench.consistency",
 }

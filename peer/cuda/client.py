@@ -251,6 +251,7 @@ class ClientSession:
     def _checkpoint(self) -> None:
         """Fold the journal into state + a snapshot of live memory (docs/consistency.md)."""
         journal = self.journal
+        started = time.monotonic()
         with self._route_lock:
             entries = list(journal.entries)
         try:
@@ -263,7 +264,8 @@ class ClientSession:
             if pieces is not None and not self._held and len(journal.entries) == len(entries):
                 snapshot = checkpoint.write_entries(pieces)
                 journal.replace(state + snapshot, sum(e.waits for e in state),
-                                sum(len(data) for _p, data in pieces))
+                                sum(len(data) for _p, data in pieces),
+                                time.monotonic() - started, len(entries))
             # Failed or not, the next try waits until the journal has grown again.
             self._checkpoint_at = journal.next_checkpoint()
 
@@ -371,14 +373,16 @@ class ClientSession:
                 self._forward_locked(entry.envelope, entry.waits)
             done += 1
 
-    def note_move(self, kind: str, old: str, new: str, batches: int, why: str) -> None:
-        """Count a finished migration or failover, for the status view."""
+    def note_move(self, kind: str, old: str, new: str, batches: int, why: str,
+                  seconds: float) -> None:
+        """Count a finished migration or failover (``seconds`` from the hold to the
+        end of the replay), for the status view."""
         if kind == "failover":
             self.failovers += 1
         else:
             self.migrations += 1
         self.moves.append({"kind": kind, "from": old, "to": new, "batches": batches,
-                           "why": why, "at": time.time()})
+                           "why": why, "at": time.time(), "seconds": seconds})
 
     def _hash_loop(self, pipe: queue.Queue[memoryview | None]) -> None:
         """With the blob cache, hashing (in C, GIL released) runs here while the

@@ -224,7 +224,8 @@ class CudaForwarding:
                 # server from its journal, or ends with the reason why it cannot be.
                 route.client.hold()
                 assert self.agent.nursery is not None
-                self.agent.nursery.start_soon(failover, self, route.client, link.node_id, why)
+                self.agent.nursery.start_soon(failover, self, route.client, link.node_id, why,
+                                              time.monotonic())
         for wait in self.pending.values():
             if wait.link is link and wait.answer is None:
                 wait.answer = why

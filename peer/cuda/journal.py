@@ -84,6 +84,8 @@ class Journal:
         self.answered = 0  # replies the program has had for the entries
         self.checkpoints = 0
         self.snapshot_bytes = 0  # device memory the last checkpoint read back
+        self.checkpoint_seconds = 0.0  # how long the last one took
+        self.folded = 0  # batches the last checkpoint folded away
         # Why this session can no longer be rebuilt elsewhere (None: it can).
         self.broken: str | None = None if limit > 0 else "the journal is off (GLEAM_JOURNAL_MB=0)"
         self._seen = ffi.new("gl_journal_seen *")
@@ -113,15 +115,18 @@ class Journal:
                 self.bytes += len(buf)
         return waits
 
-    def replace(self, entries: list[Entry], answered: int, snapshot_bytes: int) -> None:
-        """A checkpoint: ``entries`` (state, then snapshot) rebuild what the old ones
-        did; replaying them yields ``answered`` replies, all already answered."""
+    def replace(self, entries: list[Entry], answered: int, snapshot_bytes: int,
+                seconds: float, folded: int) -> None:
+        """A checkpoint: ``entries`` (state, then snapshot) rebuild what the ``folded``
+        old ones did; replaying them yields ``answered`` replies, all already answered."""
         with self._lock:
             self.entries = entries
             self.bytes = sum(len(e.envelope) for e in entries)
             self.answered = answered
             self.checkpoints += 1
             self.snapshot_bytes = snapshot_bytes
+            self.checkpoint_seconds = seconds
+            self.folded = folded
 
     def next_checkpoint(self) -> int:
         """The journal size at which the next checkpoint is taken: half the bound,
@@ -139,5 +144,7 @@ class Journal:
     def row(self) -> dict[str, object]:
         return {"journal_bytes": self.bytes, "journal_batches": len(self.entries),
                 "journal_limit": self.limit, "checkpoints": self.checkpoints,
-                "snapshot_bytes": self.snapshot_bytes, "movable": self.broken is None,
+                "snapshot_bytes": self.snapshot_bytes,
+                "checkpoint_seconds": self.checkpoint_seconds, "checkpoint_folded": self.folded,
+                "movable": self.broken is None,
                 "not_movable_because": self.broken}

@@ -11,6 +11,7 @@ waits for a safe point: no waiting call in flight on the old server.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -89,7 +90,7 @@ def _close(session: int, link: PeerLink | None, served: ServedSession | None,
 
 
 async def _move(fw: CudaForwarding, client: ClientSession, choice: Choice, kind: str,
-                why: str) -> dict[str, Any]:
+                why: str, since: float) -> dict[str, Any]:
     """Rebuild the held session on ``choice`` and switch to it; raises OpenFailed,
     MoveRefused when the session ended meanwhile, ReplayFailed."""
     old = fw.routes.get(client.session)
@@ -109,11 +110,12 @@ async def _move(fw: CudaForwarding, client: ClientSession, choice: Choice, kind:
         _close(client.session, target.link, target.served, "the replay failed")
         raise ReplayFailed(f"replaying the journal on {target.name} failed: {exc}") from None
     _close(client.session, old.link, old.served, f"the session moved to {target.name}")
-    client.note_move(kind, old_name, target.name, batches, why)
+    seconds = time.monotonic() - since
+    client.note_move(kind, old_name, target.name, batches, why, seconds)
     log.info("session %016x (%s): %s from %s to %s, %d batches replayed (%s)",
              client.session, client.program, kind, old_name, target.name, batches, why)
     return {"moved": True, "session": f"{client.session:016x}", "from": old_name,
-            "to": target.name, "batches": batches}
+            "to": target.name, "batches": batches, "seconds": seconds}
 
 
 def find_client(fw: CudaForwarding, session: str) -> ClientSession:
@@ -158,6 +160,7 @@ async def _migrate(fw: CudaForwarding, client: ClientSession, to: str) -> dict[s
         raise MoveRefused("the session has ended")
     if _chosen_node(fw, choice) == _node_of(fw, route):
         raise MoveRefused(f"the session is already served by {choice.name}")
+    since = time.monotonic()
     client.hold()
     try:
         with trio.move_on_after(SETTLE_TIMEOUT):
@@ -165,7 +168,7 @@ async def _migrate(fw: CudaForwarding, client: ClientSession, to: str) -> dict[s
                 await trio.sleep(_SETTLE_POLL)
         if client.in_flight() > 0:
             raise MoveRefused(f"a waiting call stayed in flight for {SETTLE_TIMEOUT:.0f} s")
-        return await _move(fw, client, choice, "migration", f"asked to move to {to}")
+        return await _move(fw, client, choice, "migration", f"asked to move to {to}", since)
     except OpenFailed as exc:
         client.release()
         raise MoveRefused(str(exc)) from None
@@ -177,9 +180,11 @@ async def _migrate(fw: CudaForwarding, client: ClientSession, to: str) -> dict[s
         raise
 
 
-async def failover(fw: CudaForwarding, client: ClientSession, lost: str, why: str) -> None:
-    """The session's server ``lost`` (node id) is gone: rebuild it elsewhere, or
-    end it with one line that says why (the program sees CUDA_ERROR_DEVICE_UNAVAILABLE)."""
+async def failover(fw: CudaForwarding, client: ClientSession, lost: str, why: str,
+                   since: float) -> None:
+    """The session's server ``lost`` (node id) is gone since ``since`` (monotonic):
+    rebuild it elsewhere, or end it with one line that says why (the program sees
+    CUDA_ERROR_DEVICE_UNAVAILABLE)."""
     if client.journal.broken is not None:
         client.fail(f"{why}; the session cannot move: {client.journal.broken}")
         return
@@ -190,7 +195,7 @@ async def failover(fw: CudaForwarding, client: ClientSession, lost: str, why: st
         return
     client.moving = True
     try:
-        await _move(fw, client, choice, "failover", why)
+        await _move(fw, client, choice, "failover", why, since)
     except (OpenFailed, MoveRefused) as exc:
         client.fail(f"{why}; moving the session to {choice.name} failed: {exc}")
     finally:
