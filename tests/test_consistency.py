@@ -173,6 +173,10 @@ def test_a_migration_mid_run_gives_the_same_results_as_none(tmp_path, accumulate
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"moved session {session} from alpha to beta" in done.stdout
         assert _session(client)["peer"] == "beta"
+        # `status --json` shows it too.
+        shown = [r for r in client.status()["sessions"] if r["id"] == session]
+        assert shown[0]["migrations"] == 1 and shown[0]["journal_bytes"] > 0
+        assert shown[0]["moves"][0]["to"] == "beta"
         rc, rest, err = run.finish()
         assert rc == 0, err
         assert lines + rest == reference
@@ -356,3 +360,34 @@ async def test_bad_range_requests_are_refused_and_the_server_serves_on(agents, m
     # The server is unharmed: the next ordinary session opens on the same link.
     again = await open_remote(fw, link, 2, "t")
     assert again.va_size > 0 and not link.closed
+
+
+def test_the_cuda_backend_reserves_the_range_asked_for_or_refuses(tmp_path):
+    """With the stand-in driver of test_cuda_executor (it honours address hints as
+    NVIDIA's does): a new range lies in the band, a requested free range is had,
+    a range in use is refused with the reason."""
+    import shutil
+
+    from gleam.peer.cuda import native
+
+    from .test_cuda_executor import FAKE_DRIVER
+
+    if shutil.which("gcc") is None:
+        pytest.fail("gcc is needed to build the stand-in driver")
+    (tmp_path / "fake.c").write_text(FAKE_DRIVER)
+    so = tmp_path / "libfakecuda.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(so), str(tmp_path / "fake.c")],
+                   check=True)
+    be = native.CudaBackend(str(so))
+    first = native.ExecSession(be, 1 << 24)
+    assert 16 << 40 <= first.va_base < 80 << 40  # the band (cffi_build/src/vaband.h)
+    with pytest.raises(OSError, match="cannot reserve the requested address range"):
+        native.ExecSession(be, first.va_size, first.va_base)
+    base, size = first.va_base, first.va_size
+    first.close()
+    again = native.ExecSession(be, size, base)
+    assert (again.va_base, again.va_size) == (base, size)
+    with pytest.raises(OSError, match="bad address range request"):
+        native.ExecSession(be, size + 512, base)  # not a 64 KiB multiple
+    again.close()
+    be.close()

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "hostdev.h"
+#include "vaband.h"
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17; older kernels take it as a hint */
@@ -53,30 +53,13 @@ void gl_hobj_free_all(gl_hsess *s)
         gl_hobj_free(s->objs.next);
 }
 
-/*
- * Where a new session's range goes. A session that moves keeps its range, so the
- * range must be free on the next server too: a range the kernel picks lies among
- * that process's own libraries and heaps, the very places other processes use
- * (measured here: one migration in five between agents on one machine found the
- * range taken). New ranges therefore go to a random 1 GiB-aligned place in a band
- * far from where Linux puts mappings (16-80 TiB; the heap sits near the program,
- * mmap grows down from 128 TiB), and only when that fails to one the kernel picks.
- */
-#define GL_BAND_LO (16ull << 40)
-#define GL_BAND_HI (80ull << 40)
-#define GL_BAND_ALIGN (1ull << 30)
-#define GL_BAND_TRIES 16
-
+/* A new session's range in the band (vaband.h), or MAP_FAILED. */
 static void *map_in_band(uint64_t size)
 {
-    if (size > GL_BAND_HI - GL_BAND_LO)
-        return MAP_FAILED;
-    uint64_t slots = (GL_BAND_HI - GL_BAND_LO - size) / GL_BAND_ALIGN + 1;
-    for (int i = 0; i < GL_BAND_TRIES; i++) {
-        uint64_t r;
-        if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+    for (int i = 0; i < GL_VA_BAND_TRIES; i++) {
+        void *want = (void *)(uintptr_t)gl_va_band_pick(size);
+        if (want == NULL)
             return MAP_FAILED;
-        void *want = (void *)(uintptr_t)(GL_BAND_LO + r % slots * GL_BAND_ALIGN);
         void *p = mmap(want, size, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
         if (p == want)
