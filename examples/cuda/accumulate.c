@@ -5,8 +5,11 @@
  * reads one line from stdin: a gate, so that whoever drives it (a test killing or moving the
  * server) acts between two steps. With "global" it also takes the address of a module
  * global (cuModuleGetGlobal), a call whose answer only the server that gave it can honour.
+ * With "missing" it first asks for a kernel that does not exist and expects the error
+ * CUDA reports for it, once: a moved session must not report it again.
  *
- * Usage: accumulate KERNELS STEPS [gate] [global] [elements=N]   (N floats, default 65536)
+ * Usage: accumulate KERNELS STEPS [gate] [global] [missing] [elements=N]
+ *        (N floats, default 65536)
  * Prints "step K checksum 0x..." per step, then a JSON verdict.
  */
 #include <string.h>
@@ -21,10 +24,11 @@ int main(int argc, char **argv)
 {
     int n = 1 << 16;
     int steps = argc > 2 ? atoi(argv[2]) : 8;
-    int gate = 0, global = 0;
+    int gate = 0, global = 0, missing = 0;
     for (int i = 3; i < argc; ++i) {
         gate |= strcmp(argv[i], "gate") == 0;
         global |= strcmp(argv[i], "global") == 0;
+        missing |= strcmp(argv[i], "missing") == 0;
         if (strncmp(argv[i], "elements=", 9) == 0 && atoi(argv[i] + 9) > 0)
             n = atoi(argv[i] + 9);
     }
@@ -34,6 +38,16 @@ int main(int argc, char **argv)
     CUmodule mod = example_load_kernels(argc > 1 ? argv[1] : NULL);
     CUfunction add;
     CHECK(cuModuleGetFunction(&add, mod, "vector_add"));
+    if (missing) {
+        CUfunction none;
+        CUresult r = cuModuleGetFunction(&none, mod, "gleam_no_such_kernel");
+        if (r == CUDA_SUCCESS)
+            r = cuCtxSynchronize(); /* a forwarded call's error surfaces at the next wait */
+        if (r != CUDA_ERROR_NOT_FOUND) {
+            fprintf(stderr, "expected CUDA_ERROR_NOT_FOUND for a missing kernel, got %d\n", r);
+            return 1;
+        }
+    }
     if (global) {
         CUmodule gmod;
         CUdeviceptr scale;

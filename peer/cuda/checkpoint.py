@@ -110,10 +110,15 @@ def chunks(live: dict[int, int]) -> Iterator[tuple[int, int]]:
             yield ptr + off, min(CHUNK, size - off)
 
 
+def _envelope(records: list[CallRecord], session: int = 0) -> bytearray:
+    """A BATCH envelope of ``records``; writable, as a replay stamps the session id in place."""
+    batch = encode_batch(records)
+    return bytearray(envelope.pack_header(envelope.BATCH, session, len(batch)) + batch)
+
+
 def read_request(session: int, ptr: int, n: int) -> bytearray:
     """A BATCH envelope that reads ``n`` bytes at ``ptr`` (one waiting copy)."""
-    batch = encode_batch([CallRecord(_IDS["glMemcpyDtoH"], (ptr, n, 0))])
-    return bytearray(envelope.pack_header(envelope.BATCH, session, len(batch)) + batch)
+    return _envelope([CallRecord(_IDS["glMemcpyDtoH"], (ptr, n, 0))], session)
 
 
 def read_reply(reply: bytes | bytearray | memoryview, n: int) -> tuple[bytes | None, int]:
@@ -138,10 +143,7 @@ def write_entries(pieces: Iterable[tuple[int, bytes]]) -> list[Entry]:
     def flush() -> None:
         nonlocal batch, size
         if batch:
-            body = encode_batch(batch)
-            # Writable: a replay stamps the session id into the header in place.
-            entries.append(Entry(memoryview(bytearray(
-                envelope.pack_header(envelope.BATCH, 0, len(body)) + body)), False))
+            entries.append(Entry(memoryview(_envelope(batch)), False))
         batch, size = [], 0
 
     for ptr, data in pieces:
@@ -155,3 +157,16 @@ def write_entries(pieces: Iterable[tuple[int, bytes]]) -> list[Entry]:
         size += len(data)
     flush()
     return entries
+
+
+def fold(state: list[Entry], pieces: list[tuple[int, bytes]]) -> tuple[list[Entry], int]:
+    """The journal after a checkpoint, and how many replies its replay yields (all of
+    them answers the program already had).
+
+    Between the state and the snapshot goes one waiting ``cuCtxSynchronize``: the
+    state may hold a call that failed (its error deferred, as CUDA's are) whose
+    error a dropped wait had taken; on a replay this wait takes it again, so it
+    is never reported twice.
+    """
+    drain = Entry(memoryview(_envelope([CallRecord(_IDS["cuCtxSynchronize"], ())])), True)
+    return [*state, drain, *write_entries(pieces)], sum(e.waits for e in state) + 1

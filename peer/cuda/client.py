@@ -262,9 +262,8 @@ class ClientSession:
             pieces = None
         with self._route_lock:
             if pieces is not None and not self._held and len(journal.entries) == len(entries):
-                snapshot = checkpoint.write_entries(pieces)
-                journal.replace(state + snapshot, sum(e.waits for e in state),
-                                sum(len(data) for _p, data in pieces),
+                folded, answered = checkpoint.fold(state, pieces)
+                journal.replace(folded, answered, sum(len(data) for _p, data in pieces),
                                 time.monotonic() - started, len(entries))
             # Failed or not, the next try waits until the journal has grown again.
             self._checkpoint_at = journal.next_checkpoint()
