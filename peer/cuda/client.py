@@ -6,6 +6,12 @@ into the header in place, and hands that same buffer to the server's channel
 (no copy). Replies arrive on the server link's reader thread and are
 written to the socket right there, under a lock shared with FAIL. No Python
 runs per call: only per batch, and only to move bytes and count them.
+
+Every batch also goes into the session's journal (the same buffer, no copy),
+from which a move rebuilds the session on another server: the session is
+*held* (batches are journaled, not sent), the journal is replayed to the new
+server, and replies the program already had are dropped (docs/consistency.md).
+At safe points the forwarding thread folds the journal into a checkpoint.
 """
 
 from __future__ import annotations

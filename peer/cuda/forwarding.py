@@ -222,7 +222,6 @@ class CudaForwarding:
             elif route.link is link:
                 # Failover (docs/consistency.md): the session is rebuilt on another
                 # server from its journal, or ends with the reason why it cannot be.
-                route.client.hold()
                 assert self.agent.nursery is not None
                 self.agent.nursery.start_soon(failover, self, route.client, link.node_id, why,
                                               time.monotonic())

@@ -161,7 +161,8 @@ async def _migrate(fw: CudaForwarding, client: ClientSession, to: str) -> dict[s
     if _chosen_node(fw, choice) == _node_of(fw, route):
         raise MoveRefused(f"the session is already served by {choice.name}")
     since = time.monotonic()
-    client.hold()
+    # Off the Trio thread: the forwarding thread may be inside a send to the old server.
+    await trio.to_thread.run_sync(client.hold)
     try:
         with trio.move_on_after(SETTLE_TIMEOUT):
             while client.in_flight() > 0 and client.failed is None:
@@ -185,6 +186,8 @@ async def failover(fw: CudaForwarding, client: ClientSession, lost: str, why: st
     """The session's server ``lost`` (node id) is gone since ``since`` (monotonic):
     rebuild it elsewhere, or end it with one line that says why (the program sees
     CUDA_ERROR_DEVICE_UNAVAILABLE)."""
+    # A batch forwarded meanwhile is journaled too: the replay sends it again.
+    await trio.to_thread.run_sync(client.hold)
     if client.journal.broken is not None:
         client.fail(f"{why}; the session cannot move: {client.journal.broken}")
         return
