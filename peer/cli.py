@@ -25,6 +25,7 @@ MODULE_COMMANDS = {
     "demo": "gleam.peer.demo",
     "cache": "gleam.peer.cache.command",
     "lab": "gleam.peer.lab.command",
+    "migrate": "gleam.peer.cuda.migrate_cmd",
 }
 
 

@@ -129,9 +129,10 @@ def _peers(doc: dict[str, Any], compact: bool) -> Table:
     return table
 
 
-def _sessions(doc: dict[str, Any]) -> Table:
+def _sessions(doc: dict[str, Any], compact: bool = False) -> Table:
     table = Table(title="sessions", expand=True, title_justify="left")
-    for column in ("id", "role", "peer", "calls", "bytes", "saved", "cache hits"):
+    extra = ("moves",) if compact else ("journal", "moves")
+    for column in ("id", "role", "peer", "calls", "bytes", "saved", "cache hits", *extra):
         table.add_column(column, no_wrap=True, ratio=2 if column == "peer" else None)
     sessions = doc.get("sessions", [])
     for s in sessions:
@@ -142,11 +143,21 @@ def _sessions(doc: dict[str, Any]) -> Table:
         table.add_row(
             str(s.get("id", "?"))[:8], s.get("role", "?"), s.get("peer", "?"),
             f"{s.get('calls', 0):,}", _bytes(s.get("bytes")),
-            _bytes(saved) if saved else "-", shown,
+            _bytes(saved) if saved else "-", shown, *_consistency(s)[-len(extra):],
         )
     if not sessions:
-        table.add_row("(none)", "", "", "", "", "", "")
+        table.add_row("(none)", *[""] * (len(table.columns) - 1))
     return table
+
+
+def _consistency(s: dict[str, Any]) -> tuple[str, str]:
+    """A client session's journal (size, checkpoints) and moves: migrations/failovers
+    (docs/consistency.md)."""
+    if "journal_bytes" not in s:
+        return "-", "-"
+    journal = (f"{_bytes(s['journal_bytes'])}, {s.get('checkpoints', 0)} ckpt"
+               if s.get("movable") else "not movable")
+    return journal, f"{s.get('migrations', 0)}/{s.get('failovers', 0)}"
 
 
 def _events(doc: dict[str, Any], now: float | None) -> Table:
@@ -199,10 +210,12 @@ def render_status(
 
     ``now`` shows event times relative to it (for tests and for watching
     from another clock); without it they are local wall-clock times.
-    Narrow terminals get a compact peers table (no address or trust column).
+    Narrow terminals get a compact peers table (no address or trust column) and
+    sessions table (no journal column).
     """
     compact = width < COMPACT_BELOW
-    return Group(_header(doc), _peers(doc, compact), _sessions(doc), *_plugin_sections(doc),
+    return Group(_header(doc), _peers(doc, compact), _sessions(doc, compact),
+                 *_plugin_sections(doc),
                  _events(doc, now))
 
 

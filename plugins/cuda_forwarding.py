@@ -1,8 +1,8 @@
 """Built-in plugin: CUDA forwarding (docs/cuda-forwarding.md).
 
 Wires ``gleam.peer.cuda`` into the agent through the same hooks a
-third-party plugin would use: the ``cuda_attach`` and ``cuda_sessions``
-control operations, the session control messages between agents, the
+third-party plugin would use: the ``cuda_attach``, ``cuda_sessions`` and
+``cuda_migrate`` control operations, the session control messages between agents, the
 data-plane envelopes (on the links' reader threads), link loss, gossip (the
 ``cuda`` field servers advertise) and the status document.
 """
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from gleam.peer.cuda import messages as _messages  # noqa: F401 - registers the messages
 from gleam.peer.cuda.attach import Attach
 from gleam.peer.cuda.forwarding import CudaForwarding
+from gleam.peer.cuda.relocate import migrate
 from gleam.peer.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -52,10 +53,13 @@ def gleam_agent_stopping(agent: Agent) -> None:
 @hookimpl
 def gleam_control_request(agent: Agent, op: str, args: dict[str, Any]) -> Any:
     fw = _of(agent)
-    if fw is None or op not in ("cuda_attach", "cuda_sessions", "cache", "cache_clear"):
+    if fw is None or op not in ("cuda_attach", "cuda_sessions", "cache", "cache_clear",
+                                "cuda_migrate"):
         return None
     if op == "cuda_attach":
         return Attach(fw, args)
+    if op == "cuda_migrate":
+        return migrate(fw, str(args.get("session", "")), str(args.get("to", "")))
     if op == "cache":
         return fw.cache_status(entries=bool(args.get("entries")))
     if op == "cache_clear":

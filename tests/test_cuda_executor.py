@@ -368,7 +368,11 @@ CUresult cuDeviceGetUuid(unsigned char *u, int d) { memset(u, 7, 16); return 0; 
 CUresult cuMemGetInfo_v2(size_t *f, size_t *t) { *f = *t = 1 << 24; return 0; }
 CUresult cuMemGetAllocationGranularity(size_t *g, const void *p, int o) { *g = G; return 0; }
 CUresult cuMemAddressReserve(P *p, size_t n, size_t a, P h, unsigned long long f) {
-    void *m = mmap(0, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    /* As NVIDIA's driver: the hint h is honoured when that range is free. */
+    void *m = mmap((void *)(uintptr_t)h, n, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (h ? 0x100000 : 0), -1, 0);
+    if (m == MAP_FAILED)
+        m = mmap(0, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     *p = (P)(uintptr_t)m;
     return 0;
 }

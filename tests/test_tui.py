@@ -37,6 +37,9 @@ DOC = {
     "sessions": [
         {"id": "5e55" * 8, "role": "client", "peer": "tower", "calls": 123456,
          "bytes": 3 << 30, "cache_hits": 7},
+        {"id": "6a7b" * 8, "role": "client", "peer": "laptop", "calls": 420,
+         "bytes": 5 << 20, "hit_rate": 0.5, "bytes_saved": 1 << 20, "journal_bytes": 3 << 20,
+         "checkpoints": 2, "movable": True, "migrations": 1, "failovers": 1},
     ],
     "events": [
         {"at": NOW - 65, "kind": "joined", "text": "laptop at 10.0.0.7:47470"},

@@ -104,15 +104,33 @@ static int recv_all(int fd, void *buf, size_t n)
     return 1;
 }
 
+/* The agent ends a session by sending FAIL and closing: a one-way call sent
+ * after that fails with EPIPE while the reason still waits, unread, on the
+ * socket. 1 and the reason when a FAIL is next in line, else 0. */
+static int pending_fail(char *why, size_t cap)
+{
+    uint8_t buf[GL_ENV_HEADER_SIZE + 512];
+    ssize_t k = recv(g_fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+
+    if (k < (ssize_t)GL_ENV_HEADER_SIZE || buf[4] != GL_ENV_FAIL)
+        return 0;
+    size_t len = (size_t)buf[0] | (size_t)buf[1] << 8 | (size_t)buf[2] << 16 | (size_t)buf[3] << 24;
+    size_t have = (size_t)k - GL_ENV_HEADER_SIZE;
+    snprintf(why, cap, "%.*s", (int)(len < have ? len : have), (const char *)buf + GL_ENV_HEADER_SIZE);
+    return 1;
+}
+
 int gl_io_sendv(struct iovec *iov, int n)
 {
-    char why[128];
+    char why[600];
 
     if (gl_ready() != CUDA_SUCCESS)
         return -1;
     if (send_iov(g_fd, iov, n) == 0)
         return 0;
-    snprintf(why, sizeof why, "cannot send to the agent: %s", strerror(errno));
+    int err = errno;
+    if (!pending_fail(why, sizeof why))
+        snprintf(why, sizeof why, "cannot send to the agent: %s", strerror(err));
     gl_lost(why);
     return -1;
 }

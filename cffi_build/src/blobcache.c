@@ -131,14 +131,8 @@ int gl_batch_rewrite_refs(const uint8_t *batch, size_t len, const gl_blob_seen *
         if (k < n && rec.payload && seen[k].offset == off && seen[k].substitute)
             rc = gl_batch_append_ref(&w, rec.call_id, fl, rec.args, rec.nargs, seen[k].digest,
                                      rec.payload_len);
-        else if (rec.flags & GL_REC_REF)
-            rc = gl_batch_append_ref(&w, rec.call_id, fl, rec.args, rec.nargs, rec.ref_digest,
-                                     rec.ref_size);
-        else if (rec.flags & GL_REC_INLINE)
-            rc = gl_batch_append_inline(&w, rec.call_id, fl, rec.args, rec.nargs, rec.payload,
-                                        rec.payload_len);
         else
-            rc = gl_batch_append(&w, rec.call_id, fl, rec.args, rec.nargs);
+            rc = gl_batch_append_record(&w, &rec);
         if (rc != GL_OK)
             return rc;
     }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "executor.h"
+#include "vaband.h"
 
 /* The VMM structures, as in NVIDIA's cuda.h. */
 typedef struct {
@@ -324,6 +325,25 @@ static void fail(gl_exec *x, char *err, size_t err_len, const char *what, CUresu
     gl_set_err(err, err_len, "cuda backend: %s failed (CUresult %d)", what, r);
 }
 
+/* A new session's range at a place in the band (vaband.h): CUDA_SUCCESS with
+ * *base set, or CUDA_ERROR_NOT_FOUND when the driver gave none of the places. */
+static CUresult reserve_in_band(gl_cuda *c, uint64_t size, CUdeviceptr *base)
+{
+    for (int i = 0; i < GL_VA_BAND_TRIES; i++) {
+        CUdeviceptr want = (CUdeviceptr)gl_va_band_pick(size), got = 0;
+        if (want == 0 || want % c->gran != 0)
+            break;
+        if (((fn_reserve)c->fn.cuMemAddressReserve)(&got, size, c->gran, want, 0) != CUDA_SUCCESS)
+            continue;
+        if (got == want) {
+            *base = got;
+            return CUDA_SUCCESS;
+        }
+        ((fn_addr_free)c->fn.cuMemAddressFree)(got, size);
+    }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
 static int cuda_open(gl_exec *x, char *err, size_t err_len)
 {
     gl_cuda *c = cuda_of(x);
@@ -354,7 +374,13 @@ static int cuda_open(gl_exec *x, char *err, size_t err_len)
         ((fn_info)c->driver[GL_CALL_cuMemGetInfo])(&free_b, &total);
         x->va_size = total ? total : (uint64_t)16 << 30;
     }
+    uint64_t asked = x->va_size;
     x->va_size = (x->va_size + c->gran - 1) / c->gran * c->gran;
+    if (x->va_base != 0 && (x->va_base % c->gran != 0 || x->va_size != asked)) {
+        gl_set_err(err, err_len, "the requested range is not a multiple of this GPU's "
+                   "granularity (%llu bytes)", (unsigned long long)c->gran);
+        goto release;
+    }
     s->ngran = x->va_size / c->gran;
     s->uses = calloc(s->ngran, sizeof *s->uses);
     s->mem = calloc(s->ngran, sizeof *s->mem);
@@ -363,9 +389,21 @@ static int cuda_open(gl_exec *x, char *err, size_t err_len)
         goto release;
     }
     CUdeviceptr base = 0;
-    r = ((fn_reserve)c->fn.cuMemAddressReserve)(&base, x->va_size, c->gran, 0, 0);
+    /* A requested base is only a hint to the driver: another address is refused. A
+     * new session asks for places in the band first (vaband.h). */
+    r = x->va_base == 0 ? reserve_in_band(c, x->va_size, &base) : CUDA_ERROR_NOT_FOUND;
+    if (r != CUDA_SUCCESS)
+        r = ((fn_reserve)c->fn.cuMemAddressReserve)(&base, x->va_size, c->gran,
+                                                    (CUdeviceptr)x->va_base, 0);
     if (r != CUDA_SUCCESS) {
         fail(x, err, err_len, "cuMemAddressReserve", r);
+        goto release;
+    }
+    if (x->va_base != 0 && base != x->va_base) {
+        ((fn_addr_free)c->fn.cuMemAddressFree)(base, x->va_size);
+        gl_set_err(err, err_len, "the GPU's driver cannot reserve the requested address range "
+                   "0x%llx (it offered 0x%llx)", (unsigned long long)x->va_base,
+                   (unsigned long long)base);
         goto release;
     }
     x->va_base = base;

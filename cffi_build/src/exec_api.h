@@ -72,6 +72,8 @@ void gl_backend_set_user(gl_backend *be, void *user);
 void gl_backend_free(gl_backend *be);
 
 gl_exec *gl_exec_new(gl_backend *be, uint64_t va_size, char *err, size_t err_len);
+gl_exec *gl_exec_new_at(gl_backend *be, uint64_t va_base, uint64_t va_size, char *err,
+                        size_t err_len);
 uint64_t gl_exec_va_base(gl_exec *x);
 uint64_t gl_exec_va_size(gl_exec *x);
 int gl_exec_run(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *reply, size_t reply_cap,

@@ -257,6 +257,15 @@ void *gl_exec_slot(gl_exec *x, int call)
 
 gl_exec *gl_exec_new(gl_backend *be, uint64_t va_size, char *err, size_t err_len)
 {
+    return gl_exec_new_at(be, 0, va_size, err, err_len);
+}
+
+/* va_base 0: the backend picks the range. Otherwise the backend reserves exactly
+ * [va_base, va_base + va_size) or refuses (err says why): a session rebuilt on
+ * another server keeps its device pointers (docs/consistency.md). */
+gl_exec *gl_exec_new_at(gl_backend *be, uint64_t va_base, uint64_t va_size, char *err,
+                        size_t err_len)
+{
     if (be == NULL) {
         gl_set_err(err, err_len, "no backend");
         return NULL;
@@ -267,7 +276,18 @@ gl_exec *gl_exec_new(gl_backend *be, uint64_t va_size, char *err, size_t err_len
         return NULL;
     }
     x->be = be;
+    x->va_base = va_base;
     x->va_size = va_size;
+    /* A peer's request, so bounded: user space ends at 2^47 on x86-64 and arm64
+     * (48-bit), and no session range is above 1 TiB. */
+    if (va_base != 0 && (va_size == 0 || va_size > (1ull << 40) || va_base % 65536 != 0
+                         || va_size % 65536 != 0 || va_base > (1ull << 47) - va_size)) {
+        gl_set_err(err, err_len, "bad address range request: base 0x%llx size 0x%llx (both "
+                   "64 KiB multiples, size 1 TiB at most, all below 2^47)",
+                   (unsigned long long)va_base, (unsigned long long)va_size);
+        free(x);
+        return NULL;
+    }
     if (be->ops->open(x, err, err_len) != 0) {
         free(x);
         return NULL;

@@ -7,6 +7,7 @@ int gl_native_abi_version(void);
 #include "sketch.h"
 #include "pingpong.h"
 #include "blobcache.h"
+#include "journal.h"
 #include "exec_api.h"
 #include "fatbin.h"
 #include "ptx.h"

@@ -12,6 +12,11 @@
 #include <unistd.h>
 
 #include "hostdev.h"
+#include "vaband.h"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17; older kernels take it as a hint */
+#endif
 
 gl_hsess *gl_hsess_of(void)
 {
@@ -48,6 +53,25 @@ void gl_hobj_free_all(gl_hsess *s)
         gl_hobj_free(s->objs.next);
 }
 
+/* A new session's range in the band (vaband.h), or MAP_FAILED. */
+static void *map_in_band(uint64_t size)
+{
+    for (int i = 0; i < GL_VA_BAND_TRIES; i++) {
+        void *want = (void *)(uintptr_t)gl_va_band_pick(size);
+        if (want == NULL)
+            return MAP_FAILED;
+        void *p = mmap(want, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p == want)
+            return p;
+        if (p != MAP_FAILED)
+            munmap(p, size); /* an old kernel took the address as a hint */
+        else if (errno != EEXIST)
+            return MAP_FAILED; /* no band here (a smaller address space) */
+    }
+    return MAP_FAILED;
+}
+
 static int host_open(gl_exec *x, char *err, size_t err_len)
 {
     uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
@@ -58,11 +82,26 @@ static int host_open(gl_exec *x, char *err, size_t err_len)
         gl_set_err(err, err_len, "out of memory");
         return -1;
     }
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    /* A requested range (a session moving here) is mapped at that address or
+     * not at all: MAP_FIXED_NOREPLACE fails where anything is mapped, and a
+     * kernel without it treats the address as a hint, caught below. */
+    void *want = (void *)(uintptr_t)x->va_base;
+    int fixed = want != NULL ? MAP_FIXED_NOREPLACE : 0;
+    void *p = want != NULL ? MAP_FAILED : map_in_band(size);
+    if (p == MAP_FAILED)
+        p = mmap(want, size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | fixed, -1, 0);
     if (p == MAP_FAILED) {
-        gl_set_err(err, err_len, "cannot reserve %llu bytes of address space: %s",
-                   (unsigned long long)size, strerror(errno));
+        gl_set_err(err, err_len, "cannot reserve %llu bytes of address space%s: %s",
+                   (unsigned long long)size, want ? " at the requested address" : "",
+                   strerror(errno));
+        free(s);
+        return -1;
+    }
+    if (want != NULL && p != want) {
+        munmap(p, size);
+        gl_set_err(err, err_len, "the requested address range 0x%llx is in use on this server",
+                   (unsigned long long)x->va_base);
         free(s);
         return -1;
     }

@@ -205,6 +205,19 @@ int gl_batch_append_ref(gl_batch_writer *w, uint16_t call_id, uint8_t flags,
     return put_record(w, call_id, flags, args, nargs, GL_REC_REF, digest, 0, size);
 }
 
+int gl_batch_append_record(gl_batch_writer *w, const gl_record *rec)
+{
+    uint8_t fl = rec->flags & GL_REC_ONEWAY;
+
+    if (rec->flags & GL_REC_REF)
+        return gl_batch_append_ref(w, rec->call_id, fl, rec->args, rec->nargs, rec->ref_digest,
+                                   rec->ref_size);
+    if (rec->flags & GL_REC_INLINE)
+        return gl_batch_append_inline(w, rec->call_id, fl, rec->args, rec->nargs, rec->payload,
+                                      rec->payload_len);
+    return gl_batch_append(w, rec->call_id, fl, rec->args, rec->nargs);
+}
+
 int gl_batch_writer_finish(gl_batch_writer *w)
 {
     if (!writer_ok(w))

@@ -129,6 +129,10 @@ int gl_batch_append_ref(gl_batch_writer *w, uint16_t call_id, uint8_t flags,
                         const uint64_t *args, uint8_t nargs,
                         const uint8_t digest[GL_REF_DIGEST_SIZE], uint64_t size);
 
+/* Appends a copy of a record a reader returned: its ONEWAY flag, arguments, and
+ * inline payload or blob reference (to rewrite a batch without some records). */
+int gl_batch_append_record(gl_batch_writer *w, const gl_record *rec);
+
 /* Patches count and length into the header. Afterwards buf[0 .. w->len) is
  * the batch. Appending more and finishing again is allowed. */
 int gl_batch_writer_finish(gl_batch_writer *w);

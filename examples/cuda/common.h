@@ -92,6 +92,18 @@ static inline void *example_read_file(const char *path, size_t *size)
     return buf;
 }
 
+/* cuInit, device 0 and its primary context (the one the runtime API uses), made current. */
+static inline CUdevice example_primary_context(void)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK(cuInit(0));
+    CHECK(cuDeviceGet(&dev, 0));
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK(cuCtxSetCurrent(ctx));
+    return dev;
+}
+
 /* Loads the example kernels into the current context. */
 static inline CUmodule example_load_kernels(const char *arg)
 {

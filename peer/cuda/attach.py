@@ -17,13 +17,13 @@ import trio
 
 from gleam.peer.control import Handoff
 from gleam.peer.cuda import envelope
-from gleam.peer.cuda.channel import LinkChannel, LoopbackChannel
+from gleam.peer.cuda.channel import LinkChannel
 from gleam.peer.cuda.choose import NoServer, choose
 from gleam.peer.cuda.client import ClientSession
-from gleam.peer.cuda.forwarding import PendingOpen, Route
+from gleam.peer.cuda.forwarding import Route
 from gleam.peer.cuda.hello import Hello, HelloDevice, pack_hello
-from gleam.peer.cuda.messages import MAX_PROGRAM, CudaClose, CudaOpen, CudaOpened
-from gleam.peer.cuda.server import ServedSession
+from gleam.peer.cuda.messages import MAX_PROGRAM, CudaClose, CudaOpened
+from gleam.peer.cuda.opening import OpenFailed, open_local, open_remote, to_executor
 from gleam.peer.sched.leasing import leased
 
 if TYPE_CHECKING:
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gleam.cuda")
 
-OPEN_TIMEOUT = 10.0
 BACKEND_WAIT = 30.0
 # A program started right after its agent may come before the servers' gossip
 # records; it waits this long for a server to appear before it is refused.
@@ -55,6 +54,7 @@ class Attach(Handoff):
         self.fw = fw
         self.args = args
         self.reason = ""
+        self.va_base = self.va_size = 0
 
     async def take(self, stream: trio.SocketStream, buffered: bytes) -> None:
         try:
@@ -99,23 +99,19 @@ class Attach(Handoff):
     async def _local(self, stream: trio.SocketStream, buffered: bytes, session: int,
                      program: str, pid: int) -> None:
         fw = self.fw
-        refusal = fw.refusal(session)
-        if refusal is not None:
-            raise AttachFailed(f"{fw.agent.config.name} refused: {refusal}")
-        channel = LoopbackChannel(fw.agent.node_id, fw.agent.config.name)
         try:
-            served = await fw.new_served(session, channel, program, fw.agent.config.name)
-        except Exception as exc:
-            fw.server.release(session)
-            raise AttachFailed(f"cannot open a session: {exc}") from None
+            served, channel = await open_local(fw, session, program)
+        except OpenFailed as exc:
+            raise AttachFailed(str(exc)) from None
         hello = _hello_of(fw.opened(session, served))
+        self.va_base, self.va_size = hello.va_base, hello.va_size
         if not await _send_hello(stream, hello):
             fw.server.release(session)
             served.exec.close()
             return
         fw.server.add(served)
         client = self._client(stream, buffered, session, channel, program, pid, hello.backend,
-                              forward=lambda buf: _to_executor(served, buf))
+                              forward=to_executor(served))
         channel.client = client
         fw.add_route(session, Route(client, None, served))
         client.start()
@@ -125,21 +121,12 @@ class Attach(Handoff):
     async def _remote(self, stream: trio.SocketStream, buffered: bytes, link: PeerLink,
                       session: int, program: str, pid: int) -> None:
         fw = self.fw
-        wait = fw.pending[session] = PendingOpen(link, trio.Event())
         try:
-            link.io.submit(CudaOpen(session=session, program=program,
-                                    client=fw.agent.config.name[:64]))
-            with trio.move_on_after(OPEN_TIMEOUT):
-                await wait.done.wait()
-        finally:
-            del fw.pending[session]
-        answer = wait.answer
-        if answer is None:
-            link.io.submit(CudaClose(session=session, reason="the client stopped waiting"))
-            raise AttachFailed(f"{link.peer.name} did not answer within {OPEN_TIMEOUT:.0f} s")
-        if isinstance(answer, str):
-            raise AttachFailed(f"{link.peer.name} refused: {answer}")
+            answer = await open_remote(fw, link, session, program)
+        except OpenFailed as exc:
+            raise AttachFailed(str(exc)) from None
         hello = _hello_of(answer)
+        self.va_base, self.va_size = hello.va_base, hello.va_size
         if not await _send_hello(stream, hello) or link.closed:
             link.io.submit(CudaClose(session=session, reason="the program went away"))
             if link.closed:
@@ -159,12 +146,8 @@ class Attach(Handoff):
         return ClientSession(
             session, sock, channel, forward, self.fw.client_ended,
             program=program, pid=pid, backend=backend, buffered=buffered, reason=self.reason,
+            va=(self.va_base, self.va_size),
         )
-
-
-def _to_executor(served: ServedSession, buf: bytearray) -> None:
-    if not served.put(memoryview(buf)[envelope.HEADER_SIZE :]):
-        raise ConnectionError(f"the session ended: {served.end_reason or 'closed'}")
 
 
 def _hello_of(opened: CudaOpened) -> Hello:

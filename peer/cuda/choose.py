@@ -46,11 +46,13 @@ def advert(backend: str | None, sessions: int, gflops: float | None) -> dict[str
     return {GOSSIP_FIELD: {"backend": backend, "sessions": sessions, "gflops": float(speed)}}
 
 
-def choose(agent: Agent, wanted: str, local_backend: str | None) -> Choice:
-    """The server for a session; raises NoServer."""
+def choose(agent: Agent, wanted: str, local_backend: str | None,
+           exclude: frozenset[str] = frozenset()) -> Choice:
+    """The server for a session, never one of the nodes in ``exclude`` (a server
+    being left or lost); raises NoServer."""
     if wanted:
         return _named(agent, wanted, local_backend)
-    pairs = candidates_of(agent)
+    pairs = [(c, link) for c, link in candidates_of(agent) if c.node_id not in exclude]
     if pairs:
         candidates = [c for c, _ in pairs]
         ranking = agent.pm.hook.gleam_rank_servers(session=DEFAULT_DEMAND, candidates=candidates)
@@ -61,7 +63,7 @@ def choose(agent: Agent, wanted: str, local_backend: str | None) -> Choice:
         if ranked:
             return Choice(ranked[0], ranked[0].peer.name, ranking.reason,
                           tuple(ranked[1:]), ranking)
-    if local_backend is not None:
+    if local_backend is not None and agent.node_id not in exclude:
         return Choice(None, agent.config.name, "no serving peer: this agent's own backend")
     raise NoServer("no agent in the mesh serves CUDA (and this one has no backend)")
 

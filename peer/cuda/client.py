@@ -6,6 +6,12 @@ into the header in place, and hands that same buffer to the server's channel
 (no copy). Replies arrive on the server link's reader thread and are
 written to the socket right there, under a lock shared with FAIL. No Python
 runs per call: only per batch, and only to move bytes and count them.
+
+Every batch also goes into the session's journal (the same buffer, no copy),
+from which a move rebuilds the session on another server: the session is
+*held* (batches are journaled, not sent), the journal is replayed to the new
+server, and replies the program already had are dropped (docs/consistency.md).
+At safe points the forwarding thread folds the journal into a checkpoint.
 """
 
 from __future__ import annotations
@@ -14,13 +20,15 @@ import contextlib
 import logging
 import queue
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from gleam.peer.cuda import envelope
+from gleam.peer.cuda import checkpoint, envelope
 from gleam.peer.cuda.channel import Channel
+from gleam.peer.cuda.journal import Entry, Journal, limit_from_env
 from gleam.peer.nativelib import ffi
 
 _ALLOCATE = ffi.new_allocator(should_clear_after_alloc=False)
@@ -32,6 +40,11 @@ log = logging.getLogger("gleam.cuda.client")
 MAX_QUEUED = 64 * 1024 * 1024
 _BACKPRESSURE_POLL = 0.002
 _PIPE_DEPTH = 4  # envelopes between the reader and the hashing thread
+# How long a checkpoint waits for each snapshot read before it gives up (the
+# session goes on, with the journal it had).
+SNAPSHOT_WAIT = 30.0
+_DEFERRED = struct.Struct("<i")
+_DEFERRED_AT = envelope.HEADER_SIZE + 4  # REPLY body: i32 result, i32 deferred, ...
 
 
 def _uncleared(size: int) -> memoryview:
@@ -57,6 +70,8 @@ class ClientSession:
         backend: str,
         buffered: bytes = b"",
         reason: str = "",
+        va: tuple[int, int] = (0, 0),
+        journal: Journal | None = None,
     ) -> None:
         """``forward`` hands one stamped BATCH envelope on (reader thread);
         ``on_end`` runs once, on the reader thread, when the session is over."""
@@ -74,6 +89,29 @@ class ClientSession:
         self.bytes_to_server = 0
         self.bytes_from_server = 0
         self.failed: str | None = None
+        # Context consistency (docs/consistency.md): the session's range, kept
+        # on every server it moves to, and the journal that rebuilds it there.
+        self.va_base, self.va_size = va
+        self.journal = journal if journal is not None else Journal(limit_from_env())
+        self.migrations = 0
+        self.failovers = 0
+        self.moves: list[dict[str, Any]] = []
+        self.moving = False  # a migration or failover is under way (Trio thread)
+        # Held: a move is under way; batches go into the journal only, and the
+        # move's replay sends them to the new server.
+        self._held = False
+        self._backlog: list[Entry] = []  # what came in while held, for a refused move
+        self._drop = 0        # replies of replayed calls the program already had
+        self.waits_out = 0    # waiting batches forwarded to the current server
+        self.replies_in = 0   # replies from the current server (dropped ones too)
+        self._route_lock = threading.Lock()
+        # Checkpoints: replies of the snapshot reads go to _capture, not the program;
+        # _swallow counts those of an abandoned checkpoint still to come; a
+        # deferred error such a reply carried is owed to the program's next reply.
+        self._checkpoint_at = self.journal.next_checkpoint()
+        self._capture: queue.Queue[bytes | bytearray | memoryview | None] | None = None
+        self._swallow = 0
+        self._owed_deferred = 0
         # The blob cache's side of this session (peer/cache/client.py); None
         # when the server caches nothing or serves from this agent.
         self.blobs: Any = None
@@ -96,13 +134,35 @@ class ClientSession:
         with self._send_lock:
             if self.failed is not None or self._closed:
                 return
-            self.replies += 1
-            self.bytes_from_server += len(buf)
+            if self._capture is not None:  # a checkpoint's snapshot read
+                self._capture.put(buf)
+                return
+            if self._swallow > 0:
+                self._swallow -= 1
+                return
+            self.replies_in += 1
             if self.blobs is not None:
                 self.blobs.replied()
+            if self._drop > 0:  # a replayed call the program already has the answer to
+                self._drop -= 1
+                return
+            if self._owed_deferred:
+                buf = self._with_deferred(buf)
+            self.replies += 1
+            self.journal.answered += 1
+            self.bytes_from_server += len(buf)
             # When the interposer is gone its reader notices and ends the session.
             with contextlib.suppress(OSError):
                 self.sock.sendall(buf)
+
+    def _with_deferred(self, buf: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
+        """The reply carrying the deferred error a snapshot read took (send lock held)."""
+        if len(buf) < _DEFERRED_AT + 4 or _DEFERRED.unpack_from(buf, _DEFERRED_AT)[0] != 0:
+            return buf
+        out = bytearray(buf)
+        _DEFERRED.pack_into(out, _DEFERRED_AT, self._owed_deferred)
+        self._owed_deferred = 0
+        return out
 
     def fail(self, reason: str) -> None:
         """End the session: tell the interposer why and close its connection."""
@@ -153,15 +213,181 @@ class ClientSession:
         return buf
 
     def _send_one(self, buf: memoryview) -> None:
-        if self.blobs is not None:
-            buf = self.blobs.outgoing(buf)
-        envelope.stamp_session(buf, self.session)
-        self.batches += 1
-        self.records += envelope.record_count(buf, envelope.HEADER_SIZE)
-        self.bytes_to_server += len(buf)
-        while self.channel.queued_bytes() > MAX_QUEUED and self.failed is None:
+        # A safe point: the program's last waiting call has its reply, and this
+        # thread alone forwards, so nothing else is in flight.
+        if (self.journal.bytes > self._checkpoint_at and self.in_flight() == 0
+                and not self._held and self.journal.broken is None):
+            self._checkpoint()
+        self._backpressure()
+        with self._route_lock:
+            waits = self.journal.add(buf, envelope.HEADER_SIZE)
+            self.batches += 1
+            self.records += envelope.record_count(buf, envelope.HEADER_SIZE)
+            if self._held:  # the move under way sends it from the journal
+                self._backlog.append(Entry(buf, waits))
+                return
+            try:
+                self._forward_locked(buf, waits)
+            except OSError as exc:
+                self._lost_under_us(exc)
+
+    def _lost_under_us(self, exc: OSError) -> None:
+        """The server's link failed while this thread wrote to it (route lock held).
+        The batch is journaled; the link's loss starts the failover that replays it,
+        or ends the session with the reason."""
+        log.info("session %016x: the server's link failed under a send: %s", self.session, exc)
+        self._held = True
+
+    def _backpressure(self) -> None:
+        while self.channel.queued_bytes() > MAX_QUEUED and self.failed is None and not self._held:
             time.sleep(_BACKPRESSURE_POLL)
-        self._forward(buf)
+
+    def _forward_locked(self, buf: memoryview, waits: bool) -> None:
+        """To the current server, under the route lock (so a move sees every batch
+        either as sent to the old server or as still to replay, never both)."""
+        out = self.blobs.outgoing(buf) if self.blobs is not None else buf
+        envelope.stamp_session(out, self.session)
+        self.bytes_to_server += len(out)
+        if waits:
+            self.waits_out += 1
+        self._forward(out)
+
+    # ------------------------------------------------------------ checkpoints
+
+    def _checkpoint(self) -> None:
+        """Fold the journal into state + a snapshot of live memory (docs/consistency.md)."""
+        journal = self.journal
+        started = time.monotonic()
+        with self._route_lock:
+            entries = list(journal.entries)
+        try:
+            state, live = checkpoint.compact(entries)
+            pieces = self._read_back(live)
+        except checkpoint.CheckpointError as exc:
+            log.warning("session %016x: no checkpoint: %s", self.session, exc)
+            pieces = None
+        with self._route_lock:
+            if pieces is not None and not self._held and len(journal.entries) == len(entries):
+                folded, answered = checkpoint.fold(state, pieces)
+                journal.replace(folded, answered, sum(len(data) for _p, data in pieces),
+                                time.monotonic() - started, len(entries))
+            # Failed or not, the next try waits until the journal has grown again.
+            self._checkpoint_at = journal.next_checkpoint()
+
+    def _read_back(self, live: dict[int, int]) -> list[tuple[int, bytes]] | None:
+        """Live memory from the current server; None when a move took over."""
+        wanted = list(checkpoint.chunks(live))
+        got: list[tuple[int, bytes]] = []
+        capture: queue.Queue[bytes | bytearray | memoryview | None] = queue.Queue()
+        sent = taken = 0
+        with self._send_lock:
+            self._capture = capture
+        try:
+            with self._route_lock:
+                if self._held:
+                    return None
+                for ptr, n in wanted:
+                    request = checkpoint.read_request(self.session, ptr, n)
+                    self.bytes_to_server += len(request)
+                    try:
+                        self._forward(memoryview(request))
+                    except OSError as exc:
+                        raise checkpoint.CheckpointError(
+                            f"the server's link failed: {exc}") from exc
+                    sent += 1
+            for ptr, n in wanted:
+                try:
+                    reply = capture.get(timeout=SNAPSHOT_WAIT)
+                except queue.Empty:
+                    raise checkpoint.CheckpointError("a snapshot read went unanswered") from None
+                if reply is None:
+                    return None
+                taken += 1
+                self.bytes_from_server += len(reply)
+                data, deferred = checkpoint.read_reply(reply, n)
+                if deferred and not self._owed_deferred:
+                    self._owed_deferred = deferred
+                if data is None:
+                    raise checkpoint.CheckpointError(f"reading 0x{ptr:x} back failed")
+                got.append((ptr, data))
+            return got
+        finally:
+            with self._send_lock:
+                if self._capture is capture:  # (a move has not taken over)
+                    self._capture = None
+                    # Replies of an abandoned checkpoint still to come are not the program's.
+                    self._swallow += sent - taken - capture.qsize()
+
+    # ------------------------------------------------------------ moves
+
+    def hold(self) -> None:
+        """Stop forwarding (any thread): a move takes the session over."""
+        with self._route_lock:
+            self._held = True
+
+    def release(self) -> None:
+        """A refused migration: go on forwarding to the same server."""
+        with self._route_lock:
+            self._held = False
+            try:
+                for entry in self._backlog:
+                    self._forward_locked(entry.envelope, entry.waits)
+            except OSError as exc:
+                self._lost_under_us(exc)
+            else:
+                self._backlog = []
+
+    def in_flight(self) -> int:
+        """Waiting calls sent to the current server and not answered yet."""
+        return self.waits_out - self.replies_in
+
+    def replay_onto(self, channel: Channel, forward: Callable[[memoryview], None],
+                    blobs: Any) -> int:
+        """Rebuild the session on a new server (a worker thread; the session is held).
+
+        Every journaled batch goes to ``forward`` in order; the replies of those
+        the program already had answers to are dropped, the rest reach it. Returns
+        the number of batches replayed. Raises RuntimeError when the journal cannot.
+        """
+        with self._route_lock:
+            if self.journal.broken is not None:
+                raise RuntimeError(self.journal.broken)
+            self.channel, self._forward, self.blobs = channel, forward, blobs
+            with self._send_lock:
+                self._drop = self.journal.answered
+                self.waits_out = self.replies_in = 0
+                # A checkpoint reading from the old server gives up; the new one
+                # owes nothing of the old one's replies.
+                if self._capture is not None:
+                    self._capture.put(None)
+                    self._capture = None
+                self._swallow = 0
+        done = 0
+        while True:
+            while channel.queued_bytes() > MAX_QUEUED and self.failed is None:
+                time.sleep(_BACKPRESSURE_POLL)
+            with self._route_lock:
+                entries = self.journal.entries
+                if self.journal.broken is not None:
+                    raise RuntimeError(self.journal.broken)
+                if done >= len(entries):
+                    self._held = False  # caught up: the reader forwards again
+                    self._backlog = []
+                    return done
+                entry = entries[done]
+                self._forward_locked(entry.envelope, entry.waits)
+            done += 1
+
+    def note_move(self, kind: str, old: str, new: str, batches: int, why: str,
+                  seconds: float) -> None:
+        """Count a finished migration or failover (``seconds`` from the hold to the
+        end of the replay), for the status view."""
+        if kind == "failover":
+            self.failovers += 1
+        else:
+            self.migrations += 1
+        self.moves.append({"kind": kind, "from": old, "to": new, "batches": batches,
+                           "why": why, "at": time.time(), "seconds": seconds})
 
     def _hash_loop(self, pipe: queue.Queue[memoryview | None]) -> None:
         """With the blob cache, hashing (in C, GIL released) runs here while the
@@ -232,4 +458,7 @@ class ClientSession:
             "waiting": self.replies, "bytes": self.bytes_to_server + self.bytes_from_server,
             "bytes_to_server": self.bytes_to_server,
             "bytes_from_server": self.bytes_from_server,
+            **self.journal.row(), "in_flight": self.in_flight(),
+            "migrations": self.migrations, "failovers": self.failovers,
+            "moves": list(self.moves[-8:]),
         }

@@ -212,11 +212,19 @@ class CudaForwarding:
         return SessionBlobs(session, knowledge, policy)
 
     def on_peer_lost(self, link: PeerLink, reason: str) -> None:
+        from gleam.peer.cuda.relocate import failover
+
         why = f"lost the link to {link.peer.name}: {reason}"
         self.server.close_all(link.node_id, why)
         for route in list(self.routes.values()):
-            if route.link is link:
-                route.client.fail(why)
+            if route.link is link and route.client.moving:
+                route.client.fail(f"{why}; the session was moving")
+            elif route.link is link:
+                # Failover (docs/consistency.md): the session is rebuilt on another
+                # server from its journal, or ends with the reason why it cannot be.
+                assert self.agent.nursery is not None
+                self.agent.nursery.start_soon(failover, self, route.client, link.node_id, why,
+                                              time.monotonic())
         for wait in self.pending.values():
             if wait.link is link and wait.answer is None:
                 wait.answer = why
@@ -225,12 +233,15 @@ class CudaForwarding:
     # ------------------------------------------------------------ serving
 
     async def new_served(self, session: int, channel: Any, program: str,
-                         client: str, cached: bool = False) -> ServedSession:
-        """A served session on this agent's backend (not started yet)."""
+                         client: str, cached: bool = False,
+                         va: tuple[int, int] = (0, 0)) -> ServedSession:
+        """A served session on this agent's backend (not started yet); ``va`` is the
+        (base, size) a moving session keeps, (0, 0) to let the backend choose."""
         from gleam.peer.cuda import native
 
         assert self.backend is not None
-        exec_session = await trio.to_thread.run_sync(native.ExecSession, self.backend.backend)
+        exec_session = await trio.to_thread.run_sync(
+            native.ExecSession, self.backend.backend, va[1] or None, va[0])
         return ServedSession(
             session=session, channel=channel, program=program, client=client,
             exec=exec_session, reply_capacity=native.REPLY_CAPACITY,
@@ -254,7 +265,7 @@ class CudaForwarding:
         try:
             served = await self.new_served(
                 msg.session, LinkChannel(link), msg.program, msg.client or link.peer.name,
-                cached=True,
+                cached=True, va=(msg.va_base, msg.va_size),
             )
         except Exception as exc:  # the backend refused: tell the client why
             self.server.release(msg.session)

@@ -58,9 +58,16 @@ class CudaOpen(Message):
     session: int
     program: str
     client: str
+    # A session moving here (docs/consistency.md) asks for the range it had:
+    # the server reserves exactly that or refuses with the reason. 0, 0: any range.
+    va_base: int = 0
+    va_size: int = 0
 
     def __post_init__(self) -> None:
         _session(self.session)
+        # Only the types are checked here; whether the range can be had is the
+        # backend's answer, given back as cuda_refused.
+        _check(0 <= self.va_base <= _U64 and 0 <= self.va_size <= _U64, "bad address range")
         _check(len(self.program) <= MAX_PROGRAM, "program name too long")
         _check(len(self.client) <= 64, "client name too long")
 

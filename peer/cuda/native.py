@@ -331,11 +331,14 @@ def open_backend(kind: str, kernels: Mapping[str, Any]) -> HostBackend | CudaBac
 class ExecSession:
     """One forwarded session's executor state. Not thread-safe: one thread runs it."""
 
-    def __init__(self, backend: HostBackend | CudaBackend, va_size: int | None = None) -> None:
+    def __init__(self, backend: HostBackend | CudaBackend, va_size: int | None = None,
+                 va_base: int = 0) -> None:
+        """``va_base``: the range a session moving here keeps (0: the backend picks);
+        a range the backend cannot reserve at that address raises OSError with why."""
         if backend._be == ffi.NULL:
             raise ValueError("the backend is closed")
         err = ffi.new("char[256]")
-        self._x = lib.gl_exec_new(backend._be, va_size or 0, err, 256)
+        self._x = lib.gl_exec_new_at(backend._be, va_base, va_size or 0, err, 256)
         if self._x == ffi.NULL:
             message = ffi.string(err).decode(errors="replace") or "cannot open a session"
             raise (MemoryError if "out of memory" in message else OSError)(message)

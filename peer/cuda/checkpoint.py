@@ -1,0 +1,172 @@
+"""Checkpoints: the journal folded into the state it built (docs/consistency.md).
+
+A checkpoint turns the journal into two parts that rebuild the same device
+state with far fewer bytes:
+
+* the *state*: every journaled record that creates or configures something
+  (contexts, modules, functions, streams, events, allocations ...), in order,
+  with the records that only move data or wait (copies, memsets, launches,
+  synchronisations, queries) left out: their effect on memory is in the snapshot;
+* the *snapshot*: the bytes of every live allocation, read back from the
+  server at the checkpoint and written again by one-way copies (a chunk that
+  reads as zeros becomes a memset).
+
+The compaction walks records in C (``gl_journal_compact``), once per batch at
+checkpoint time; Python handles whole batches and the allocation list.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+
+from gleam.peer.cuda import envelope
+from gleam.peer.cuda.journal import Entry
+from gleam.peer.nativelib import ffi, lib
+from gleam.peer.records import CallRecord, encode_batch
+
+CHUNK: int = lib.GL_COPY_CHUNK
+REPLY_HEAD = struct.Struct("<iiII8Q")
+_ZEROS = bytes(CHUNK)
+
+# Calls whose lasting effect is only on memory (which the snapshot holds) or that
+# have none: a checkpoint drops them. Every other call is state and is kept, so
+# a call added to the table later is kept (replayed) unless it is listed here.
+DATA_CALLS = (
+    "glMemcpyHtoD", "glMemcpyDtoH", "cuMemcpyDtoD", "cuMemcpyDtoDAsync",
+    "cuMemsetD8", "cuMemsetD16", "cuMemsetD32", "cuMemsetD8Async", "cuMemsetD16Async",
+    "cuMemsetD32Async", "glLaunch", "cuCtxSynchronize", "cuStreamSynchronize",
+    "cuStreamQuery", "cuEventSynchronize", "cuEventQuery", "cuEventElapsedTime",
+    "cuMemGetInfo", "cuFuncGetAttribute", "cuFuncGetParamInfo", "cuKernelGetAttribute",
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+    "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+)
+
+
+def _ids() -> dict[str, int]:
+    from gleam.peer.cuda.native import call_ids
+
+    return call_ids()
+
+
+_IDS = _ids()
+
+
+def _keep_bitmap() -> bytes:
+    bits = bytearray((max(_IDS.values()) + 8) // 8)
+    for name, i in _IDS.items():
+        if name not in DATA_CALLS:
+            bits[i // 8] |= 1 << (i % 8)
+    return bytes(bits)
+
+
+_KEEP = _keep_bitmap()
+
+
+class CheckpointError(Exception):
+    """The journal could not be compacted or the memory not read back."""
+
+
+def compact(entries: Iterable[Entry]) -> tuple[list[Entry], dict[int, int]]:
+    """The state part of ``entries`` and the allocations alive after them (ptr -> size)."""
+    state: list[Entry] = []
+    live: dict[int, int] = {}
+    out_len = ffi.new("size_t *")
+    waits = ffi.new("int *")
+    n = ffi.new("uint32_t *")
+    allocs = ffi.new("gl_journal_alloc[]", 64)
+    for entry in entries:
+        src = ffi.from_buffer("uint8_t[]", entry.envelope)
+        body_len = len(entry.envelope) - envelope.HEADER_SIZE
+        out = bytearray(len(entry.envelope))
+        dst = ffi.from_buffer("uint8_t[]", out, require_writable=True)
+        while True:
+            rc = lib.gl_journal_compact(src + envelope.HEADER_SIZE, body_len, _KEEP, len(_KEEP),
+                                        dst + envelope.HEADER_SIZE, body_len, out_len, waits,
+                                        allocs, len(allocs), n)
+            if rc != lib.GL_E_FULL or n[0] <= len(allocs):
+                break
+            allocs = ffi.new("gl_journal_alloc[]", n[0])
+        ffi.release(dst)
+        if rc != 0:
+            raise CheckpointError(ffi.string(lib.gl_strerror(rc)).decode())
+        for i in range(n[0]):
+            if allocs[i].freed:
+                live.pop(allocs[i].dptr, None)
+            else:
+                live[allocs[i].dptr] = allocs[i].size
+        if out_len[0]:
+            del out[envelope.HEADER_SIZE + out_len[0]:]
+            envelope.write_header(out, envelope.BATCH, 0, out_len[0])
+            state.append(Entry(memoryview(out), bool(waits[0])))
+    return state, live
+
+
+def chunks(live: dict[int, int]) -> Iterator[tuple[int, int]]:
+    """(pointer, length) pieces of at most one copy chunk covering ``live``."""
+    for ptr in sorted(live):
+        size = live[ptr]
+        for off in range(0, size, CHUNK):
+            yield ptr + off, min(CHUNK, size - off)
+
+
+def _envelope(records: list[CallRecord], session: int = 0) -> bytearray:
+    """A BATCH envelope of ``records``; writable, as a replay stamps the session id in place."""
+    batch = encode_batch(records)
+    return bytearray(envelope.pack_header(envelope.BATCH, session, len(batch)) + batch)
+
+
+def read_request(session: int, ptr: int, n: int) -> bytearray:
+    """A BATCH envelope that reads ``n`` bytes at ``ptr`` (one waiting copy)."""
+    return _envelope([CallRecord(_IDS["glMemcpyDtoH"], (ptr, n, 0))], session)
+
+
+def read_reply(reply: bytes | bytearray | memoryview, n: int) -> tuple[bytes | None, int]:
+    """The bytes of one read's REPLY envelope (None when the read failed) and the
+    deferred error of an earlier call that the reply carried (0: none)."""
+    body = memoryview(reply)[envelope.HEADER_SIZE:]
+    if len(body) < REPLY_HEAD.size:
+        return None, 0
+    result, deferred, _nv, n_bytes, *_v = REPLY_HEAD.unpack_from(body)
+    if result != 0 or n_bytes != n or len(body) != REPLY_HEAD.size + n:
+        return None, deferred
+    return bytes(body[REPLY_HEAD.size:]), deferred
+
+
+def write_entries(pieces: Iterable[tuple[int, bytes]]) -> list[Entry]:
+    """One-way batches that write ``pieces`` (pointer, bytes) back: a copy chunk
+    per batch at most, zeros as memsets."""
+    entries: list[Entry] = []
+    batch: list[CallRecord] = []
+    size = 0
+
+    def flush() -> None:
+        nonlocal batch, size
+        if batch:
+            entries.append(Entry(memoryview(_envelope(batch)), False))
+        batch, size = [], 0
+
+    for ptr, data in pieces:
+        if data == _ZEROS[:len(data)]:
+            batch.append(CallRecord(_IDS["cuMemsetD8"], (ptr, 0, len(data)), oneway=True))
+            continue
+        if size + len(data) > CHUNK:
+            flush()
+        batch.append(CallRecord(_IDS["glMemcpyHtoD"], (ptr, len(data), 0), payload=data,
+                                oneway=True))
+        size += len(data)
+    flush()
+    return entries
+
+
+def fold(state: list[Entry], pieces: list[tuple[int, bytes]]) -> tuple[list[Entry], int]:
+    """The journal after a checkpoint, and how many replies its replay yields (all of
+    them answers the program already had).
+
+    Between the state and the snapshot goes one waiting ``cuCtxSynchronize``: the
+    state may hold a call that failed (its error deferred, as CUDA's are) whose
+    error a dropped wait had taken; on a replay this wait takes it again, so it
+    is never reported twice.
+    """
+    drain = Entry(memoryview(_envelope([CallRecord(_IDS["cuCtxSynchronize"], ())])), True)
+    return [*state, drain, *write_entries(pieces)], sum(e.waits for e in state) + 1

@@ -1,0 +1,74 @@
+"""Opening a client session's server side: on a peer (cuda_open) or on this agent.
+
+Both a program attaching (attach.py) and a session moving to another server
+(relocate.py) open this way; a moving session passes the range it must keep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import trio
+
+from gleam.peer.cuda import envelope
+from gleam.peer.cuda.channel import LoopbackChannel
+from gleam.peer.cuda.forwarding import PendingOpen
+from gleam.peer.cuda.messages import CudaClose, CudaOpen, CudaOpened
+
+if TYPE_CHECKING:
+    from gleam.peer.cuda.forwarding import CudaForwarding
+    from gleam.peer.cuda.server import ServedSession
+    from gleam.peer.link import PeerLink
+
+OPEN_TIMEOUT = 10.0
+
+
+class OpenFailed(Exception):
+    """The server side did not open; the message says who refused and why."""
+
+
+async def open_remote(fw: CudaForwarding, link: PeerLink, session: int, program: str,
+                      va: tuple[int, int] = (0, 0)) -> CudaOpened:
+    """``cuda_open`` on ``link`` and its answer; raises OpenFailed."""
+    wait = fw.pending[session] = PendingOpen(link, trio.Event())
+    try:
+        link.io.submit(CudaOpen(session=session, program=program,
+                                client=fw.agent.config.name[:64], va_base=va[0], va_size=va[1]))
+        with trio.move_on_after(OPEN_TIMEOUT):
+            await wait.done.wait()
+    finally:
+        del fw.pending[session]
+    answer = wait.answer
+    if answer is None:
+        link.io.submit(CudaClose(session=session, reason="the client stopped waiting"))
+        raise OpenFailed(f"{link.peer.name} did not answer within {OPEN_TIMEOUT:.0f} s")
+    if isinstance(answer, str):
+        raise OpenFailed(f"{link.peer.name} refused: {answer}")
+    if va[0] and (answer.va_base, answer.va_size) != va:
+        link.io.submit(CudaClose(session=session, reason="not the address range asked for"))
+        raise OpenFailed(f"{link.peer.name} opened another address range")
+    return answer
+
+
+async def open_local(fw: CudaForwarding, session: int, program: str,
+                     va: tuple[int, int] = (0, 0)) -> tuple[ServedSession, LoopbackChannel]:
+    """A session on this agent's own backend (not started); raises OpenFailed."""
+    refusal = fw.refusal(session)
+    if refusal is not None:
+        raise OpenFailed(f"{fw.agent.config.name} refused: {refusal}")
+    channel = LoopbackChannel(fw.agent.node_id, fw.agent.config.name)
+    try:
+        served = await fw.new_served(session, channel, program, fw.agent.config.name, va=va)
+    except Exception as exc:
+        fw.server.release(session)
+        raise OpenFailed(f"cannot open a session on {fw.agent.config.name}: {exc}") from None
+    return served, channel
+
+
+def to_executor(served: ServedSession) -> Callable[[memoryview], None]:
+    """The forward of a session this agent serves: into the executor's queue."""
+    def forward(buf: memoryview) -> None:
+        if not served.put(memoryview(buf)[envelope.HEADER_SIZE :]):
+            raise ConnectionError(f"the session ended: {served.end_reason or 'closed'}")
+    return forward
