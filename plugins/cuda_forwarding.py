@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 from gleam.peer.cuda import messages as _messages  # noqa: F401 - registers the messages
 from gleam.peer.cuda.attach import Attach
 from gleam.peer.cuda.forwarding import CudaForwarding
+from gleam.peer.cuda.movable import ForwardingMigrator, movable_sessions
 from gleam.peer.cuda.relocate import migrate
 from gleam.peer.hookspecs import hookimpl
+from gleam.peer.sched.rebalance import Rebalancer, settings_from_env
 
 if TYPE_CHECKING:
     from gleam.peer.agent import Agent
@@ -41,6 +43,12 @@ def gleam_agent_started(agent: Agent) -> None:
     fw = _STATE[agent] = CudaForwarding(agent)
     assert agent.nursery is not None
     agent.nursery.start_soon(fw.open_backend)
+    # Running sessions are re-evaluated and moved when another server is clearly
+    # better (docs/scheduler.md, "Re-evaluation"); GLEAM_REEVALUATE_S=0 turns it off.
+    interval, cooldown = settings_from_env()
+    fw.rebalancer = Rebalancer(agent, lambda: movable_sessions(fw), ForwardingMigrator(fw),
+                               interval=interval, cooldown=cooldown)
+    agent.nursery.start_soon(fw.rebalancer.run)
 
 
 @hookimpl

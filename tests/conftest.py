@@ -81,3 +81,15 @@ async def wait_until(predicate, timeout: float = 10.0) -> None:
     with trio.fail_after(timeout):
         while not predicate():
             await trio.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def accumulate(tmp_path_factory) -> Path:
+    """The accumulate example (state carried in device memory across gated steps),
+    built once per test module: tests/test_consistency.py, test_sched_rebalance.py."""
+    from gleam.peer.cuda.examples import ExampleError, build_example
+
+    try:
+        return build_example("accumulate", tmp_path_factory.mktemp("bin"))
+    except ExampleError as exc:
+        pytest.fail(str(exc))

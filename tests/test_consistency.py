@@ -20,7 +20,7 @@ import pytest
 from gleam.peer.bench.gated import GatedRun as _GatedRun
 from gleam.peer.bench.gated import verdict
 from gleam.peer.cuda import checkpoint
-from gleam.peer.cuda.examples import KERNELS_PTX, ExampleError, build_example
+from gleam.peer.cuda.examples import KERNELS_PTX
 from gleam.peer.cuda.journal import Entry, Journal
 from gleam.peer.cuda.native import call_ids
 from gleam.peer.localmesh import LocalAgent, LocalMesh, wait_for
@@ -29,14 +29,6 @@ from tests.cuda_session import mint
 
 STEPS = 8
 KILL_AFTER = 2  # steps done before the server is killed or the session moved
-
-
-@pytest.fixture(scope="module")
-def accumulate(tmp_path_factory) -> Path:
-    try:
-        return build_example("accumulate", tmp_path_factory.mktemp("bin"))
-    except ExampleError as exc:
-        pytest.fail(str(exc))
 
 
 class GatedRun(_GatedRun):

@@ -143,11 +143,13 @@ class Attach(Handoff):
         # The socket leaves Trio: its reader is an OS thread from now on.
         sock = socket.socket(fileno=stream.socket.detach())
         sock.settimeout(None)
-        return ClientSession(
+        client = ClientSession(
             session, sock, channel, forward, self.fw.client_ended,
             program=program, pid=pid, backend=backend, buffered=buffered, reason=self.reason,
             va=(self.va_base, self.va_size),
         )
+        client.pinned = bool(_text(self.args, "peer", 64))
+        return client
 
 
 def _hello_of(opened: CudaOpened) -> Hello:

@@ -97,6 +97,9 @@ class ClientSession:
         self.failovers = 0
         self.moves: list[dict[str, Any]] = []
         self.moving = False  # a migration or failover is under way (Trio thread)
+        # The program named its server (`gleam-peer run --peer`): re-evaluation
+        # never moves it (a failover still may: the named server is gone).
+        self.pinned = False
         # Held: a move is under way; batches go into the journal only, and the
         # move's replay sends them to the new server.
         self._held = False

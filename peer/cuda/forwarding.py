@@ -83,6 +83,8 @@ class CudaForwarding:
         self.policy = CachePolicy.from_env()
         self.store: BlobStore | None = None
         self.knowledge: dict[str, ServerKnowledge] = {}
+        # Re-evaluation of running sessions (peer/sched/rebalance.py), set by the plugin.
+        self.rebalancer: Any = None
 
     @property
     def backend_name(self) -> str | None:
@@ -314,6 +316,9 @@ class CudaForwarding:
         rows = []
         for route in list(self.routes.values()):
             row = route.client.row()
+            advice = (self.rebalancer.last.get(route.client.session)
+                      if self.rebalancer is not None else None)
+            row["reevaluated"] = advice.reason if advice is not None else None
             if route.served is not None:
                 row["server_stats"] = dict(route.served.stats)
             rows.append(row)
