@@ -459,6 +459,18 @@ ROWS: tuple[Row, ...] = (
       (s("cuKernelSetCacheConfig", 12000),)),
     R("cuCtxSetCacheConfig", "CUfunc_cache config", LOCAL, (s("cuCtxSetCacheConfig", 3020),)),
     R("cuCtxGetCacheConfig", "CUfunc_cache *pconfig", LOCAL, (s("cuCtxGetCacheConfig", 3020),)),
+    # ------------------------------- appended for checkpoints (docs/consistency.md)
+    # A checkpoint keeps the contents of every module's (or library's: handle is
+    # either kind) variables and a replay writes them back: kernels name them by
+    # symbol, so the contents are enough wherever the new storage lies. The read
+    # gives min(n, storage - offset) bytes (the rest of dst zero) and the size of
+    # the whole storage (0: a library not yet translated, or no variables). The
+    # cuda backend answers NOT_SUPPORTED for an image that may have variables.
+    R("glModuleVarsRead", "cuuint64_t handle, size_t offset, void *dst, size_t n, "
+      "size_t *size", WAITING, (), {"dst": "hout:n", "size": "out"}, server="exec",
+      ctx=False),
+    R("glModuleVarsWrite", "cuuint64_t handle, size_t offset, const void *src, size_t n",
+      ONEWAY, (), {"src": "hin:n"}, server="exec", ctx=False),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

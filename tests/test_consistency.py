@@ -185,17 +185,21 @@ def test_after_checkpoints_a_moved_session_still_gives_the_same_results(
     # A step journals ~0.26 MiB: with a 1.5 MiB bound a checkpoint comes every
     # few steps, and the journal never holds the whole run. "missing": the error
     # of a missing kernel, reported once at the start, is not reported again
-    # after the move (the checkpoint dropped the wait that had taken it).
+    # after the move (the checkpoint dropped the wait that had taken it). "vars":
+    # a kernel counts the steps in a module variable (a __device__ global), which
+    # lives outside the session's memory: the checkpoint keeps its contents and
+    # the move restores them, so the count goes on (the program checks it).
     env = {"GLEAM_JOURNAL_MB": "1.5"}
     with _mesh(tmp_path, "alpha", "beta", env=env) as (mesh, servers, client):
-        reference = _undisturbed(client, accumulate, "alpha", "missing")
-        run = GatedRun(client, accumulate, "alpha", "missing")
+        reference = _undisturbed(client, accumulate, "alpha", "missing", "vars")
+        run = GatedRun(client, accumulate, "alpha", "missing", "vars")
         lines = run.steps(STEPS - 2)
         row = _session(client)
         assert row["checkpoints"] >= 1 and row["movable"], row
         assert row["journal_bytes"] < 1.5 * (1 << 20)
-        # The snapshot holds the two live buffers (2 x 256 KiB), not the uploads.
-        assert row["snapshot_bytes"] == 2 * 4 * (1 << 16)
+        # The snapshot holds the two live buffers (2 x 256 KiB) and the count's
+        # (4 bytes), not the uploads, and the module variable (4 bytes).
+        assert row["snapshot_bytes"] == 2 * 4 * (1 << 16) + 4 + 4
         if move == "failover":
             mesh.stop(servers[0], signal.SIGKILL)
         else:
@@ -298,8 +302,9 @@ def test_a_checkpoint_keeps_the_state_and_the_live_allocations():
                          CallRecord(ids["glMemcpyDtoH"], (p, 16, 0))]), True),
         Entry(_envelope([CallRecord(ids["cuCtxSynchronize"], ())]), True),
     ]
-    state, live = checkpoint.compact(entries)
-    assert live == {p: 4096}
+    built = checkpoint.compact(entries)
+    state, live = built.state, built.live
+    assert live == {p: 4096} and built.code == []
     # The memset, the copy and the synchronisation are gone; the rest is kept in order.
     assert [e.waits for e in state] == [False, False]
     assert state[0].envelope.nbytes < entries[0].envelope.nbytes

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "executor.h"
+#include "imagevars.h"
 #include "vaband.h"
 
 /* The VMM structures, as in NVIDIA's cuda.h. */
@@ -73,6 +74,8 @@ typedef struct {
     uint32_t *uses;          /* per granule */
     gl_cu_mem_handle *mem;   /* per granule; 0 when unmapped */
     uint64_t ngran;
+    void **varcode; /* modules and libraries whose image may have variables */
+    size_t nvarcode, capvarcode;
 } gl_csess;
 
 static gl_cuda *cuda_of(gl_exec *x)
@@ -202,6 +205,26 @@ static void *image_copy(const void *image, size_t size)
     return p;
 }
 
+/* Remembers a loaded module or library whose image may have variables. A
+ * handle value the driver hands out again stays listed: the error is on the
+ * side of "not movable", never of a wrong result. */
+static CUresult note_vars(void *handle, const void *image, size_t size)
+{
+    gl_csess *s = gl_exec_current()->priv;
+    if (!gl_image_may_have_vars(image, size))
+        return CUDA_SUCCESS;
+    if (s->nvarcode == s->capvarcode) {
+        size_t cap = s->capvarcode ? s->capvarcode * 2 : 8;
+        void **grown = realloc(s->varcode, cap * sizeof *grown);
+        if (grown == NULL)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        s->varcode = grown;
+        s->capvarcode = cap;
+    }
+    s->varcode[s->nvarcode++] = handle;
+    return CUDA_SUCCESS;
+}
+
 CUresult cb_glModuleLoad(CUmodule *module, const void *image, size_t size)
 {
     gl_cuda *c = cuda_of(gl_exec_current());
@@ -212,7 +235,7 @@ CUresult cb_glModuleLoad(CUmodule *module, const void *image, size_t size)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = ((fn_modload)c->fn.cuModuleLoadData)(module, copy);
     free(copy);
-    return r;
+    return r == CUDA_SUCCESS ? note_vars(*module, image, size) : r;
 }
 
 CUresult cb_glLibraryLoad(CUlibrary *library, const void *image, size_t size)
@@ -226,7 +249,30 @@ CUresult cb_glLibraryLoad(CUlibrary *library, const void *image, size_t size)
     CUresult r = ((fn_libload)c->fn.cuLibraryLoadData)(library, copy, NULL, NULL, 0, NULL, NULL,
                                                        0);
     free(copy);
-    return r;
+    return r == CUDA_SUCCESS ? note_vars(*library, image, size) : r;
+}
+
+/* A checkpoint cannot keep this backend's variables yet (they lie in GPU memory
+ * at the driver's addresses): a module or library that may have some is
+ * NOT_SUPPORTED, which makes the client mark the session not movable; one
+ * without has nothing to keep (docs/consistency.md). */
+CUresult cb_glModuleVarsRead(cuuint64_t handle, size_t offset, void *dst, size_t n, size_t *size)
+{
+    gl_csess *s = gl_exec_current()->priv;
+    for (size_t i = 0; i < s->nvarcode; i++)
+        if (s->varcode[i] == (void *)(uintptr_t)handle)
+            return CUDA_ERROR_NOT_SUPPORTED;
+    if (offset > 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(dst, 0, n);
+    *size = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cb_glModuleVarsWrite(cuuint64_t handle, size_t offset, const void *src, size_t n)
+{
+    (void)handle, (void)offset, (void)src, (void)n;
+    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 CUresult cb_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
@@ -476,6 +522,7 @@ static void cuda_close(gl_exec *x)
     ((fn_ctx)c->fn.cuCtxSetCurrent)(NULL);
     free(s->uses);
     free(s->mem);
+    free(s->varcode);
     free(s);
 }
 

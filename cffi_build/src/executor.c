@@ -248,6 +248,40 @@ CUresult gx_cuModuleGetGlobal(gl_exec *x, CUdeviceptr *dptr, size_t *bytes, CUmo
     return gl_exec_add_global(x, *dptr, *bytes, hmod);
 }
 
+/* A checkpoint names a module or a library by its minted handle (the read and
+ * write of its variables take either); the backend gets the object as an integer. */
+static CUresult code_handle(gl_exec *x, cuuint64_t minted, cuuint64_t *real)
+{
+    void *h = NULL;
+    CUresult r = gl_exec_handle(x, GL_H_MOD, minted, &h);
+    if (r != CUDA_SUCCESS)
+        r = gl_exec_handle(x, GL_H_LIB, minted, &h);
+    *real = (cuuint64_t)(uintptr_t)h;
+    return r;
+}
+
+CUresult gx_glModuleVarsRead(gl_exec *x, cuuint64_t handle, size_t offset, void *dst, size_t n,
+                             size_t *size)
+{
+    cuuint64_t real;
+    CUresult r = code_handle(x, handle, &real);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return ((gl_fn_glModuleVarsRead)gl_exec_slot(x, GL_CALL_glModuleVarsRead))(real, offset, dst,
+                                                                               n, size);
+}
+
+CUresult gx_glModuleVarsWrite(gl_exec *x, cuuint64_t handle, size_t offset, const void *src,
+                              size_t n)
+{
+    cuuint64_t real;
+    CUresult r = code_handle(x, handle, &real);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return ((gl_fn_glModuleVarsWrite)gl_exec_slot(x, GL_CALL_glModuleVarsWrite))(real, offset,
+                                                                                 src, n);
+}
+
 /* ------------------------------------------------------------ sessions */
 
 void *gl_exec_slot(gl_exec *x, int call)

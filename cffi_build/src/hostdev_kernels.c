@@ -155,6 +155,47 @@ CUresult hb_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, c
     return CUDA_SUCCESS;
 }
 
+/* A checkpoint's copy of a module's variables (docs/consistency.md): the whole
+ * storage, in pieces. A library not yet translated has none to keep (its first
+ * use on the new server translates it from the image, as here). */
+CUresult hb_glModuleVarsRead(cuuint64_t handle, size_t offset, void *dst, size_t n, size_t *size)
+{
+    gl_hmod *m = (gl_hmod *)(uintptr_t)handle;
+    void *base = NULL;
+    size_t bytes = 0;
+    if (m->unloaded)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (m->loaded && m->load_error == CUDA_SUCCESS && m->ptx != NULL)
+        ptx_module_storage(m->ptx, &base, &bytes);
+    if (offset > bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t got = bytes - offset < n ? bytes - offset : n;
+    if (got > 0)
+        memcpy(dst, (const uint8_t *)base + offset, got);
+    memset((uint8_t *)dst + got, 0, n - got);
+    *size = bytes;
+    return CUDA_SUCCESS;
+}
+
+CUresult hb_glModuleVarsWrite(cuuint64_t handle, size_t offset, const void *src, size_t n)
+{
+    gl_hmod *m = (gl_hmod *)(uintptr_t)handle;
+    void *base = NULL;
+    size_t bytes = 0;
+    if (m->unloaded)
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = ensure_loaded(m);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (m->ptx != NULL)
+        ptx_module_storage(m->ptx, &base, &bytes);
+    if (offset > bytes || n > bytes - offset)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (n > 0)
+        memcpy((uint8_t *)base + offset, src, n);
+    return CUDA_SUCCESS;
+}
+
 /* --------------------------------------------------------------- functions */
 
 static CUresult make_func(int kind, const char *name, const gl_kernel_impl *impl,

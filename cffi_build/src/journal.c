@@ -33,6 +33,28 @@ int gl_journal_scan(const uint8_t *batch, size_t len, const uint8_t *deny, size_
     return rc < 0 ? rc : GL_OK;
 }
 
+/* GL_JOURNAL_* of a record a checkpoint lists, else -1. Every load's first
+ * argument is the handle it minted, every unload's the handle it ends. */
+static int listed(uint16_t call_id)
+{
+    switch (call_id) {
+    case GL_CALL_glMemAlloc:
+        return GL_JOURNAL_ALLOC;
+    case GL_CALL_glMemFree:
+        return GL_JOURNAL_FREE;
+    case GL_CALL_glModuleLoad:
+    case GL_CALL_glLibraryLoad:
+    case GL_CALL_glModuleLoadStaged:
+    case GL_CALL_glLibraryLoadStaged:
+        return GL_JOURNAL_LOAD;
+    case GL_CALL_cuModuleUnload:
+    case GL_CALL_cuLibraryUnload:
+        return GL_JOURNAL_UNLOAD;
+    default:
+        return -1;
+    }
+}
+
 int gl_journal_compact(const uint8_t *batch, size_t len, const uint8_t *keep, size_t keep_len,
                        uint8_t *out, size_t cap, size_t *out_len, int *waits,
                        gl_journal_alloc *allocs, uint32_t max, uint32_t *n_allocs)
@@ -50,12 +72,13 @@ int gl_journal_compact(const uint8_t *batch, size_t len, const uint8_t *keep, si
     if ((rc = gl_batch_writer_init(&w, out, cap, rd.seq)) != GL_OK)
         return rc;
     while ((rc = gl_batch_reader_next(&rd, &rec)) == 1) {
-        if (rec.call_id == GL_CALL_glMemAlloc || rec.call_id == GL_CALL_glMemFree) {
+        int kind = listed(rec.call_id);
+        if (kind >= 0) {
             if (*n_allocs < max) {
                 gl_journal_alloc *a = &allocs[*n_allocs];
-                a->dptr = rec.args[0];
-                a->freed = rec.call_id == GL_CALL_glMemFree;
-                a->size = a->freed ? 0 : rec.args[1];
+                a->dptr = rec.nargs > 0 ? rec.args[0] : 0;
+                a->kind = kind;
+                a->size = kind == GL_JOURNAL_ALLOC && rec.nargs > 1 ? rec.args[1] : 0;
             } else {
                 full = 1;
             }

@@ -23,16 +23,21 @@ typedef struct {
 int gl_journal_scan(const uint8_t *batch, size_t len, const uint8_t *deny, size_t deny_len,
                     gl_journal_seen *out);
 
-/* One glMemAlloc (freed 0) or glMemFree (freed 1, size 0) of a batch. */
+/* What a checkpoint must know of a batch's records, in order: a glMemAlloc
+ * (dptr, size), a glMemFree (dptr), a module or library load (dptr: its minted
+ * handle; its variables are kept too) and an unload (the same handle). */
+enum { GL_JOURNAL_ALLOC = 0, GL_JOURNAL_FREE = 1, GL_JOURNAL_LOAD = 2, GL_JOURNAL_UNLOAD = 3 };
+
 typedef struct {
     uint64_t dptr;
     uint64_t size;
-    int freed;
+    int kind; /* GL_JOURNAL_* */
 } gl_journal_alloc;
 
 /* A checkpoint's compaction of one journaled batch: copies into out (cap bytes,
  * a batch with the same seq) the records whose call id is marked in keep (same
- * bitmap layout as deny), and lists its allocations and frees, in order, in
+ * bitmap layout as deny), and lists its allocations, frees, loads and unloads,
+ * in order, in
  * allocs (max entries). *out_len is 0 when no record is kept; *waits says
  * whether the kept batch ends with a waiting call (a reply comes on replay).
  * Returns GL_OK, a reader or writer GL_E_* code, or GL_E_FULL when allocs is

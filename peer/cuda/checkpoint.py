@@ -9,7 +9,11 @@ state with far fewer bytes:
   synchronisations, queries) left out: their effect on memory is in the snapshot;
 * the *snapshot*: the bytes of every live allocation, read back from the
   server at the checkpoint and written again by one-way copies (a chunk that
-  reads as zeros becomes a memset).
+  reads as zeros becomes a memset), then the contents of every loaded module's
+  and library's variables (``__device__`` globals), read with
+  ``glModuleVarsRead`` and written back with ``glModuleVarsWrite``: kernels
+  name a variable by symbol, so its contents are enough wherever the new
+  server's loader puts it.
 
 The compaction walks records in C (``gl_journal_compact``), once per batch at
 checkpoint time; Python handles whole batches and the allocation list.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from gleam.peer.cuda import envelope
 from gleam.peer.cuda.journal import Entry
@@ -28,6 +33,11 @@ from gleam.peer.records import CallRecord, encode_batch
 CHUNK: int = lib.GL_COPY_CHUNK
 REPLY_HEAD = struct.Struct("<iiII8Q")
 _ZEROS = bytes(CHUNK)
+# The first read of a module's variables asks this much (and learns the whole
+# size): most modules have a few bytes of them, and a read's reply is n bytes.
+VARS_FIRST = 4096
+CUDA_ERROR_INVALID_HANDLE = 400
+CUDA_ERROR_NOT_SUPPORTED = 801
 
 # Calls whose lasting effect is only on memory (which the snapshot holds) or that
 # have none: a checkpoint drops them. Every other call is state and is kept, so
@@ -40,6 +50,7 @@ DATA_CALLS = (
     "cuMemGetInfo", "cuFuncGetAttribute", "cuFuncGetParamInfo", "cuKernelGetAttribute",
     "cuOccupancyMaxActiveBlocksPerMultiprocessor",
     "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+    "glModuleVarsRead", "glModuleVarsWrite",  # (the snapshot holds the variables)
 )
 
 
@@ -67,10 +78,27 @@ class CheckpointError(Exception):
     """The journal could not be compacted or the memory not read back."""
 
 
-def compact(entries: Iterable[Entry]) -> tuple[list[Entry], dict[int, int]]:
-    """The state part of ``entries`` and the allocations alive after them (ptr -> size)."""
+class NotMovable(CheckpointError):
+    """The server cannot give what a checkpoint must keep: the session can no
+    longer be rebuilt elsewhere (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a journal built: its state records, the allocations alive after them
+    (ptr -> size) and the modules and libraries loaded (their minted handles, in
+    load order)."""
+
+    state: list[Entry]
+    live: dict[int, int]
+    code: list[int]
+
+
+def compact(entries: Iterable[Entry]) -> Built:
+    """The state part of ``entries`` and what is alive after them."""
     state: list[Entry] = []
     live: dict[int, int] = {}
+    code: dict[int, None] = {}
     out_len = ffi.new("size_t *")
     waits = ffi.new("int *")
     n = ffi.new("uint32_t *")
@@ -91,15 +119,20 @@ def compact(entries: Iterable[Entry]) -> tuple[list[Entry], dict[int, int]]:
         if rc != 0:
             raise CheckpointError(ffi.string(lib.gl_strerror(rc)).decode())
         for i in range(n[0]):
-            if allocs[i].freed:
-                live.pop(allocs[i].dptr, None)
+            kind, handle = allocs[i].kind, allocs[i].dptr
+            if kind == lib.GL_JOURNAL_ALLOC:
+                live[handle] = allocs[i].size
+            elif kind == lib.GL_JOURNAL_FREE:
+                live.pop(handle, None)
+            elif kind == lib.GL_JOURNAL_LOAD:
+                code[handle] = None
             else:
-                live[allocs[i].dptr] = allocs[i].size
+                code.pop(handle, None)
         if out_len[0]:
             del out[envelope.HEADER_SIZE + out_len[0]:]
             envelope.write_header(out, envelope.BATCH, 0, out_len[0])
             state.append(Entry(memoryview(out), bool(waits[0])))
-    return state, live
+    return Built(state, live, list(code))
 
 
 def chunks(live: dict[int, int]) -> Iterator[tuple[int, int]]:
@@ -124,13 +157,49 @@ def read_request(session: int, ptr: int, n: int) -> bytearray:
 def read_reply(reply: bytes | bytearray | memoryview, n: int) -> tuple[bytes | None, int]:
     """The bytes of one read's REPLY envelope (None when the read failed) and the
     deferred error of an earlier call that the reply carried (0: none)."""
+    result, data, _values, deferred = reply_parts(reply, n)
+    return (data if result == 0 else None), deferred
+
+
+def reply_parts(reply: bytes | bytearray | memoryview,
+                n: int) -> tuple[int, bytes | None, tuple[int, ...], int]:
+    """A read's REPLY: its result (-1: malformed), its ``n`` bytes (None unless it
+    carried exactly those), its values and the deferred error it carried."""
     body = memoryview(reply)[envelope.HEADER_SIZE:]
     if len(body) < REPLY_HEAD.size:
-        return None, 0
-    result, deferred, _nv, n_bytes, *_v = REPLY_HEAD.unpack_from(body)
-    if result != 0 or n_bytes != n or len(body) != REPLY_HEAD.size + n:
-        return None, deferred
-    return bytes(body[REPLY_HEAD.size:]), deferred
+        return -1, None, (), 0
+    result, deferred, nv, n_bytes, *values = REPLY_HEAD.unpack_from(body)
+    data = None
+    if result == 0 and n_bytes == n and len(body) == REPLY_HEAD.size + n:
+        data = bytes(body[REPLY_HEAD.size:])
+    return result, data, tuple(values[:min(nv, len(values))]), deferred
+
+
+def vars_request(session: int, handle: int, offset: int, n: int) -> bytearray:
+    """A BATCH envelope that reads ``n`` bytes of a module's variables at ``offset``."""
+    return _envelope([CallRecord(_IDS["glModuleVarsRead"], (handle, offset, n))], session)
+
+
+def vars_first(handle: int, result: int, data: bytes | None,
+               values: tuple[int, ...]) -> tuple[bytes, int] | None:
+    """The first read of a module's variables: the bytes it gave and the whole
+    storage's size; None when the module is gone (a load that failed: its
+    replay fails alike). Raises NotMovable where the server cannot keep them."""
+    if result == CUDA_ERROR_INVALID_HANDLE:
+        return None
+    if result == CUDA_ERROR_NOT_SUPPORTED:
+        raise NotMovable("the server cannot keep module variables (__device__ globals) "
+                         f"across a checkpoint (module 0x{handle:x}, the cuda backend)")
+    if data is None or not values:
+        raise CheckpointError(f"reading the variables of module 0x{handle:x} failed")
+    size = values[0]
+    return data[:min(size, len(data))], size
+
+
+def vars_rest(size: int) -> Iterator[tuple[int, int]]:
+    """(offset, length) reads of a storage of ``size`` bytes after the first one."""
+    for off in range(VARS_FIRST, size, CHUNK):
+        yield off, min(CHUNK, size - off)
 
 
 def write_entries(pieces: Iterable[tuple[int, bytes]]) -> list[Entry]:
@@ -159,14 +228,30 @@ def write_entries(pieces: Iterable[tuple[int, bytes]]) -> list[Entry]:
     return entries
 
 
-def fold(state: list[Entry], pieces: list[tuple[int, bytes]]) -> tuple[list[Entry], int]:
+def vars_entries(pieces: Iterable[tuple[int, bytes]]) -> list[Entry]:
+    """One-way batches that write each module's variables back, (handle, bytes)
+    each from offset 0; a copy chunk per batch at most."""
+    entries: list[Entry] = []
+    for handle, data in pieces:
+        for off in range(0, len(data), CHUNK):
+            part = data[off:off + CHUNK]
+            record = CallRecord(_IDS["glModuleVarsWrite"], (handle, off, len(part)),
+                                payload=part, oneway=True)
+            entries.append(Entry(memoryview(_envelope([record])), False))
+    return entries
+
+
+def fold(state: list[Entry], pieces: list[tuple[int, bytes]],
+         variables: Iterable[tuple[int, bytes]] = ()) -> tuple[list[Entry], int]:
     """The journal after a checkpoint, and how many replies its replay yields (all of
     them answers the program already had).
 
     Between the state and the snapshot goes one waiting ``cuCtxSynchronize``: the
     state may hold a call that failed (its error deferred, as CUDA's are) whose
     error a dropped wait had taken; on a replay this wait takes it again, so it
-    is never reported twice.
+    is never reported twice. The modules' variables come last, once the state has
+    loaded the modules again.
     """
     drain = Entry(memoryview(_envelope([CallRecord(_IDS["cuCtxSynchronize"], ())])), True)
-    return [*state, drain, *write_entries(pieces)], sum(e.waits for e in state) + 1
+    return ([*state, drain, *write_entries(pieces), *vars_entries(variables)],
+            sum(e.waits for e in state) + 1)

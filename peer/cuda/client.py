@@ -258,29 +258,74 @@ class ClientSession:
     # ------------------------------------------------------------ checkpoints
 
     def _checkpoint(self) -> None:
-        """Fold the journal into state + a snapshot of live memory (docs/consistency.md)."""
+        """Fold the journal into state + a snapshot of live memory and of the
+        modules' variables (docs/consistency.md)."""
         journal = self.journal
         started = time.monotonic()
         with self._route_lock:
             entries = list(journal.entries)
+        why_not: str | None = None
         try:
-            state, live = checkpoint.compact(entries)
-            pieces = self._read_back(live)
+            built = checkpoint.compact(entries)
+            snapshot = self._snapshot(built)
+        except checkpoint.NotMovable as exc:
+            why_not, snapshot = str(exc), None
         except checkpoint.CheckpointError as exc:
             log.warning("session %016x: no checkpoint: %s", self.session, exc)
-            pieces = None
+            snapshot = None
         with self._route_lock:
-            if pieces is not None and not self._held and len(journal.entries) == len(entries):
-                folded, answered = checkpoint.fold(state, pieces)
-                journal.replace(folded, answered, sum(len(data) for _p, data in pieces),
-                                time.monotonic() - started, len(entries))
+            if why_not is not None and not self._held:
+                journal.cannot_move(why_not)
+            elif snapshot is not None and not self._held and len(journal.entries) == len(entries):
+                pieces, variables = snapshot
+                folded, answered = checkpoint.fold(built.state, pieces, variables)
+                size = sum(len(d) for _p, d in pieces) + sum(len(d) for _h, d in variables)
+                journal.replace(folded, answered, size, time.monotonic() - started,
+                                len(entries))
             # Failed or not, the next try waits until the journal has grown again.
             self._checkpoint_at = journal.next_checkpoint()
 
-    def _read_back(self, live: dict[int, int]) -> list[tuple[int, bytes]] | None:
-        """Live memory from the current server; None when a move took over."""
-        wanted = list(checkpoint.chunks(live))
-        got: list[tuple[int, bytes]] = []
+    def _snapshot(self, built: checkpoint.Built) -> tuple[
+            list[tuple[int, bytes]], list[tuple[int, bytes]]] | None:
+        """Live memory and the modules' variables from the current server (pieces
+        of (pointer or module handle, bytes)); None when a move took over."""
+        wanted = list(checkpoint.chunks(built.live))
+        first = checkpoint.VARS_FIRST
+        reads = [(checkpoint.read_request(self.session, p, n), n) for p, n in wanted]
+        reads += [(checkpoint.vars_request(self.session, h, 0, first), first)
+                  for h in built.code]
+        replies = self._read_back(reads)
+        if replies is None:
+            return None
+        memory = []
+        for (ptr, _n), (result, data, _v) in zip(wanted, replies, strict=False):
+            if result != 0 or data is None:
+                raise checkpoint.CheckpointError(f"reading 0x{ptr:x} back failed")
+            memory.append((ptr, data))
+        variables: dict[int, bytes] = {}
+        rest: list[tuple[int, int, int]] = []
+        for handle, reply in zip(built.code, replies[len(wanted):], strict=True):
+            got = checkpoint.vars_first(handle, *reply)
+            if got is not None and got[1] > 0:
+                variables[handle] = got[0]
+                rest += [(handle, off, n) for off, n in checkpoint.vars_rest(got[1])]
+        if rest:
+            more = self._read_back([(checkpoint.vars_request(self.session, h, off, n), n)
+                                    for h, off, n in rest])
+            if more is None:
+                return None
+            for (handle, _off, _n), reply in zip(rest, more, strict=True):
+                got = checkpoint.vars_first(handle, *reply)
+                if got is None:
+                    raise checkpoint.CheckpointError(f"module 0x{handle:x} went away")
+                variables[handle] += got[0]
+        return memory, list(variables.items())
+
+    def _read_back(self, reads: list[tuple[bytearray, int]]
+                   ) -> list[tuple[int, bytes | None, tuple[int, ...]]] | None:
+        """The replies (result, bytes, values) of waiting reads sent to the current
+        server in order; None when a move took over."""
+        got: list[tuple[int, bytes | None, tuple[int, ...]]] = []
         capture: queue.Queue[bytes | bytearray | memoryview | None] = queue.Queue()
         sent = taken = 0
         with self._send_lock:
@@ -289,8 +334,7 @@ class ClientSession:
             with self._route_lock:
                 if self._held:
                     return None
-                for ptr, n in wanted:
-                    request = checkpoint.read_request(self.session, ptr, n)
+                for request, _n in reads:
                     self.bytes_to_server += len(request)
                     try:
                         self._forward(memoryview(request))
@@ -298,7 +342,7 @@ class ClientSession:
                         raise checkpoint.CheckpointError(
                             f"the server's link failed: {exc}") from exc
                     sent += 1
-            for ptr, n in wanted:
+            for _request, n in reads:
                 try:
                     reply = capture.get(timeout=SNAPSHOT_WAIT)
                 except queue.Empty:
@@ -307,12 +351,10 @@ class ClientSession:
                     return None
                 taken += 1
                 self.bytes_from_server += len(reply)
-                data, deferred = checkpoint.read_reply(reply, n)
+                result, data, values, deferred = checkpoint.reply_parts(reply, n)
                 if deferred and not self._owed_deferred:
                     self._owed_deferred = deferred
-                if data is None:
-                    raise checkpoint.CheckpointError(f"reading 0x{ptr:x} back failed")
-                got.append((ptr, data))
+                got.append((result, data, values))
             return got
         finally:
             with self._send_lock:

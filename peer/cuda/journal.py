@@ -83,7 +83,7 @@ class Journal:
         self.batches = 0   # envelopes ever journaled
         self.answered = 0  # replies the program has had for the entries
         self.checkpoints = 0
-        self.snapshot_bytes = 0  # device memory the last checkpoint read back
+        self.snapshot_bytes = 0  # device memory and module variables the last checkpoint read
         self.checkpoint_seconds = 0.0  # how long the last one took
         self.folded = 0  # batches the last checkpoint folded away
         # Why this session can no longer be rebuilt elsewhere (None: it can).
@@ -120,6 +120,8 @@ class Journal:
         """A checkpoint: ``entries`` (state, then snapshot) rebuild what the ``folded``
         old ones did; replaying them yields ``answered`` replies, all already answered."""
         with self._lock:
+            if self.broken is not None:
+                return  # (a session once unmovable stays so: nothing to fold)
             self.entries = entries
             self.bytes = sum(len(e.envelope) for e in entries)
             self.answered = answered
@@ -127,6 +129,12 @@ class Journal:
             self.snapshot_bytes = snapshot_bytes
             self.checkpoint_seconds = seconds
             self.folded = folded
+
+    def cannot_move(self, why: str) -> None:
+        """A checkpoint found state it cannot keep: the session runs on, unmovable."""
+        with self._lock:
+            if self.broken is None:
+                self._break(why)
 
     def next_checkpoint(self) -> int:
         """The journal size at which the next checkpoint is taken: half the bound,
