@@ -26,20 +26,15 @@ those inputs; its assignment then runs in the lab like the others.
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import subprocess
-import sys
 import tempfile
-import threading
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gleam.peer import control
+from gleam.peer.bench.lab_sessions import Lab, Program
 from gleam.peer.cuda.examples import KERNELS_PTX, build_example
 from gleam.peer.lab.agents import describe
 from gleam.peer.lab.build import running_lab
@@ -49,7 +44,6 @@ from gleam.peer.sched.cost import Demand, LinkEstimate
 from gleam.peer.sched.policies import POLICIES, offline_best, place
 from gleam.peer.sched.sim import SimResult, simulate
 from gleam.peer.sched.workload import Scenario, ServerSpec, SessionSpec, small_scenario
-from gleam.peer.state import StateDir
 
 CLIENTS = ("desk", "laptop")
 HOST_LINKS: dict[str, LinkSpec] = {
@@ -67,39 +61,11 @@ MLP_FIXED_BYTES = 4 * (256 * 512 + 512 + 512 * 10 + 10)  # the weights mlp_infer
 MLP_PASS_BYTES = 4 * 64 * 256  # one input batch per forward pass
 WAITS = 4  # the few waiting calls of either program (synchronize, final copies)
 CALIBRATION_PASSES = (4, 204)  # two runs: their difference is the passes' time alone
-SESSION_TIMEOUT = 240.0
-DRAIN_TIMEOUT = 20.0
 OFFLINE = "offline best"
 
 
 class LabRunError(Exception):
     """The lab run could not be made; the message says why."""
-
-
-@dataclass(frozen=True)
-class Program:
-    kind: str
-    argv: tuple[str, ...]  # after the binary
-    binary: str  # example name
-    demand: Demand  # what it asks in the lab's units: bytes, waits, forward passes
-
-
-@dataclass
-class SessionRun:
-    name: str
-    host: str
-    kind: str
-    pinned: str | None
-    server: str | None = None
-    seconds: float = 0.0
-    verified: bool = False
-    rc: int | None = None
-    error: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"session": self.name, "host": self.host, "kind": self.kind,
-                "pinned": self.pinned, "server": self.server, "seconds": self.seconds,
-                "verified": self.verified, "rc": self.rc, "error": self.error}
 
 
 def slowdowns(sc: Scenario) -> dict[str, float]:
@@ -169,116 +135,6 @@ def lab_scenario(sc: Scenario, progs: Sequence[Program], pass_seconds: float,
     return Scenario(servers, sc.hosts, links, sessions)
 
 
-class Lab:
-    """A running lab and the built programs: runs batches of sessions in it."""
-
-    def __init__(self, record: LabRecord, binaries: dict[str, Path]) -> None:
-        self.record = record
-        self.binaries = binaries
-        self.seed = 0
-
-    def _command(self, host: str, prog: Program, pinned: str | None) -> list[str]:
-        entry = self.record.host(host)
-        argv = list(prog.argv)
-        if prog.binary == "bench_calls":
-            self.seed += 1  # fresh bytes each run: no run finds them in a server's cache
-            argv.append(str(self.seed))
-        peer = ["--peer", pinned] if pinned else []
-        return ["ip", "netns", "exec", entry.netns, "env", f"GLEAM_STATE_DIR={entry.state_dir}",
-                f"GLEAM_EXAMPLE_KERNELS={KERNELS_PTX}", sys.executable, "-m", "gleam.peer",
-                "run", *peer, "--", str(self.binaries[prog.binary]), *argv]
-
-    def batch(self, specs: Sequence[SessionSpec], progs: Sequence[Program],
-              pinned: Sequence[str | None]) -> list[SessionRun]:
-        """Start every session at once; wait for all; each one's time, server, verdict."""
-        self.drain()
-        runs = [SessionRun(s.name, s.host, s.kind, p) for s, p in zip(specs, pinned,
-                                                                         strict=True)]
-        procs: list[subprocess.Popen[str]] = []
-        start = time.perf_counter()
-        try:
-            for spec, prog, pin in zip(specs, progs, pinned, strict=True):
-                procs.append(subprocess.Popen(
-                    self._command(spec.host, prog, pin), stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL))
-            threads = [threading.Thread(target=_collect, args=(proc, run, start))
-                       for proc, run in zip(procs, runs, strict=False)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-        finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        self._servers(runs, procs)
-        return runs
-
-    def _servers(self, runs: list[SessionRun], procs: Sequence[subprocess.Popen[str]]) -> None:
-        """Which server each session ran on, from its client agent's finished sessions."""
-        deadline = time.monotonic() + 10.0
-        while True:
-            rows: dict[int, str] = {}
-            for host in CLIENTS:
-                entry = self.record.host(host)
-                try:
-                    doc = control.request(StateDir(entry.state_dir or "").control_socket,
-                                          "cuda_sessions", timeout=5)
-                except (control.AgentNotRunning, control.ControlError, OSError):
-                    continue
-                for row in doc.get("finished", []):
-                    rows[int(row.get("pid") or 0)] = str(row.get("peer"))
-            for run, proc in zip(runs, procs, strict=True):
-                run.server = rows.get(proc.pid, run.server)
-            if all(r.server for r in runs) or time.monotonic() > deadline:
-                return
-            time.sleep(0.2)
-
-    def drain(self) -> None:
-        """Wait until no server agent has a session left (the previous batch's)."""
-        deadline = time.monotonic() + DRAIN_TIMEOUT
-        servers = [h for h in self.record.hosts if h.name not in CLIENTS and h.state_dir]
-        while time.monotonic() < deadline:
-            if not any(_session_rows(h.state_dir or "") for h in servers):
-                return
-            time.sleep(0.2)
-
-
-def _session_rows(state_dir: str) -> list[Any]:
-    try:
-        doc = control.request(StateDir(state_dir).control_socket, "status", timeout=3)
-    except (control.AgentNotRunning, control.ControlError, OSError):
-        return []
-    return list(doc.get("sessions") or [])
-
-
-def _collect(proc: subprocess.Popen[str], run: SessionRun, start: float) -> None:
-    try:
-        out, err = proc.communicate(timeout=SESSION_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        run.error = f"timed out after {SESSION_TIMEOUT:.0f} s"
-    run.seconds = time.perf_counter() - start
-    run.rc = proc.returncode
-    result = _last_json(out)
-    run.verified = proc.returncode == 0 and bool(result and result.get("ok") is True)
-    if not run.verified and not run.error:
-        run.error = (err.strip().splitlines() or ["no output"])[-1][:300]
-
-
-def _last_json(out: str) -> dict[str, Any] | None:
-    for line in reversed(out.splitlines()):
-        if line.startswith("{"):
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                return None
-            return doc if isinstance(doc, dict) else None
-    return None
-
-
 def calibrate(lab: Lab, sc: Scenario) -> float:
     """Seconds of one forward pass on the fastest server, alone, from the desk."""
     top = max(sc.servers, key=lambda s: s.speed).name
@@ -319,7 +175,8 @@ def run_lab_policies(seeds: int, quick: bool) -> tuple[dict[str, list[tuple[int,
         binaries = {n: build_example(n, Path(tmp)) for n in ("mlp_infer", "bench_calls")}
         with running_lab(names, HOST_LINKS, slowdowns(base), probe_interval=5.0,
                          clients=CLIENTS) as record:
-            lab = Lab(record, binaries)
+            lab = Lab(record, binaries, CLIENTS)
+            meta["lab_tag"] = record.tag
             pass_seconds = calibrate(lab, base)
             links, sources = measured_links(record)
             meta.update(pass_seconds=pass_seconds, link_sources=sources,
