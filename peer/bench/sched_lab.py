@@ -166,6 +166,9 @@ def run_lab_policies(seeds: int, quick: bool) -> tuple[dict[str, list[tuple[int,
         raise LabRunError("the lab mode needs root (network namespaces); run it with sudo, "
                           "or use --sim")
     scale = QUICK_SCALE if quick else SCALE
+    # The comparison is of placements made at the start: the lab's agents (which
+    # inherit this environment) do not move sessions, unless the caller says so.
+    os.environ.setdefault("GLEAM_REEVALUATE_S", "0")
     base = small_scenario(0)
     names = [*CLIENTS, *(s.name for s in base.servers)]
     policies = [*POLICIES, OFFLINE]
