@@ -15,4 +15,5 @@ BENCHES = {
     "ptx": "gleam.peer.bench.ptx",
     "cache": "gleam.peer.bench.cache",
     "scheduler": "gleam.peer.bench.scheduler",
+    "remoting": "gleam.peer.bench.remoting",
 }
