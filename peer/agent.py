@@ -155,6 +155,10 @@ class Agent:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
                 await nursery.start(self.mesh.run)
+                # Plugins start before the first connection is accepted: a request
+                # or a peer's message that came in the window before would find its
+                # plugin without its state ("unknown operation 'cuda_sessions'").
+                self.pm.hook.gleam_agent_started(agent=self)
                 nursery.start_soon(self._serve_tcp, listeners)
                 nursery.start_soon(self._serve_control, control_listener)
                 nursery.start_soon(self._summarise_refusals)
@@ -167,7 +171,6 @@ class Agent:
                     self.listen_port, self.mesh_id,
                 )
                 self.record("start", f"listening on port {self.listen_port}")
-                self.pm.hook.gleam_agent_started(agent=self)
                 task_status.started(self)
                 await trio.sleep_forever()
         finally:

@@ -36,7 +36,8 @@ def gleam_capabilities() -> list[str]:
 
 @hookspec
 def gleam_agent_started(agent: Agent) -> None:
-    """Called once the agent listens and its control socket is open.
+    """Called once the agent's sockets listen and its control socket is open, before
+    the first connection or request is accepted (so plugin state exists for both).
 
     :param agent: the running agent; plugins may keep a reference to it.
     Added in 0.1.

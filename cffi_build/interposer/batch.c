@@ -161,6 +161,8 @@ CUresult gl_emit_ctx(uint16_t call, int flags, const uint64_t *args, uint8_t nar
     if (r == CUDA_SUCCESS && forget_ctx != 0 && forget_ctx == g_sent_ctx)
         g_sent_ctx = 0;
     pthread_mutex_unlock(&g_emit);
+    if (r == CUDA_SUCCESS)
+        r = gl_sync_after_oneway(); /* a no-op unless GLEAM_CUDA_SYNC_CALLS=1 */
     return r;
 }
 

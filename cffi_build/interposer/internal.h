@@ -37,6 +37,13 @@ void gl_batch_start(void);
 CUresult gl_emit_ctx(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
                      const void *payload, size_t len, uint64_t set_ctx, uint64_t forget_ctx);
 
+/* ---- synccalls.c: GLEAM_CUDA_SYNC_CALLS (a benchmark knob) */
+
+/* Whether every one-way call waits for the server. */
+int gl_sync_calls(void);
+/* With the knob on: waits until the calls sent so far have run. */
+CUresult gl_sync_after_oneway(void);
+
 /* ---- alloc.c: the session's device address space */
 
 /* Resets the sub-allocator to [base, base + size). */

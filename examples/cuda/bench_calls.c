@@ -21,17 +21,6 @@ static CUcontext setup(CUdevice *dev)
     return ctx;
 }
 
-static long long parse_count(const char *s, const char *what)
-{
-    char *end = NULL;
-    long long v = s ? strtoll(s, &end, 10) : 0;
-    if (s == NULL || *end != '\0' || v < 1) {
-        fprintf(stderr, "%s must be a positive integer\n", what);
-        exit(2);
-    }
-    return v;
-}
-
 static int bench_oneway(const char *image, long long calls)
 {
     CUmodule mod = example_load_kernels(image);
@@ -131,11 +120,9 @@ static int is_mode(const char *s)
 int main(int argc, char **argv)
 {
     /* The kernel image is optional and comes first, as in the other examples. */
-    int m = 1;
-    const char *image = NULL;
-    if (argc > 1 && !is_mode(argv[1]))
-        image = argv[m++];
-    if (m >= argc || !is_mode(argv[m])) {
+    const char *image;
+    int m = example_mode_index(argc, argv, is_mode, &image);
+    if (m < 0) {
         fprintf(stderr, "usage: %s [KERNELS] oneway N | waiting N | h2d BYTES CHUNK [SEED]\n",
                 argv[0]);
         return 2;
@@ -150,11 +137,11 @@ int main(int argc, char **argv)
     setup(&dev);
     int rc;
     if (strcmp(mode, "oneway") == 0)
-        rc = bench_oneway(image, parse_count(arg1, "N"));
+        rc = bench_oneway(image, example_count(arg1, "N"));
     else if (strcmp(mode, "waiting") == 0)
-        rc = bench_waiting(parse_count(arg1, "N"));
+        rc = bench_waiting(example_count(arg1, "N"));
     else
-        rc = bench_h2d(parse_count(arg1, "BYTES"), parse_count(arg2, "CHUNK"), seed);
+        rc = bench_h2d(example_count(arg1, "BYTES"), example_count(arg2, "CHUNK"), seed);
     CHECK(cuDevicePrimaryCtxRelease(dev));
     return rc;
 }

@@ -134,4 +134,30 @@ static inline unsigned example_blocks(size_t n, unsigned block)
     return (unsigned)((n + block - 1) / block);
 }
 
+/* A positive integer argument, or exit(2) naming it. */
+static inline long long example_count(const char *s, const char *what)
+{
+    char *end = NULL;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (s == NULL || *end != '\0' || v < 1) {
+        fprintf(stderr, "%s must be a positive integer\n", what);
+        exit(2);
+    }
+    return v;
+}
+
+/*
+ * The arguments of a program with modes: an optional kernel image first, then the mode. The
+ * mode's index in argv (*image set when one was given), or -1 when no mode is there.
+ */
+static inline int example_mode_index(int argc, char **argv, int (*is_mode)(const char *),
+                                     const char **image)
+{
+    int m = 1;
+    *image = NULL;
+    if (argc > 1 && !is_mode(argv[1]))
+        *image = argv[m++];
+    return m < argc && is_mode(argv[m]) ? m : -1;
+}
+
 #endif /* GLEAM_EXAMPLE_COMMON_H */

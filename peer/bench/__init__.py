@@ -16,4 +16,5 @@ BENCHES = {
     "cache": "gleam.peer.bench.cache",
     "scheduler": "gleam.peer.bench.scheduler",
     "consistency": "gleam.peer.bench.consistency",
+    "remoting": "gleam.peer.bench.remoting",
 }
