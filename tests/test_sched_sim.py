@@ -81,9 +81,3 @@ def test_bench_scheduler_sim_prints_every_policy_beside_its_reference(tmp_path):
     image = svg.read_text()
     assert image.startswith("<svg") and image.rstrip().endswith("</svg>")
     assert all(f">{name}<" in image for name in (*POLICIES, "offline best"))
-
-
-def test_bench_scheduler_without_sim_says_what_to_do():
-    done = subprocess.run([sys.executable, "-m", "gleam.peer", "bench", "scheduler"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "--sim" in done.stdout

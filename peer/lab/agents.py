@@ -1,6 +1,7 @@
 """The agents of a ``lab up`` lab: started in each host, waited for, described.
 
-Every agent gets the host backend, one fresh mesh key shared by the lab, the
+Every agent gets the host backend (hosts named as ``clients``: none, so they
+only run programs, as a laptop without a GPU does), one fresh mesh key shared by the lab, the
 host's speed factor as ``--host-slowdown``, and mDNS on its ``eth0`` only: the
 namespaces see no interface of the machine, so discovery never leaves the lab.
 Agents run in sessions of their own, so they outlive ``lab up``.
@@ -14,6 +15,7 @@ import secrets
 import subprocess
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,8 @@ from gleam.peer.state import StateDir
 POLL = 0.2
 
 
-def start_agents(lab: NetLab, record: LabRecord, port: int, probe_interval: float) -> None:
+def start_agents(lab: NetLab, record: LabRecord, port: int, probe_interval: float,
+                 clients: Collection[str] = ()) -> None:
     key = secrets.token_bytes(32)
     directory = Path(record.directory)
     for host, entry in zip(lab.hosts, record.hosts, strict=True):
@@ -38,7 +41,8 @@ def start_agents(lab: NetLab, record: LabRecord, port: int, probe_interval: floa
             proc = host.start(
                 [sys.executable, "-m", "gleam.peer", "up", "--no-tui", "--host", host.address,
                  "--port", str(port), "--interface", "eth0", "--state-dir", str(state.path),
-                 "--name", host.name, "--backend", "host",
+                 "--name", host.name,
+                 "--backend", "none" if host.name in clients else "host",
                  "--host-slowdown", str(entry.speed), "--probe-interval", str(probe_interval)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})

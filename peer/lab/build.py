@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 
 from gleam.peer.lab.agents import start_agents, wait_linked
@@ -42,8 +42,11 @@ def _hosts(lab: NetLab, record: LabRecord, names: list[str], links: Mapping[str,
 
 
 def build_lab(names: list[str], links: Mapping[str, LinkSpec], speeds: Mapping[str, float],
-              *, agents: bool = True, probe_interval: float = 30.0) -> LabRecord:
-    """Build the lab; on any failure remove what was made and raise."""
+              *, agents: bool = True, probe_interval: float = 30.0,
+              clients: Collection[str] = ()) -> LabRecord:
+    """Build the lab; on any failure remove what was made and raise.
+
+    The agents of ``clients`` serve nothing (``--backend none``)."""
     tag = secrets.token_hex(3)
     directory = lab_root() / tag
     directory.mkdir(parents=True, mode=0o700)
@@ -59,7 +62,7 @@ def build_lab(names: list[str], links: Mapping[str, LinkSpec], speeds: Mapping[s
             record.delay = "netem" if lab.use_netem else "delay line"
         _hosts(lab, record, names, links, speeds)
         if agents:
-            start_agents(lab, record, PORT, probe_interval)
+            start_agents(lab, record, PORT, probe_interval, clients)
             wait_linked(record, READY_TIMEOUT)
         record.complete = True
         record.save()
@@ -72,10 +75,11 @@ def build_lab(names: list[str], links: Mapping[str, LinkSpec], speeds: Mapping[s
 @contextmanager
 def running_lab(names: list[str], links: Mapping[str, LinkSpec],
                 speeds: Mapping[str, float] | None = None, *, agents: bool = True,
-                probe_interval: float = 30.0) -> Iterator[LabRecord]:
+                probe_interval: float = 30.0, clients: Collection[str] = ()
+                ) -> Iterator[LabRecord]:
     """``build_lab`` for the length of a ``with`` block."""
     record = build_lab(names, links, speeds or {}, agents=agents,
-                       probe_interval=probe_interval)
+                       probe_interval=probe_interval, clients=clients)
     try:
         yield record
     finally:

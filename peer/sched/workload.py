@@ -1,8 +1,8 @@
 """The scheduler benchmark's workloads: servers, client hosts, links and sessions.
 
 One definition feeds both modes of ``gleam-peer bench scheduler``: the
-discrete-event simulation (``sim``) and, once the LAN lab lands, real agents
-on shaped links (``bench.scheduler.run_lab``). Speeds are GFLOP/s (the host
+discrete-event simulation (``sim``) and real agents on shaped links in the
+LAN lab (``bench.sched_lab``). Speeds are GFLOP/s (the host
 backend's speed factor in the lab), links are (RTT s, bandwidth B/s).
 """
 
