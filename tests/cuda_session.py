@@ -6,8 +6,10 @@ batch to a native ``ExecSession`` over a backend, then decodes the reply header.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import struct
+from collections.abc import Iterator
 
 from gleam.peer.cuda import native
 from gleam.peer.records import CallRecord, encode_batch
@@ -109,3 +111,17 @@ class Session:
 
     def close(self) -> None:
         self.x.close()
+
+
+@contextlib.contextmanager
+def ptx_only_session() -> Iterator[Session]:
+    """A session with its context on a host backend with no host kernels registered,
+    so every kernel runs from its PTX."""
+    be = native.HostBackend({}, memory_limit=1 << 26)
+    s = Session(be, 1 << 24)
+    s.context()
+    try:
+        yield s
+    finally:
+        s.close()
+        be.close()

@@ -8,9 +8,7 @@ import struct
 
 import pytest
 
-from gleam.peer.cuda import native
-
-from .cuda_session import FUNC, MOD, Session, mint, rec
+from .cuda_session import FUNC, MOD, mint, ptx_only_session, rec
 from .test_ptx_fuzz import HEADER, STORE
 
 INVALID_PTX = 218
@@ -21,12 +19,8 @@ GLOBAL = (HEADER + ".visible .global .align 4 .u32 counter = 7;\n"
 
 @pytest.fixture
 def session():
-    be = native.HostBackend({}, memory_limit=1 << 26)  # nothing registered: PTX only
-    s = Session(be, 1 << 24)
-    s.context()
-    yield s
-    s.close()
-    be.close()
+    with ptx_only_session() as s:
+        yield s
 
 
 def test_a_library_never_used_is_never_translated(session, capfd):

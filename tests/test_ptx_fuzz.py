@@ -177,16 +177,10 @@ INVALID_PTX, NOT_FOUND = 218, 500
 
 @pytest.fixture
 def session():
-    from gleam.peer.cuda import native
+    from .cuda_session import ptx_only_session
 
-    from .cuda_session import Session
-
-    be = native.HostBackend({}, memory_limit=1 << 26)  # nothing registered: PTX only
-    s = Session(be, 1 << 24)
-    s.context()
-    yield s
-    s.close()
-    be.close()
+    with ptx_only_session() as s:
+        yield s
 
 
 def test_session_bad_ptx_is_invalid_ptx_for_that_session(session, capfd):

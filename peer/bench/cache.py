@@ -17,8 +17,6 @@ a client agent and a host-backend server agent, twice against the same server:
 from __future__ import annotations
 
 import argparse
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -26,8 +24,8 @@ from typing import Any
 from gleam.peer.bench.calls import _run_example
 from gleam.peer.bench.lab_agents import start_linked_pair
 from gleam.peer.bench.report import Row, positive_int, print_report
+from gleam.peer.bench.workdir import example_workdir
 from gleam.peer.cache.blobs import hash_speed
-from gleam.peer.cuda.examples import ExampleError, build_example
 from gleam.peer.localmesh import LocalMesh, wait_for
 
 HELP = "the blob cache: a weight-heavy program cold and warm, hashing speed"
@@ -142,12 +140,8 @@ def _lab(args: argparse.Namespace, binary: Path, root: Path) -> list[Row]:
 
 
 def main(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="gleam-bench-cache-") as tmp:
-        root = Path(tmp)
-        try:
-            binary = build_example("bench_calls", root / "bin")
-        except ExampleError as exc:
-            print(f"gleam-peer bench cache: {exc}", file=sys.stderr)
+    with example_workdir("cache", "bench_calls") as (root, binary):
+        if binary is None:
             return 2
         started = time.time()
         sha, copy = hash_speed()

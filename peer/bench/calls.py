@@ -20,14 +20,14 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from gleam.peer.bench.lab_agents import start_linked_pair
 from gleam.peer.bench.report import Row, positive_int, print_report
-from gleam.peer.cuda.examples import KERNELS_PTX, ExampleError, build_example
+from gleam.peer.bench.workdir import example_workdir
+from gleam.peer.cuda.examples import KERNELS_PTX
 from gleam.peer.localmesh import LocalMesh
 
 HELP = "forwarded CUDA calls: one-way rate, waiting round trip, H2D throughput"
@@ -130,12 +130,8 @@ def _lab_figure(args: argparse.Namespace, binary: Path, root: Path) -> Row:
 
 
 def main(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="gleam-bench-calls-") as tmp:
-        root = Path(tmp)
-        try:
-            binary = build_example("bench_calls", root / "bin")
-        except ExampleError as exc:
-            print(f"gleam-peer bench calls: {exc}", file=sys.stderr)
+    with example_workdir("calls", "bench_calls") as (root, binary):
+        if binary is None:
             return 2
         started = time.time()
         rows = _loopback_figures(args, binary, root / "loopback")

@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from gleam.peer.bench.gated import GatedRun
 from gleam.peer.bench.report import Row, positive_int, print_report
-from gleam.peer.cuda.examples import KERNELS_PTX, ExampleError, build_example
+from gleam.peer.bench.workdir import example_workdir
+from gleam.peer.cuda.examples import KERNELS_PTX
 from gleam.peer.localmesh import LocalAgent, LocalMesh, wait_for
 
 HELP = "context consistency: failover and migration mid-run, checkpoints"
@@ -106,12 +105,8 @@ def _move_rows(kind: str, lines: list[str], reference: list[str], t_ref: float,
 
 
 def main(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="gleam-bench-consistency-") as tmp:
-        root = Path(tmp)
-        try:
-            binary = build_example("accumulate", root / "bin")
-        except ExampleError as exc:
-            print(f"gleam-peer bench consistency: {exc}", file=sys.stderr)
+    with example_workdir("consistency", "accumulate") as (root, binary):
+        if binary is None:
             return 2
         started = time.time()
         mesh = LocalMesh(root / "mesh")

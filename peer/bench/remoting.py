@@ -21,7 +21,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +32,8 @@ from gleam.peer.bench.cache import _session
 from gleam.peer.bench.plot import bar_chart_svg
 from gleam.peer.bench.remoting_model import LINKS, MODES, WORKLOADS, Cell, chart_groups, summarize
 from gleam.peer.bench.report import print_report
-from gleam.peer.cuda.examples import KERNELS_PTX, ExampleError, build_example
+from gleam.peer.bench.workdir import example_workdir
+from gleam.peer.cuda.examples import KERNELS_PTX
 from gleam.peer.localmesh import LocalMesh
 
 HELP = "remoting: mlp-infer, launch-storm, transfer over wifi/gbe; sync vs gleam vs the limit"
@@ -197,12 +197,8 @@ def main(args: argparse.Namespace) -> int:
     modes = args.mode or list(MODES)
     started = time.time()
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="gleam-bench-remoting-") as tmp:
-        root = Path(tmp)
-        try:
-            binary = build_example("remoting_bench", root / "bin")
-        except ExampleError as exc:
-            print(f"gleam-peer bench remoting: {exc}", file=sys.stderr)
+    with example_workdir("remoting", "remoting_bench") as (root, binary):
+        if binary is None:
             return 2
         cells = _local(binary, sizes, workloads, root / "local")
         notes: dict[str, Any] = {}
