@@ -22,11 +22,17 @@ int gl_journal_scan(const uint8_t *batch, size_t len, const uint8_t *deny, size_
     out->records = 0;
     out->waits = 0;
     out->denied = -1;
+    out->max_inline = 0;
+    out->refs = 0;
     if ((rc = gl_batch_reader_open(&rd, batch, len)) != GL_OK)
         return rc;
     while ((rc = gl_batch_reader_next(&rd, &rec)) == 1) {
         out->records++;
         out->waits = !(rec.flags & GL_REC_ONEWAY);
+        if ((rec.flags & GL_REC_INLINE) && rec.payload_len > out->max_inline)
+            out->max_inline = rec.payload_len;
+        if (rec.flags & GL_REC_REF)
+            out->refs++;
         if (out->denied < 0 && marked(deny, deny_len, rec.call_id))
             out->denied = rec.call_id;
     }

@@ -15,6 +15,8 @@ typedef struct {
     uint32_t records;  /* records in the batch */
     int waits;         /* the last record is a waiting call (a reply will come) */
     int denied;        /* call id of the first record marked in deny, else -1 */
+    uint32_t max_inline; /* the largest inline payload (a cache candidate at some size) */
+    int refs;          /* records with a blob reference */
 } gl_journal_seen;
 
 /* Reads the batch (untrusted: every bound checked by the record reader). deny is

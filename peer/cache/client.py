@@ -118,6 +118,10 @@ class SessionBlobs:
             self._pending[digest] = (buf[start:start + seen.length], index)
         return True
 
+    def awaiting_reply(self) -> bool:
+        """Whether a reply would confirm blobs (so replies must come through Python)."""
+        return bool(self._waiting)
+
     def replied(self) -> None:
         """A reply came back: the server ran every batch up to the oldest waiting one."""
         with self._lock:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from gleam.peer.control import Handoff
-from gleam.peer.cuda import envelope
+from gleam.peer.cuda import dataconn, envelope
 from gleam.peer.cuda.channel import LinkChannel
 from gleam.peer.cuda.choose import NoServer, choose
 from gleam.peer.cuda.client import ClientSession
@@ -125,16 +125,28 @@ class Attach(Handoff):
             answer = await open_remote(fw, link, session, program)
         except OpenFailed as exc:
             raise AttachFailed(str(exc)) from None
+        try:
+            data = await dataconn.open_client(link, session, answer)
+        except OSError as exc:
+            link.io.submit(CudaClose(session=session, reason="no data connection"))
+            raise AttachFailed(f"cannot open the data connection to {link.peer.name}: {exc}"
+                               ) from None
         hello = _hello_of(answer)
         self.va_base, self.va_size = hello.va_base, hello.va_size
         if not await _send_hello(stream, hello) or link.closed:
             link.io.submit(CudaClose(session=session, reason="the program went away"))
+            if data is not None:
+                data.close()
             if link.closed:
                 raise AttachFailed(f"lost the link to {link.peer.name}")
             return
-        client = self._client(stream, buffered, session, LinkChannel(link), program, pid,
-                              hello.backend, forward=LinkChannel(link).submit_batch)
+        channel = LinkChannel(link)
+        forward = data.send if data is not None else channel.submit_batch
+        client = self._client(stream, buffered, session, channel, program, pid,
+                              hello.backend, forward=forward)
         client.blobs = fw.session_blobs(link, session, answer)
+        if data is not None:
+            client.use_data(data, fw.data_lost)
         fw.add_route(session, Route(client, link, None))
         client.start()
 

@@ -1,11 +1,14 @@
 """The local agent's side of a session: pumping envelopes for one interposer.
 
-After the HELLO, the interposer's socket leaves Trio. A reader thread reads
-each envelope straight into a buffer of its own size, stamps the session id
-into the header in place, and hands that same buffer to the server's channel
-(no copy). Replies arrive on the server link's reader thread and are
-written to the socket right there, under a lock shared with FAIL. No Python
-runs per call: only per batch, and only to move bytes and count them.
+After the HELLO, the interposer's socket leaves Trio. The session's uplink
+thread loops in C (``cffi_build/src/pump.c``): it reads each envelope into a
+block of its own size, journals it, stamps the session id and seals it onto
+the session's data connection (``dataconn.py``). Its downlink thread loops in
+C too, writing the server's replies to the program under a lock shared with
+FAIL. Python sees an envelope only when it needs Python (a cacheable payload,
+a checkpoint, a move, a reply a checkpoint or replay must see: the slow lane
+below), and never per call. A session served by this agent itself, or over a
+link without a data connection, takes the slow lane for every envelope.
 
 Every batch also goes into the session's journal (the same buffer, no copy),
 from which a move rebuilds the session on another server: the session is
@@ -28,10 +31,10 @@ from typing import Any
 
 from gleam.peer.cuda import checkpoint, envelope
 from gleam.peer.cuda.channel import Channel
-from gleam.peer.cuda.journal import Entry, Journal, limit_from_env
-from gleam.peer.nativelib import ffi
-
-_ALLOCATE = ffi.new_allocator(should_clear_after_alloc=False)
+from gleam.peer.cuda.dataconn import DataConnection
+from gleam.peer.cuda.journal import Entry, Journal, block_view, limit_from_env
+from gleam.peer.cuda.lanes import PumpField, PumpLock, new_pump, uplink_error
+from gleam.peer.nativelib import ffi, lib
 
 log = logging.getLogger("gleam.cuda.client")
 
@@ -47,15 +50,36 @@ _DEFERRED = struct.Struct("<i")
 _DEFERRED_AT = envelope.HEADER_SIZE + 4  # REPLY body: i32 result, i32 deferred, ...
 
 
-def _uncleared(size: int) -> memoryview:
-    """A writable buffer of ``size`` bytes that is not zero-filled first: every
-    byte is about to be received into it, and clearing megabytes per envelope
-    cost a tenth of the client agent's time on bulk copies."""
-    return memoryview(ffi.buffer(_ALLOCATE("char[]", size)))
+_REPLY_JOIN = 2.0
+
+
+def _ignore_loss(client: ClientSession, reason: str) -> None:
+    log.info("session %016x: %s", client.session, reason)
+
+
+def _h2d_id() -> int:
+    from gleam.peer.cuda.native import call_ids
+
+    return call_ids()["glMemcpyHtoD"]
+
+
+_H2D = _h2d_id()
 
 
 class ClientSession:
     """One interposer's session, from HELLO until either side ends it."""
+
+    # Kept in the native pump (the fast lanes count without Python).
+    batches = PumpField("batches")
+    records = PumpField("records")
+    replies = PumpField("replies")
+    bytes_to_server = PumpField("bytes_to_server")
+    bytes_from_server = PumpField("bytes_from_server")
+    waits_out = PumpField("waits_out")    # waiting batches forwarded to the current server
+    replies_in = PumpField("replies_in")  # replies from the current server (dropped ones too)
+    _held = PumpField("held", bool)
+    _closed = PumpField("closed", bool)
+    _checkpoint_at = PumpField("checkpoint_at")
 
     def __init__(
         self,
@@ -83,16 +107,20 @@ class ClientSession:
         self.backend = backend
         self.reason = reason
         self.started = time.time()
-        self.batches = 0
-        self.records = 0
-        self.replies = 0
-        self.bytes_to_server = 0
-        self.bytes_from_server = 0
         self.failed: str | None = None
         # Context consistency (docs/consistency.md): the session's range, kept
         # on every server it moves to, and the journal that rebuilds it there.
         self.va_base, self.va_size = va
         self.journal = journal if journal is not None else Journal(limit_from_env())
+        self._p = new_pump(sock.fileno(), session, self.journal.native, buffered, _H2D)
+        self._route_lock = PumpLock(self._p, lib.gl_pump_route_lock, lib.gl_pump_route_unlock)
+        self._send_lock = PumpLock(self._p, lib.gl_pump_reply_lock, lib.gl_pump_reply_unlock)
+        # The data connections this session used (the current one last), closed
+        # when it ends, once no thread is inside them.
+        self._data: list[DataConnection] = []
+        self._downlinks: list[threading.Thread] = []
+        self._on_data_lost: Callable[[ClientSession, str], None] | None = None
+        self._slot = ffi.new("gl_jblock **")
         self.migrations = 0
         self.failovers = 0
         self.moves: list[dict[str, Any]] = []
@@ -100,14 +128,10 @@ class ClientSession:
         # The program named its server (`gleam-peer run --peer`): re-evaluation
         # never moves it (a failover still may: the named server is gone).
         self.pinned = False
-        # Held: a move is under way; batches go into the journal only, and the
-        # move's replay sends them to the new server.
-        self._held = False
+        # Held (``_held``): a move is under way; batches go into the journal only,
+        # and the move's replay sends them to the new server.
         self._backlog: list[Entry] = []  # what came in while held, for a refused move
         self._drop = 0        # replies of replayed calls the program already had
-        self.waits_out = 0    # waiting batches forwarded to the current server
-        self.replies_in = 0   # replies from the current server (dropped ones too)
-        self._route_lock = threading.Lock()
         # Checkpoints: replies of the snapshot reads go to _capture, not the program;
         # _swallow counts those of an abandoned checkpoint still to come; a
         # deferred error such a reply carried is owed to the program's next reply.
@@ -117,18 +141,45 @@ class ClientSession:
         self._owed_deferred = 0
         # The blob cache's side of this session (peer/cache/client.py); None
         # when the server caches nothing or serves from this agent.
-        self.blobs: Any = None
-        self._closed = False
+        self._blobs: Any = None
         self._forward = forward
         self._on_end = on_end
-        self._pending = bytearray(buffered)
-        self._send_lock = threading.Lock()
         self._thread = threading.Thread(
             target=self._read_loop, name=f"cuda-client-{session:016x}", daemon=True
         )
 
     def start(self) -> None:
         self._thread.start()
+
+    @property
+    def blobs(self) -> Any:
+        """The blob cache's side of this session (peer/cache/client.py); None when
+        the server caches nothing or serves from this agent."""
+        return self._blobs
+
+    @blobs.setter
+    def blobs(self, blobs: Any) -> None:
+        self._blobs = blobs
+        # Envelopes with a payload the cache may take go to Python (the slow lane).
+        policy = blobs.policy if blobs is not None else None
+        self._p.cache_min = min(policy.h2d_min, policy.image_min) if policy else 0
+
+    def use_data(self, conn: DataConnection,
+                 on_lost: Callable[[ClientSession, str], None]) -> None:
+        """Forward over ``conn`` from now on (before start, or with the session held):
+        the fast lane sends on it, and a downlink thread writes its replies."""
+        self._on_data_lost = on_lost
+        self._data.append(conn)
+        self._p.out = conn.stream
+        thread = threading.Thread(target=self._downlink, args=(conn,),
+                                  name=f"cuda-reply-{self.session:016x}", daemon=True)
+        self._downlinks.append(thread)
+        thread.start()
+
+    @property
+    def data(self) -> DataConnection | None:
+        """The current data connection (None: envelopes go through Python)."""
+        return self._data[-1] if self._data and self._p.out != ffi.NULL else None
 
     # ------------------------------------------------------------ any thread
 
@@ -142,12 +193,14 @@ class ClientSession:
                 return
             if self._swallow > 0:
                 self._swallow -= 1
+                self._update_divert()
                 return
             self.replies_in += 1
             if self.blobs is not None:
                 self.blobs.replied()
             if self._drop > 0:  # a replayed call the program already has the answer to
                 self._drop -= 1
+                self._update_divert()
                 return
             if self._owed_deferred:
                 buf = self._with_deferred(buf)
@@ -155,8 +208,18 @@ class ClientSession:
             self.journal.answered += 1
             self.bytes_from_server += len(buf)
             # When the interposer is gone its reader notices and ends the session.
-            with contextlib.suppress(OSError):
-                self.sock.sendall(buf)
+            src = ffi.from_buffer("uint8_t[]", buf)
+            lib.gl_pump_write_program(self._p, src, len(src))
+            self._update_divert()
+
+    def _update_divert(self) -> None:
+        """Whether replies must come through ``deliver`` (the send lock held): a
+        checkpoint's reads, replies to drop or swallow, a deferred error owed, or
+        cached blobs waiting for a reply to confirm them."""
+        self._p.divert = int(
+            self._capture is not None or self._swallow > 0 or self._drop > 0
+            or bool(self._owed_deferred)
+            or (self.blobs is not None and self.blobs.awaiting_reply()))
 
     def _with_deferred(self, buf: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
         """The reply carrying the deferred error a snapshot read took (send lock held)."""
@@ -173,8 +236,9 @@ class ClientSession:
             if self.failed is not None or self._closed:
                 return
             self.failed = reason
-            with contextlib.suppress(OSError):
-                self.sock.sendall(envelope.fail_envelope(reason))
+            fail = envelope.fail_envelope(reason)
+            lib.gl_pump_write_program(self._p, fail, len(fail))
+            self._closed = True  # the downlink writes nothing after the FAIL
             with contextlib.suppress(OSError):
                 self.sock.shutdown(socket.SHUT_RDWR)
 
@@ -183,56 +247,34 @@ class ClientSession:
 
     # ------------------------------------------------------------ reader thread
 
-    def _recv_exact(self, view: memoryview) -> bool:
-        """Fill ``view``; False at a clean end of stream before its first byte."""
-        got = 0
-        if self._pending:
-            got = min(len(view), len(self._pending))
-            view[:got] = self._pending[:got]
-            del self._pending[:got]
-        while got < len(view):
-            n = self.sock.recv_into(view[got:])
-            if n == 0:
-                if got == 0:
-                    return False
-                raise ConnectionError("the program closed its connection mid-envelope")
-            got += n
-        return True
+    def _send_one(self, buf: memoryview, block: Any) -> None:
+        """The slow lane: one envelope the native uplink handed to Python (``block``
+        is its native block, alive while ``buf`` is)."""
+        try:
+            # A safe point: the program's last waiting call has its reply, and this
+            # thread alone forwards, so nothing else is in flight.
+            if (self.journal.bytes > self._checkpoint_at and self.in_flight() == 0
+                    and not self._held and self.journal.broken is None):
+                self._checkpoint()
+            self._backpressure()
+            with self._route_lock:
+                waits = self.journal.add_block(block, envelope.HEADER_SIZE)
+                self.batches += 1
+                self.records += envelope.record_count(buf, envelope.HEADER_SIZE)
+                if self._held:  # the move under way sends it from the journal
+                    self._backlog.append(Entry(buf, waits))
+                    return
+                try:
+                    self._forward_locked(buf, waits)
+                except OSError as exc:
+                    self._lost_under_us(exc)
+        finally:
+            self._slow_done()
 
-    def _read_one(self) -> memoryview | None:
-        header = bytearray(envelope.HEADER_SIZE)
-        if not self._recv_exact(memoryview(header)):
-            return None
-        kind, _session, body_len = envelope.parse_header(header)
-        if kind != envelope.BATCH:
-            raise envelope.EnvelopeError(f"the program sent a {envelope.TYPE_NAMES[kind]}")
-        if body_len > envelope.MAX_BODY:
-            raise envelope.EnvelopeError(f"envelope of {body_len} bytes is too large")
-        buf = _uncleared(envelope.HEADER_SIZE + body_len)
-        buf[: envelope.HEADER_SIZE] = header
-        with memoryview(buf) as view:
-            if body_len and not self._recv_exact(view[envelope.HEADER_SIZE :]):
-                raise ConnectionError("the program closed its connection mid-envelope")
-        return buf
-
-    def _send_one(self, buf: memoryview) -> None:
-        # A safe point: the program's last waiting call has its reply, and this
-        # thread alone forwards, so nothing else is in flight.
-        if (self.journal.bytes > self._checkpoint_at and self.in_flight() == 0
-                and not self._held and self.journal.broken is None):
-            self._checkpoint()
-        self._backpressure()
+    def _slow_done(self) -> None:
+        # The fast lane waits for Python's envelopes to go first: order is kept.
         with self._route_lock:
-            waits = self.journal.add(buf, envelope.HEADER_SIZE)
-            self.batches += 1
-            self.records += envelope.record_count(buf, envelope.HEADER_SIZE)
-            if self._held:  # the move under way sends it from the journal
-                self._backlog.append(Entry(buf, waits))
-                return
-            try:
-                self._forward_locked(buf, waits)
-            except OSError as exc:
-                self._lost_under_us(exc)
+            self._p.slow_pending -= 1
 
     def _lost_under_us(self, exc: OSError) -> None:
         """The server's link failed while this thread wrote to it (route lock held).
@@ -248,7 +290,11 @@ class ClientSession:
     def _forward_locked(self, buf: memoryview, waits: bool) -> None:
         """To the current server, under the route lock (so a move sees every batch
         either as sent to the old server or as still to replay, never both)."""
-        out = self.blobs.outgoing(buf) if self.blobs is not None else buf
+        out = buf
+        if self.blobs is not None:
+            out = self.blobs.outgoing(buf)
+            with self._send_lock:  # before it leaves: its reply may confirm blobs
+                self._update_divert()
         envelope.stamp_session(out, self.session)
         self.bytes_to_server += len(out)
         if waits:
@@ -330,6 +376,7 @@ class ClientSession:
         sent = taken = 0
         with self._send_lock:
             self._capture = capture
+            self._update_divert()
         try:
             with self._route_lock:
                 if self._held:
@@ -362,6 +409,7 @@ class ClientSession:
                     self._capture = None
                     # Replies of an abandoned checkpoint still to come are not the program's.
                     self._swallow += sent - taken - capture.qsize()
+                    self._update_divert()
 
     # ------------------------------------------------------------ moves
 
@@ -387,17 +435,23 @@ class ClientSession:
         return self.waits_out - self.replies_in
 
     def replay_onto(self, channel: Channel, forward: Callable[[memoryview], None],
-                    blobs: Any) -> int:
+                    blobs: Any, data: DataConnection | None = None,
+                    on_lost: Callable[[ClientSession, str], None] | None = None) -> int:
         """Rebuild the session on a new server (a worker thread; the session is held).
 
         Every journaled batch goes to ``forward`` in order; the replies of those
         the program already had answers to are dropped, the rest reach it. Returns
         the number of batches replayed. Raises RuntimeError when the journal cannot.
+        ``data``: the new server's data connection (None: envelopes go through Python).
         """
         with self._route_lock:
             if self.journal.broken is not None:
                 raise RuntimeError(self.journal.broken)
             self.channel, self._forward, self.blobs = channel, forward, blobs
+            old = self.data
+            if old is not None:
+                old.shutdown()  # its downlink ends; the connection closes with the session
+            self._p.out = ffi.NULL
             with self._send_lock:
                 self._drop = self.journal.answered
                 self.waits_out = self.replies_in = 0
@@ -407,6 +461,9 @@ class ClientSession:
                     self._capture.put(None)
                     self._capture = None
                 self._swallow = 0
+                self._update_divert()
+            if data is not None:
+                self.use_data(data, on_lost or self._on_data_lost or _ignore_loss)
         done = 0
         while True:
             while channel.queued_bytes() > MAX_QUEUED and self.failed is None:
@@ -434,22 +491,62 @@ class ClientSession:
         self.moves.append({"kind": kind, "from": old, "to": new, "batches": batches,
                            "why": why, "at": time.time(), "seconds": seconds})
 
-    def _hash_loop(self, pipe: queue.Queue[memoryview | None]) -> None:
+    def _hash_loop(self, pipe: queue.Queue[tuple[memoryview, Any] | None]) -> None:
         """With the blob cache, hashing (in C, GIL released) runs here while the
         reader receives the next envelope: one chunk hashed while the next arrives."""
         try:
-            while (buf := pipe.get()) is not None:
+            while (item := pipe.get()) is not None:
                 if self.failed is None:
-                    self._send_one(buf)
+                    self._send_one(*item)
+                else:
+                    self._slow_done()
         except Exception as exc:  # the reader sees the failure and ends the session
             log.exception("session %016x failed", self.session)
             self.fail(f"internal error: {exc!r}")
             while pipe.get() is not None:  # let the reader finish its puts
                 pass
 
+    def _next_slow(self) -> tuple[memoryview, Any] | None:
+        """Runs the native uplink until it hands Python an envelope (None: the end)."""
+        slot = self._slot
+        while True:
+            rc = lib.gl_pump_uplink(self._p, slot)
+            if rc == lib.GL_PUMP_SLOW:
+                block = slot[0]
+                return block_view(block), block
+            if rc == lib.GL_PUMP_END:
+                return None
+            if rc == lib.GL_PUMP_LOST_SEND:
+                self._lost_under_us(OSError(self.data.describe(self._p.err)
+                                            if self.data is not None else "send failed"))
+                continue
+            raise uplink_error(self._p, rc)
+
+    def _downlink(self, conn: DataConnection) -> None:
+        """The replies on ``conn`` (its own thread): native, but for diverted ones."""
+        out, size = ffi.new("uint8_t **"), ffi.new("uint64_t *")
+        reason = "the server closed the data connection"
+        try:
+            while True:
+                rc = lib.gl_pump_downlink(self._p, conn.stream, out, size)
+                if rc != lib.GL_PUMP_SLOW:
+                    break
+                self.deliver(bytes(ffi.buffer(out[0], size[0])))
+            if rc == lib.GL_PUMP_E_STREAM:
+                reason = f"the data connection failed: {conn.describe(self._p.err)}"
+            elif rc == lib.GL_PUMP_E_REPLY:
+                reason = "the server sent a malformed reply on the data connection"
+        except Exception as exc:  # keep the agent alive whatever a session does
+            log.exception("session %016x: the downlink failed", self.session)
+            reason = f"internal error: {exc!r}"
+        with self._route_lock:
+            current = self._p.out == conn.stream
+        if current and self.failed is None and not self._closed and self._on_data_lost:
+            self._on_data_lost(self, reason)
+
     def _read_loop(self) -> None:
         reason = "the program ended the session"
-        pipe: queue.Queue[memoryview | None] | None = None
+        pipe: queue.Queue[tuple[memoryview, Any] | None] | None = None
         hasher = None
         if self.blobs is not None:
             pipe = queue.Queue(_PIPE_DEPTH)
@@ -458,13 +555,13 @@ class ClientSession:
             hasher.start()
         try:
             while self.failed is None:
-                buf = self._read_one()
-                if buf is None:
+                item = self._next_slow()
+                if item is None:
                     break
                 if pipe is not None:
-                    pipe.put(buf)
+                    pipe.put(item)
                 else:
-                    self._send_one(buf)
+                    self._send_one(*item)
         except envelope.EnvelopeError as exc:
             reason = f"the program sent a malformed envelope: {exc}"
             log.warning("session %016x (%s): %s", self.session, self.program, reason)
@@ -485,16 +582,30 @@ class ClientSession:
                     reason = self.failed
                 with contextlib.suppress(OSError):
                     self.sock.close()
+            self._close_data()
             self._on_end(self, reason)
+
+    def _close_data(self) -> None:
+        """The data connections go once their downlinks are out of them."""
+        for conn in self._data:
+            conn.shutdown()
+        for thread in self._downlinks:
+            if thread is not threading.current_thread():
+                thread.join(_REPLY_JOIN)
+        for conn, thread in zip(self._data, self._downlinks, strict=True):
+            if not thread.is_alive():
+                conn.close()
 
     def count_resend(self, envelope_bytes: bytes) -> None:
         """A resend the server asked for went out: it counts as bytes sent."""
         self.bytes_to_server += len(envelope_bytes)
 
     def row(self) -> dict[str, Any]:
-        cache = self.blobs.row() if self.blobs is not None else {
+        cache = dict(self.blobs.row()) if self.blobs is not None else {
             "h2d_sent": None, "bytes_saved": 0, "refs": 0, "ref_misses": 0,
             "bytes_resent": 0, "hit_rate": None}
+        if self.blobs is not None:  # the fast lane's copies, too small to cache
+            cache["h2d_sent"] = int(cache["h2d_sent"] or 0) + int(self._p.h2d_inline)
         return {**cache,
             "id": f"{self.session:016x}", "role": "client", "peer": self.channel.name,
             "program": self.program, "pid": self.pid, "backend": self.backend,

@@ -9,6 +9,7 @@ are read by single dictionary lookups.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import secrets
 import threading
@@ -21,7 +22,7 @@ import trio
 from gleam.peer.cache.blobs import CachePolicy
 from gleam.peer.cache.client import ServerKnowledge, SessionBlobs
 from gleam.peer.cache.store import BlobStore
-from gleam.peer.cuda import envelope
+from gleam.peer.cuda import dataconn, envelope
 from gleam.peer.cuda.backend import OpenedBackend, kernel_registry, open_backend
 from gleam.peer.cuda.channel import LinkChannel
 from gleam.peer.cuda.choose import advert
@@ -46,6 +47,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("gleam.cuda")
 
 STOP_JOIN = 1.0
+# How long a session whose data connection ended waits for the link's verdict.
+DATA_LOSS_GRACE = 2.0
+_DATA_LOSS_POLL = 0.02
 
 
 @dataclass
@@ -85,6 +89,11 @@ class CudaForwarding:
         self.knowledge: dict[str, ServerKnowledge] = {}
         # Re-evaluation of running sessions (peer/sched/rebalance.py), set by the plugin.
         self.rebalancer: Any = None
+        # Data connections' downlink threads report to Trio through this.
+        try:
+            self._token: trio.lowlevel.TrioToken | None = trio.lowlevel.current_trio_token()
+        except RuntimeError:
+            self._token = None
 
     @property
     def backend_name(self) -> str | None:
@@ -148,6 +157,36 @@ class CudaForwarding:
             route.served.stop(reason)
         elif route.link is not None and not route.link.closed and client.failed is None:
             route.link.io.submit(CudaClose(session=client.session, reason=short_reason(reason)))
+
+    # ------------------------------------------------------------ data connections
+
+    def data_lost(self, client: ClientSession, reason: str) -> None:
+        """A client session's data connection ended under it (its downlink thread)."""
+        if self._token is not None and not self.stopped:
+            with contextlib.suppress(trio.RunFinishedError):
+                self._token.run_sync_soon(self._data_lost_soon, client, reason)
+
+    def _data_lost_soon(self, client: ClientSession, reason: str) -> None:
+        if self.agent.nursery is not None and not self.stopped:
+            self.agent.nursery.start_soon(self._data_lost, client, reason)
+
+    async def _data_lost(self, client: ClientSession, reason: str) -> None:
+        """The session is held (its journal keeps what the program sends) until the
+        link says what happened: a lost link fails the session over
+        (``on_peer_lost``), a ``cuda_close`` ends it with the server's reason; a
+        link that stays up with neither ends it with ``reason``."""
+        route = self.routes.get(client.session)
+        if route is None or route.link is None or client.moving or client.failed is not None:
+            return
+        link = route.link
+        await trio.to_thread.run_sync(client.hold)
+        with trio.move_on_after(DATA_LOSS_GRACE):
+            while (not link.closed and self.routes.get(client.session) is route
+                   and client.failed is None and not client.moving):
+                await trio.sleep(_DATA_LOSS_POLL)
+        if link.closed or client.moving or self.routes.get(client.session) is not route:
+            return  # the link's loss (a failover) or a move took the session over
+        client.fail(f"{reason} ({link.peer.name})")
 
     # ------------------------------------------------------------ from links
 
@@ -278,15 +317,33 @@ class CudaForwarding:
             self.server.release(msg.session)
             served.exec.close()
             return
+        listener = dataconn.DataListener(link, msg.session) if dataconn.enabled() else None
+        if listener is None:
+            self.server.add(served)
+            link.io.submit(self.opened(msg.session, served, cached=True))
+            return
+        # The session's own connection (dataconn.py): offered in the answer, and
+        # the session starts once the client has opened it.
+        link.io.submit(self.opened(msg.session, served, cached=True, data=listener))
+        try:
+            served.data = await trio.to_thread.run_sync(listener.accept, abandon_on_cancel=True)
+        except OSError as exc:
+            listener.close()
+            self.server.release(msg.session)
+            served.exec.close()
+            log.warning("session %016x for %s: %s", msg.session, link.peer.name, exc)
+            if not link.closed:
+                link.io.submit(CudaClose(session=msg.session, reason=short_reason(str(exc))))
+            return
         self.server.add(served)
-        link.io.submit(self.opened(msg.session, served, cached=True))
 
     def refusal(self, session: int) -> str | None:
         if self.backend is None:
             return f"{self.agent.config.name} serves no CUDA ({self.note})"
         return self.server.admit(session)
 
-    def opened(self, session: int, served: ServedSession, cached: bool = False) -> CudaOpened:
+    def opened(self, session: int, served: ServedSession, cached: bool = False,
+               data: dataconn.DataListener | None = None) -> CudaOpened:
         assert self.backend is not None
         devices = tuple(
             DeviceRecord(
@@ -300,6 +357,8 @@ class CudaForwarding:
             session=session, va_base=served.exec.va_base, va_size=served.exec.va_size,
             driver_version=self.backend.driver_version, backend=self.backend.name,
             server=self.agent.config.name[:64], devices=devices,
+            data_port=data.port if data is not None else 0,
+            data_salt=data.salt if data is not None else b"",
             **self.cache_offer(cached),
         )
 

@@ -7,16 +7,19 @@ server with the same virtual range rebuilds contexts, modules, functions,
 streams, events, allocations and memory exactly: handles are minted by the
 client and device pointers are the same. docs/consistency.md has the design.
 
-Per batch, one C pass (``gl_journal_scan``) says whether it ends with a waiting
-call and whether it holds a call that cannot be replayed; Python appends one
-entry. Nothing runs per call.
+The journal lives in native memory (``cffi_build/src/jlog.c``): the client
+agent's native uplink appends each envelope's block (one reference, no copy)
+after one C pass says whether it ends with a waiting call and whether it
+holds a call that cannot be replayed. Python reads it for a move or a
+checkpoint. Nothing runs in Python per batch.
 """
 
 from __future__ import annotations
 
+import builtins
 import os
-import threading
 from dataclasses import dataclass
+from typing import Any
 
 from gleam.peer.nativelib import ffi, lib
 
@@ -72,69 +75,140 @@ class Entry:
     waits: bool
 
 
+def block_view(block: Any) -> memoryview:
+    """The bytes of a native block, kept alive while the view lives (``block`` is
+    a reference the caller owns, released when the view's owner is collected)."""
+    size = int(block.len)
+    # The buffer keeps the cdata it was made from alive, and that cdata owns the
+    # reference: the block lives exactly as long as a view of it.
+    owned = ffi.gc(ffi.cast("uint8_t *", block.data), lib.gl_jblock_unref_data)
+    return memoryview(ffi.buffer(owned, size))
+
+
+def new_block(data: bytes | bytearray | memoryview) -> Any:
+    """A native block holding a copy of ``data`` (one reference, the caller's)."""
+    block = lib.gl_jblock_new(len(data))
+    if block == ffi.NULL:
+        raise MemoryError("no memory for a journal entry")
+    ffi.memmove(block.data, data, len(data))
+    return block
+
+
+_WHY = {
+    lib.GL_JLOG_OFF: "the journal is off (GLEAM_JOURNAL_MB=0)",
+    lib.GL_JLOG_MALFORMED: "the program sent a malformed batch",
+}
+
+
 class Journal:
-    """The envelopes since the session opened. Appended on the session's reader
-    thread, read by a move (replay) under the session's route lock."""
+    """The envelopes since the session opened, kept in native blocks (``jlog.c``):
+    the client agent's fast lane appends without Python, a move (replay) and a
+    checkpoint read them here under the session's route lock."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.entries: list[Entry] = []
-        self.bytes = 0
-        self.batches = 0   # envelopes ever journaled
-        self.answered = 0  # replies the program has had for the entries
         self.checkpoints = 0
         self.snapshot_bytes = 0  # device memory and module variables the last checkpoint read
         self.checkpoint_seconds = 0.0  # how long the last one took
         self.folded = 0  # batches the last checkpoint folded away
-        # Why this session can no longer be rebuilt elsewhere (None: it can).
-        self.broken: str | None = None if limit > 0 else "the journal is off (GLEAM_JOURNAL_MB=0)"
-        self._seen = ffi.new("gl_journal_seen *")
-        self._lock = threading.Lock()
+        self._why: str | None = None  # a reason Python gave (cannot_move)
+        self._j = ffi.gc(lib.gl_jlog_new(limit, _DENY, len(_DENY)), lib.gl_jlog_free)
+        self._state = ffi.new("gl_jlog_state *")
+        self._waits = ffi.new("int *")
 
-    def add(self, buf: memoryview, body_at: int) -> bool:
-        """Journal one envelope (its batch at ``body_at``); True when it ends with a
-        waiting call."""
-        src = ffi.from_buffer("uint8_t[]", buf)
-        rc = lib.gl_journal_scan(src + body_at, len(buf) - body_at, _DENY, len(_DENY), self._seen)
-        waits = rc == 0 and bool(self._seen.waits)
-        with self._lock:
-            self.batches += 1
-            if self.broken is not None:
-                return waits
-            if rc != 0:
-                # The server ends the session over it; nothing worth replaying follows.
-                self._break("the program sent a malformed batch")
-            elif self._seen.denied >= 0:
-                name = _name_of(self._seen.denied)
-                self._break(f"{name} cannot be replayed ({NOT_REPLAYABLE.get(name, '')})")
-            elif self.bytes + len(buf) > self.limit:
-                self._break(f"the journal passed its bound ({self.limit / MIB:g} MiB, "
-                            "GLEAM_JOURNAL_MB)")
-            else:
-                self.entries.append(Entry(buf, waits))
-                self.bytes += len(buf)
-        return waits
+    @property
+    def native(self) -> Any:
+        """The ``gl_jlog *`` the session's native lanes append to."""
+        return self._j
+
+    def _get(self) -> Any:
+        lib.gl_jlog_get(self._j, self._state)
+        return self._state
+
+    @property
+    def bytes(self) -> int:
+        return int(self._get().bytes)
+
+    @property
+    def batches(self) -> int:
+        """Envelopes ever journaled."""
+        return int(self._get().batches)
+
+    @property
+    def answered(self) -> int:
+        """Replies the program has had for the entries."""
+        return int(self._get().answered)
+
+    @answered.setter
+    def answered(self, value: int) -> None:
+        lib.gl_jlog_set_answered(self._j, value)
+
+    @property
+    def broken(self) -> str | None:
+        """Why this session can no longer be rebuilt elsewhere (None: it can)."""
+        if self._why is not None:
+            return self._why
+        state = self._get()
+        if state.broken == lib.GL_JLOG_KEEPING:
+            return None
+        if state.broken == lib.GL_JLOG_DENIED:
+            name = _name_of(state.denied)
+            return f"{name} cannot be replayed ({NOT_REPLAYABLE.get(name, '')})"
+        if state.broken == lib.GL_JLOG_BOUND:
+            return f"the journal passed its bound ({self.limit / MIB:g} MiB, GLEAM_JOURNAL_MB)"
+        return _WHY.get(state.broken, "the journal stopped")
+
+    @property
+    def entries(self) -> list[Entry]:
+        """The journaled envelopes, in order (views of the native blocks)."""
+        out = []
+        i = 0
+        while (block := lib.gl_jlog_entry(self._j, i)) != ffi.NULL:
+            waits = bool(block.waits)
+            out.append(Entry(block_view(block), waits))
+            i += 1
+        return out
+
+    def add(self, buf: builtins.bytes | bytearray | memoryview, body_at: int) -> bool:
+        """Journal a copy of one envelope (its batch at ``body_at``); True when it
+        ends with a waiting call."""
+        block = new_block(buf)
+        try:
+            return self.add_block(block, body_at)
+        finally:
+            lib.gl_jblock_unref(block)
+
+    def add_block(self, block: Any, body_at: int) -> bool:
+        """Journal a native block (the journal takes its own reference)."""
+        lib.gl_jlog_add(self._j, block, body_at, self._waits, ffi.NULL, ffi.NULL)
+        return bool(self._waits[0])
 
     def replace(self, entries: list[Entry], answered: int, snapshot_bytes: int,
                 seconds: float, folded: int) -> None:
         """A checkpoint: ``entries`` (state, then snapshot) rebuild what the ``folded``
         old ones did; replaying them yields ``answered`` replies, all already answered."""
-        with self._lock:
-            if self.broken is not None:
-                return  # (a session once unmovable stays so: nothing to fold)
-            self.entries = entries
-            self.bytes = sum(len(e.envelope) for e in entries)
-            self.answered = answered
-            self.checkpoints += 1
-            self.snapshot_bytes = snapshot_bytes
-            self.checkpoint_seconds = seconds
-            self.folded = folded
+        if self.broken is not None:
+            return  # (a session once unmovable stays so: nothing to fold)
+        blocks = []
+        try:
+            for entry in entries:
+                block = new_block(entry.envelope)
+                block.waits = int(entry.waits)
+                blocks.append(block)
+            lib.gl_jlog_replace(self._j, blocks, len(blocks), answered)
+        finally:
+            for block in blocks:
+                lib.gl_jblock_unref(block)
+        self.checkpoints += 1
+        self.snapshot_bytes = snapshot_bytes
+        self.checkpoint_seconds = seconds
+        self.folded = folded
 
     def cannot_move(self, why: str) -> None:
         """A checkpoint found state it cannot keep: the session runs on, unmovable."""
-        with self._lock:
-            if self.broken is None:
-                self._break(why)
+        if self.broken is None:
+            self._why = why
+            lib.gl_jlog_break(self._j, lib.GL_JLOG_BROKEN)
 
     def next_checkpoint(self) -> int:
         """The journal size at which the next checkpoint is taken: half the bound,
@@ -142,17 +216,12 @@ class Journal:
         the bound, so that a checkpoint comes before the journal breaks)."""
         return int(min(0.9 * self.limit, max(0.5 * self.limit, 1.5 * self.bytes)))
 
-    def _break(self, why: str) -> None:
-        # Past the bound nothing is kept: the memory goes back at once, and the
-        # session runs on where it is (only a move becomes impossible).
-        self.broken = why
-        self.entries = []
-        self.bytes = 0
-
     def row(self) -> dict[str, object]:
-        return {"journal_bytes": self.bytes, "journal_batches": len(self.entries),
+        state = self._get()
+        broken = self.broken
+        return {"journal_bytes": int(state.bytes), "journal_batches": int(state.entries),
                 "journal_limit": self.limit, "checkpoints": self.checkpoints,
                 "snapshot_bytes": self.snapshot_bytes,
                 "checkpoint_seconds": self.checkpoint_seconds, "checkpoint_folded": self.folded,
-                "movable": self.broken is None,
-                "not_movable_because": self.broken}
+                "movable": broken is None,
+                "not_movable_because": broken}

@@ -87,9 +87,16 @@ class CudaOpened(Message):
     cache_summary: bytes = b""
     cache_min: int = 0
     cache_image_min: int = 0
+    # The session's data connection (docs/data-connection.md): the port the
+    # client dials on the server's address and the salt of its keys (0 / empty:
+    # the session's envelopes travel on the link).
+    data_port: int = 0
+    data_salt: bytes = b""
 
     def __post_init__(self) -> None:
         _session(self.session)
+        _check(0 <= self.data_port < 65536, "bad data port")
+        _check(len(self.data_salt) in (0, 32), "bad data salt")
         _check(len(self.devices) <= MAX_DEVICES, "too many devices")
         _check(len(self.cache_summary) <= MAX_SUMMARY and len(self.cache_summary) % 8 == 0,
                "bad cache summary")

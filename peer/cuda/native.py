@@ -348,6 +348,11 @@ class ExecSession:
         self.va_size: int = lib.gl_exec_va_size(self._x)
         self._reply_len = ffi.new("size_t *")
 
+    @property
+    def native(self) -> Any:
+        """The ``gl_exec *`` (for the serving agent's native lane, serve.c)."""
+        return self._x
+
     def run(self, batch: bytes | bytearray | memoryview, reply: bytearray | memoryview,
             blobs: list[tuple[bytes, bytes]] | None = None) -> int:
         """Runs a batch; the reply body's length, or -1 when the batch asked for none.

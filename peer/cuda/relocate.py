@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from gleam.peer.cuda import dataconn
 from gleam.peer.cuda.channel import Channel, LinkChannel
 from gleam.peer.cuda.choose import Choice, NoServer, choose
 from gleam.peer.cuda.forwarding import Route
@@ -55,6 +56,7 @@ class _Target:
     channel: Channel
     forward: Callable[[memoryview], None]
     blobs: Any
+    data: Any = None  # the new server's data connection (dataconn.DataConnection)
 
 
 def _node_of(fw: CudaForwarding, route: Route) -> str:
@@ -75,9 +77,15 @@ async def _open(fw: CudaForwarding, client: ClientSession, choice: Choice) -> _T
         return _Target(choice.name, fw.agent.node_id, None, served, loop, to_executor(served),
                        None)
     answer = await open_remote(fw, choice.link, client.session, client.program, va)
+    try:
+        data = await dataconn.open_client(choice.link, client.session, answer)
+    except OSError as exc:
+        _close(client.session, choice.link, None, "no data connection")
+        raise OpenFailed(f"cannot open the data connection to {choice.name}: {exc}") from None
     channel = LinkChannel(choice.link)
     return _Target(choice.name, choice.link.node_id, choice.link, None, channel,
-                   channel.submit_batch, fw.session_blobs(choice.link, client.session, answer))
+                   data.send if data is not None else channel.submit_batch,
+                   fw.session_blobs(choice.link, client.session, answer), data)
 
 
 def _close(session: int, link: PeerLink | None, served: ServedSession | None,
@@ -105,7 +113,8 @@ async def _move(fw: CudaForwarding, client: ClientSession, choice: Choice, kind:
     fw.add_route(client.session, Route(client, target.link, target.served))
     try:
         batches = await trio.to_thread.run_sync(
-            client.replay_onto, target.channel, target.forward, target.blobs)
+            client.replay_onto, target.channel, target.forward, target.blobs, target.data,
+            fw.data_lost)
     except Exception as exc:
         _close(client.session, target.link, target.served, "the replay failed")
         raise ReplayFailed(f"replaying the journal on {target.name} failed: {exc}") from None

@@ -1,10 +1,17 @@
 """Serving forwarded sessions: one executor OS thread per session.
 
-Batches arrive on a link's reader thread (``gleam_data_batch``) and go into
-the session's bounded queue; a full queue blocks that reader, so TCP slows
-the client instead of memory growing here. The executor thread alone
-touches its ``ExecSession`` (it is not thread-safe) and sends each reply
-through the session's channel. The Trio thread only opens sessions (the
+A session with a data connection (``dataconn.py``) is served by its executor
+thread reading that connection itself, in C (``cffi_build/src/serve.c``):
+receive, open, run, seal the reply, with Python only for a batch the blob
+store must see. TCP's flow control is the backpressure.
+
+Otherwise (a session this agent serves for its own interposer, or one whose
+envelopes come on the link) batches arrive on a link's reader thread
+(``gleam_data_batch``) and go into the session's bounded queue; a full queue
+blocks that reader, so TCP slows the client instead of memory growing here.
+
+The executor thread alone touches its ``ExecSession`` (it is not thread-safe)
+and sends each reply through the data connection or the session's channel. The Trio thread only opens sessions (the
 backend call runs in a worker thread) and asks them to stop.
 """
 
@@ -23,6 +30,7 @@ from gleam.peer.cache.store import BlobMismatch, BlobStore
 from gleam.peer.cuda import envelope
 from gleam.peer.cuda.channel import Channel
 from gleam.peer.cuda.messages import MAX_WANTED, CudaBlobWant, CudaClose, short_reason
+from gleam.peer.nativelib import ffi, lib
 
 log = logging.getLogger("gleam.cuda.server")
 
@@ -51,6 +59,8 @@ class ExecLike(Protocol):
             blobs: list[tuple[bytes, bytes]] | None = None) -> int: ...
     def stats(self) -> dict[str, Any]: ...
     def close(self) -> None: ...
+    @property
+    def native(self) -> Any: ...
 
 
 @dataclass
@@ -77,8 +87,12 @@ class ServedSession:
     blob_refs: int = 0
     blob_misses: int = 0
     blob_refused: int = 0
+    # The session's data connection (dataconn.DataConnection); None: the queue.
+    data: Any = None
 
     def __post_init__(self) -> None:
+        self._serve: Any = None  # the native lane (gl_serve) while it runs
+        self._exec_lock = threading.Lock()  # stats read by other threads vs close
         self._arrived: dict[bytes, bytes] = {}
         self._wanted: dict[bytes, int] = {}  # digest -> bad resends so far
         self._blob_cond = threading.Condition()
@@ -108,6 +122,8 @@ class ServedSession:
         if self.end_reason is None:
             self.end_reason = reason
         self._stopping.set()
+        if self.data is not None:
+            self.data.shutdown()  # wakes the executor blocked on the connection
         # With a full queue the executor sees the flag after its current batch.
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(_STOP)
@@ -145,7 +161,9 @@ class ServedSession:
         last_stats = 0.0
         seen = -1
         try:
-            while not self._stopping.is_set():
+            if self.data is not None:
+                self._serve_data(reply)
+            while self.data is None and not self._stopping.is_set():
                 idle = False
                 try:
                     body = self._queue.get(timeout=STATS_EVERY)
@@ -180,8 +198,56 @@ class ServedSession:
             try:
                 self.stats = self.exec.stats()
             finally:
-                self.exec.close()
+                with self._exec_lock:
+                    self.exec.close()
+                    self._absorb_native()
+                if self.data is not None:
+                    self.data.close()
                 self.on_end(self, self.end_reason or "closed")
+
+    # ----------------------------------------------------------- the native lane
+
+    def _serve_data(self, reply: bytearray) -> None:
+        """Serve the data connection until it ends (the executor thread)."""
+        cache_min = min(self.policy.h2d_min, self.policy.image_min) if self.store else 0
+        serve = lib.gl_serve_new(self.exec.native, self.data.stream, self.session, cache_min,
+                                 self.reply_capacity)
+        if serve == ffi.NULL:
+            raise MemoryError("no memory for the session's native lane")
+        self._serve = ffi.gc(serve, lib.gl_serve_free)
+        out, size = ffi.new("uint8_t **"), ffi.new("uint64_t *")
+        while not self._stopping.is_set():
+            rc = lib.gl_serve_next(self._serve, out, size)
+            if rc == lib.GL_SERVE_SLOW:
+                body = memoryview(bytes(ffi.buffer(out[0] + envelope.HEADER_SIZE,
+                                                   size[0] - envelope.HEADER_SIZE)))
+                reply = self._execute(body, reply)
+                continue
+            if rc == lib.GL_SERVE_E_BATCH:
+                code = int(self._serve.error)
+                raise self.batch_error(code, ffi.string(lib.gl_exec_strerror(code)).decode())
+            if rc == lib.GL_SERVE_E_ENVELOPE:
+                raise self.batch_error(0, "not a batch of this session on its data connection")
+            if rc == lib.GL_SERVE_E_STREAM and not self._stopping.is_set():
+                why = self.data.describe(int(self._serve.error))
+                self.end_reason = self.end_reason or f"the data connection failed: {why}"
+            break  # the client closed it, or it failed: the session is over
+
+    def _absorb_native(self) -> None:
+        """Fold the native lane's counters into the session's (exec lock held)."""
+        serve, self._serve = self._serve, None
+        if serve is not None:
+            self.batches += serve.batches
+            self.records += serve.records
+            self.replies += serve.replies
+            self.bytes_in += serve.bytes_in
+            self.bytes_out += serve.bytes_out
+
+    def _send_reply(self, buf: bytes | memoryview) -> None:
+        if self.data is not None:
+            self.data.send(buf)
+        else:
+            self.channel.submit_batch(buf)
 
     def _execute(self, body: memoryview, reply: bytearray) -> bytearray:
         self.batches += 1
@@ -196,6 +262,9 @@ class ServedSession:
         total = envelope.HEADER_SIZE + size
         self.replies += 1
         self.bytes_out += total
+        if self.data is not None:  # sealed into the stream's own buffer: no copy kept
+            self._send_reply(memoryview(reply)[:total])
+            return reply
         if total < COPY_REPLY_BELOW:
             self.channel.submit_batch(bytes(memoryview(reply)[:total]))
             return reply
@@ -269,13 +338,27 @@ class ServedSession:
                 self._wanted.pop(d, None)
         return got
 
+    def counts(self) -> tuple[int, int, int, int, int]:
+        """(batches, records, replies, bytes in, bytes out), the native lane's included."""
+        with self._exec_lock:
+            serve = self._serve
+            extra = ((serve.batches, serve.records, serve.replies, serve.bytes_in,
+                      serve.bytes_out) if serve is not None else (0, 0, 0, 0, 0))
+            if serve is not None:  # the executor's counters, read while it runs
+                self.stats = self.exec.stats()
+        own = (self.batches, self.records, self.replies, self.bytes_in, self.bytes_out)
+        batches, records, replies, bytes_in, bytes_out = (
+            int(a) + int(b) for a, b in zip(own, extra, strict=True))
+        return batches, records, replies, bytes_in, bytes_out
+
     def row(self) -> dict[str, Any]:
+        batches, records, replies, bytes_in, bytes_out = self.counts()
         return {
             "id": f"{self.session:016x}", "role": "served", "peer": self.client,
-            "program": self.program, "started": self.started, "batches": self.batches,
-            "calls": self.records, "waiting": self.replies,
-            "bytes": self.bytes_in + self.bytes_out, "bytes_in": self.bytes_in,
-            "bytes_out": self.bytes_out, "stats": dict(self.stats),
+            "program": self.program, "started": self.started, "batches": batches,
+            "calls": records, "waiting": replies,
+            "bytes": bytes_in + bytes_out, "bytes_in": bytes_in,
+            "bytes_out": bytes_out, "stats": dict(self.stats),
             "blob_refs": self.blob_refs, "blob_misses": self.blob_misses,
             "blob_refused": self.blob_refused,
         }

@@ -177,6 +177,8 @@ class Connection:
         self._our_nonce = b""
         self._peer_hello: Hello | None = None
         self._transcript = b""
+        # Shared by both ends once the peer is authenticated (handshake.exporter_secret).
+        self.exporter = b""
         self._opening_key = b""
         self._sealer: FrameSealer | None = None
         self._opener: FrameOpener | None = None
@@ -440,6 +442,7 @@ class Connection:
             transcript = handshake.transcript_hash(body, self._our_hello)
             nonces = (hello.nonce, self._our_nonce)
         keys = handshake.session_keys(self._identity.mesh_key, *nonces, transcript)
+        self.exporter = handshake.exporter_secret(self._identity.mesh_key, *nonces, transcript)
         mac = handshake.auth_mac(self._auth_key, self.role, transcript)
         self._outgoing += frame(bytes((FrameKind.AUTH,)) + encode_message(Auth(mac=mac)))
         # From our Auth on, everything we send is sealed; the peer's frames are

@@ -35,6 +35,7 @@ _MESH_ID_TAG = b"gleam mesh id v1"
 _TRANSCRIPT_TAG = b"gleam v1 transcript"
 _AUTH_INFO = b"gleam v1 auth"
 _SESSION_INFO = b"gleam v1 session"
+_EXPORTER_INFO = b"gleam v1 exporter"
 _LENGTH = struct.Struct(">I")
 _GCM_NONCE = struct.Struct(">4xQ")  # 4 zero bytes | u64 counter
 
@@ -117,6 +118,16 @@ def session_keys(
         length=2 * KEY_SIZE,
     )
     return SessionKeys(okm[:KEY_SIZE], okm[KEY_SIZE:])
+
+
+def exporter_secret(
+    mesh_key: bytes, initiator_nonce: bytes, responder_nonce: bytes, transcript: bytes
+) -> bytes:
+    """A secret both ends of one authenticated link share, from which other
+    channels between the same two agents (a session's data connection) derive
+    their keys; never used to seal anything itself."""
+    return _hkdf(mesh_key, salt=initiator_nonce + responder_nonce,
+                 info=_EXPORTER_INFO + transcript, length=KEY_SIZE)
 
 
 def gcm_nonce(counter: int) -> bytes:

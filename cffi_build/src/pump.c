@@ -1,0 +1,262 @@
+/*
+ * pump.c — the client agent's native lanes of one session (pump.h).
+ */
+#include "pump.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gl_session.h"
+#include "records.h"
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+gl_pump *gl_pump_new(int program_fd, uint64_t session, uint32_t max_body, gl_jlog *journal)
+{
+    gl_pump *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->program_fd = program_fd;
+    p->session = session;
+    p->max_body = max_body;
+    p->journal = journal;
+    p->checkpoint_at = UINT64_MAX;
+    pthread_mutex_init(&p->route_mu, NULL);
+    pthread_mutex_init(&p->reply_mu, NULL);
+    return p;
+}
+
+void gl_pump_free(gl_pump *p)
+{
+    if (!p)
+        return;
+    free(p->pre);
+    pthread_mutex_destroy(&p->route_mu);
+    pthread_mutex_destroy(&p->reply_mu);
+    free(p);
+}
+
+int gl_pump_prefill(gl_pump *p, const uint8_t *buf, size_t len)
+{
+    free(p->pre);
+    p->pre = len ? malloc(len) : NULL;
+    if (len && !p->pre)
+        return GL_PUMP_E_NOMEM;
+    if (len)
+        memcpy(p->pre, buf, len);
+    p->pre_len = len;
+    p->pre_off = 0;
+    return 0;
+}
+
+void gl_pump_route_lock(gl_pump *p) { pthread_mutex_lock(&p->route_mu); }
+void gl_pump_route_unlock(gl_pump *p) { pthread_mutex_unlock(&p->route_mu); }
+void gl_pump_reply_lock(gl_pump *p) { pthread_mutex_lock(&p->reply_mu); }
+void gl_pump_reply_unlock(gl_pump *p) { pthread_mutex_unlock(&p->reply_mu); }
+
+/* Fills buf from the program's socket: 1 done, 0 clean end before the first byte. */
+static int read_exact(gl_pump *p, uint8_t *buf, size_t len)
+{
+    size_t got = 0;
+    if (p->pre_off < p->pre_len) {
+        got = p->pre_len - p->pre_off < len ? p->pre_len - p->pre_off : len;
+        memcpy(buf, p->pre + p->pre_off, got);
+        p->pre_off += got;
+    }
+    while (got < len) {
+        ssize_t n = read(p->program_fd, buf + got, len - got);
+        if (n > 0) {
+            got += (size_t)n;
+        } else if (n == 0) {
+            if (got == 0)
+                return 0;
+            return GL_PUMP_E_TRUNCATED;
+        } else if (errno != EINTR) {
+            p->err = errno;
+            return GL_PUMP_E_IO;
+        }
+    }
+    return 1;
+}
+
+/* Reads one envelope into a new block (*out); 1, GL_PUMP_END or an error. */
+static int read_envelope(gl_pump *p, gl_jblock **out)
+{
+    uint8_t h[GL_ENV_HEADER_SIZE];
+    int rc = read_exact(p, h, sizeof h);
+    if (rc <= 0)
+        return rc == 0 ? GL_PUMP_END : rc;
+    uint32_t body = get_u32(h);
+    if (h[5] != 0 || h[6] != 0 || h[7] != 0 || h[4] == 0 || h[4] > 5)
+        return GL_PUMP_E_HEADER;
+    if (h[4] != GL_ENV_BATCH) {
+        p->err = h[4];
+        return GL_PUMP_E_KIND;
+    }
+    if (body > p->max_body) {
+        p->err = (int)(body > INT32_MAX ? INT32_MAX : body);
+        return GL_PUMP_E_SIZE;
+    }
+    gl_jblock *b = gl_jblock_new(GL_ENV_HEADER_SIZE + (uint64_t)body);
+    if (!b)
+        return GL_PUMP_E_NOMEM;
+    memcpy(b->data, h, sizeof h);
+    if (body && (rc = read_exact(p, b->data + GL_ENV_HEADER_SIZE, body)) != 1) {
+        gl_jblock_unref(b);
+        return rc == 0 ? GL_PUMP_E_TRUNCATED : rc;
+    }
+    *out = b;
+    return 1;
+}
+
+/* What the fast lane must know of a batch before it forwards it. */
+typedef struct {
+    uint32_t max_inline; /* the largest inline payload */
+    int refs;            /* blob references (only Python's cache writes them) */
+    uint64_t h2d_inline; /* host-to-device bytes inline */
+} scanned;
+
+static int scan(const gl_pump *p, const gl_jblock *b, scanned *out)
+{
+    gl_batch_reader rd;
+    gl_record rec;
+    int rc;
+    memset(out, 0, sizeof *out);
+    if ((rc = gl_batch_reader_open(&rd, b->data + GL_ENV_HEADER_SIZE,
+                                   (size_t)b->len - GL_ENV_HEADER_SIZE)) != GL_OK)
+        return rc;
+    while ((rc = gl_batch_reader_next(&rd, &rec)) == 1) {
+        if (rec.flags & GL_REC_INLINE) {
+            if (rec.payload_len > out->max_inline)
+                out->max_inline = rec.payload_len;
+            if (rec.call_id == p->h2d_call)
+                out->h2d_inline += rec.payload_len;
+        }
+        if (rec.flags & GL_REC_REF)
+            out->refs++;
+    }
+    return rc < 0 ? rc : GL_OK;
+}
+
+/* The batch's record count, for the counters (the executor validates the batch). */
+static uint32_t record_count(const gl_jblock *b)
+{
+    return b->len >= GL_ENV_HEADER_SIZE + 24 ? get_u32(b->data + GL_ENV_HEADER_SIZE + 16) : 0;
+}
+
+int gl_pump_uplink(gl_pump *p, gl_jblock **out)
+{
+    for (;;) {
+        gl_jblock *b = NULL;
+        int rc = read_envelope(p, &b);
+        if (rc != 1)
+            return rc;
+        pthread_mutex_lock(&p->route_mu);
+        uint64_t in_flight = p->waits_out - __atomic_load_n(&p->replies_in, __ATOMIC_RELAXED);
+        gl_jlog_state js;
+        gl_jlog_get(p->journal, &js);
+        int checkpoint_due = js.broken == GL_JLOG_KEEPING && js.bytes > p->checkpoint_at
+                             && in_flight == 0;
+        if (!p->out || p->held || p->slow_pending || checkpoint_due) {
+            p->slow_pending++;
+            pthread_mutex_unlock(&p->route_mu);
+            *out = b;
+            return GL_PUMP_SLOW;
+        }
+        /* Journaled first (the journal decides whether it waits); a cacheable
+         * payload still goes to Python, which journals it there instead. */
+        scanned seen;
+        int waits = 0;
+        (void)scan(p, b, &seen); /* a malformed batch is the executor's to refuse */
+        if ((p->cache_min && seen.max_inline >= p->cache_min) || seen.refs) {
+            p->slow_pending++;
+            pthread_mutex_unlock(&p->route_mu);
+            *out = b;
+            return GL_PUMP_SLOW;
+        }
+        gl_jlog_add(p->journal, b, GL_ENV_HEADER_SIZE, &waits, NULL, NULL);
+        p->batches++;
+        p->records += record_count(b);
+        p->h2d_inline += seen.h2d_inline;
+        put_u64(b->data + 8, p->session);
+        p->bytes_to_server += b->len;
+        if (waits)
+            p->waits_out++;
+        int sent = gl_stream_send(p->out, b->data, (size_t)b->len);
+        gl_jblock_unref(b); /* the journal keeps its own reference */
+        if (sent != 0) {
+            /* Journaled: the link's loss starts the failover that replays it. */
+            p->held = 1;
+            p->err = sent;
+            pthread_mutex_unlock(&p->route_mu);
+            return GL_PUMP_LOST_SEND;
+        }
+        pthread_mutex_unlock(&p->route_mu);
+    }
+}
+
+int gl_pump_write_program(gl_pump *p, const uint8_t *buf, size_t len)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = send(p->program_fd, buf + done, len - done, MSG_NOSIGNAL);
+        if (n > 0)
+            done += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else
+            return -1;
+    }
+    return 0;
+}
+
+int gl_pump_downlink(gl_pump *p, gl_stream *s, uint8_t **out, uint64_t *len)
+{
+    for (;;) {
+        uint8_t *env;
+        int64_t n = gl_stream_recv(s, &env);
+        if (n == 0)
+            return GL_PUMP_END;
+        if (n < 0) {
+            p->err = (int)n;
+            return GL_PUMP_E_STREAM;
+        }
+        if (n < GL_ENV_HEADER_SIZE || get_u32(env) != (uint64_t)n - GL_ENV_HEADER_SIZE
+            || env[4] != GL_ENV_REPLY || env[5] || env[6] || env[7]
+            || get_u64(env + 8) != p->session)
+            return GL_PUMP_E_REPLY;
+        pthread_mutex_lock(&p->reply_mu);
+        if (p->divert) {
+            pthread_mutex_unlock(&p->reply_mu);
+            *out = env;
+            *len = (uint64_t)n;
+            return GL_PUMP_SLOW;
+        }
+        if (!p->closed) {
+            __atomic_add_fetch(&p->replies_in, 1, __ATOMIC_RELAXED);
+            p->replies++;
+            gl_jlog_answered_add(p->journal, 1);
+            p->bytes_from_server += (uint64_t)n;
+            /* When the program is gone its reader notices and ends the session. */
+            (void)gl_pump_write_program(p, env, (size_t)n);
+        }
+        pthread_mutex_unlock(&p->reply_mu);
+    }
+}

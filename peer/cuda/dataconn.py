@@ -1,0 +1,222 @@
+"""A session's data connection: its own TCP connection between the two agents.
+
+The session's envelopes travel on it, sealed and opened by C threads
+(``cffi_build/src/dpstream.c``, ``pump.c``, ``serve.c``); the peer link keeps
+the control plane. docs/data-connection.md has the format.
+
+Keys: both agents hold the link's exporter secret (from its authenticated
+handshake, ``handshake.exporter_secret``). The server picks a fresh 32-byte
+salt per session and sends it, with the port, in ``cuda_opened`` over the
+sealed link; HKDF over the secret, the salt and the session id gives one key
+per direction. Only the two agents of that link can derive them.
+
+Who may connect: the server listens on a port of its own for that one session,
+on the link's local address, accepts one connection from the link's peer
+address within ``ACCEPT_TIMEOUT``, and the first frame each way is a sealed
+hello naming the session: a connection that does not authenticate is closed
+before it touches the session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import struct
+from typing import TYPE_CHECKING, Any
+
+import trio
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from gleam.peer.cuda import envelope
+from gleam.peer.nativelib import ffi, lib
+
+if TYPE_CHECKING:
+    from gleam.peer.cuda.messages import CudaOpened
+    from gleam.peer.link import PeerLink
+
+ACCEPT_TIMEOUT = 10.0
+ENV = "GLEAM_DATA_CONNECTION"
+HELLO_TIMEOUT = 5.0
+SALT_SIZE = 32
+_INFO = b"gleam v1 data connection"
+_CLIENT_HELLO = b"GLDC"
+_SERVER_HELLO = b"GLDS"
+# A frame carries one envelope: a copy chunk in a batch, with room for headers.
+MAX_FRAME = envelope.HEADER_SIZE + envelope.MAX_BODY
+
+
+class DataConnectionError(OSError):
+    """The data connection could not be set up or failed; the message says why."""
+
+
+def data_keys(exporter: bytes, session: int, salt: bytes) -> tuple[bytes, bytes]:
+    """(client → server, server → client) keys of one session's data connection."""
+    if len(exporter) != 32 or len(salt) != SALT_SIZE:
+        raise DataConnectionError("the link has no exporter secret (not authenticated)")
+    okm = HKDF(algorithm=hashes.SHA256(), length=64, salt=salt,
+               info=_INFO + struct.pack("<Q", session)).derive(exporter)
+    return okm[:32], okm[32:]
+
+
+def _timeout(sock: socket.socket, seconds: float) -> None:
+    """A receive timeout on the descriptor itself (the C reader blocks in read())."""
+    whole = int(seconds)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                    struct.pack("ll", whole, int((seconds - whole) * 1e6)))
+
+
+class DataConnection:
+    """One session's sealed stream and its socket; closed once no thread uses it."""
+
+    def __init__(self, sock: socket.socket, send_key: bytes, send_dir: int,
+                 recv_key: bytes, recv_dir: int) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(None)  # blocking: the C threads own the waits
+        err = ffi.new("char[200]")
+        stream = lib.gl_stream_new(sock.fileno(), send_key, send_dir, recv_key, recv_dir,
+                                   MAX_FRAME, err, len(err))
+        if stream == ffi.NULL:
+            raise DataConnectionError(ffi.string(err).decode(errors="replace"))
+        self.sock = sock
+        self.stream: Any = stream
+        self._recv_out = ffi.new("uint8_t **")
+        self._closed = False
+
+    def send(self, buf: bytes | bytearray | memoryview) -> None:
+        """Seal and write one envelope (thread-safe); OSError when the connection failed."""
+        src = ffi.from_buffer("uint8_t[]", buf)
+        rc = lib.gl_stream_send(self.stream, src, len(src))
+        if rc != 0:
+            raise DataConnectionError(self.describe(rc))
+
+    def recv(self) -> bytes:
+        """The next frame's plaintext (a copy); b"" at a clean end (one thread only)."""
+        n = lib.gl_stream_recv(self.stream, self._recv_out)
+        if n < 0:
+            raise DataConnectionError(self.describe(n))
+        return bytes(ffi.buffer(self._recv_out[0], n)) if n else b""
+
+    def describe(self, code: int) -> str:
+        text = ffi.string(lib.gl_stream_strerror(code)).decode(errors="replace")
+        errno = lib.gl_stream_errno(self.stream) if self.stream != ffi.NULL else 0
+        return f"{text} ({os.strerror(errno)})" if errno and code == lib.GL_STREAM_E_IO else text
+
+    def counters(self) -> dict[str, int]:
+        c = ffi.new("gl_stream_counters *")
+        lib.gl_stream_counters_get(self.stream, c)
+        return {"frames_sent": c.frames_sent, "bytes_sent": c.bytes_sent,
+                "frames_received": c.frames_received, "bytes_received": c.bytes_received}
+
+    def shutdown(self) -> None:
+        """Wake the threads blocked on it (any thread)."""
+        if not self._closed:
+            lib.gl_stream_shutdown(self.stream)
+
+    def close(self) -> None:
+        """Free the stream and close the socket: only once no thread is inside it."""
+        if self._closed:
+            return
+        self._closed = True
+        lib.gl_stream_free(self.stream)
+        self.stream = ffi.NULL
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+def _hello(session: int, tag: bytes) -> bytes:
+    return tag + struct.pack("<Q", session)
+
+
+def _handshake(conn: DataConnection, session: int, ours: bytes, theirs: bytes,
+               first: bool) -> None:
+    """Each side's first frame names the session under the keys: proof of both."""
+    _timeout(conn.sock, HELLO_TIMEOUT)
+    if first:
+        conn.send(_hello(session, ours))
+    got = conn.recv()
+    if got != _hello(session, theirs):
+        raise DataConnectionError("the data connection's hello did not match")
+    if not first:
+        conn.send(_hello(session, ours))
+    _timeout(conn.sock, 0)
+
+
+class DataListener:
+    """The server's side before the client connects: one port, one connection."""
+
+    def __init__(self, link: PeerLink, session: int) -> None:
+        self.link = link
+        self.session = session
+        self.salt = os.urandom(SALT_SIZE)
+        local = link.io.sock.getsockname()
+        family = socket.AF_INET6 if ":" in local[0] else socket.AF_INET
+        self._sock = socket.socket(family, socket.SOCK_STREAM)
+        self._sock.bind((local[0], 0))
+        self._sock.listen(1)
+        self.port: int = self._sock.getsockname()[1]
+
+    def accept(self) -> DataConnection:
+        """Wait for the client (a worker thread); raises DataConnectionError."""
+        to_server, to_client = data_keys(self.link.conn.exporter, self.session, self.salt)
+        peer_host = self.link.io.sock.getpeername()[0]
+        self._sock.settimeout(ACCEPT_TIMEOUT)
+        try:
+            while True:
+                try:
+                    sock, address = self._sock.accept()
+                except TimeoutError:
+                    raise DataConnectionError(
+                        f"the client did not open the data connection within "
+                        f"{ACCEPT_TIMEOUT:.0f} s") from None
+                if address[0] == peer_host:
+                    break
+                sock.close()  # not the link's peer: not for this session
+        finally:
+            self.close()
+        conn = DataConnection(sock, to_client, lib.GL_DIR_TO_CLIENT, to_server,
+                              lib.GL_DIR_TO_SERVER)
+        try:
+            _handshake(conn, self.session, _SERVER_HELLO, _CLIENT_HELLO, first=False)
+        except OSError:
+            conn.close()
+            raise
+        return conn
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+
+def connect(link: PeerLink, session: int, port: int, salt: bytes) -> DataConnection:
+    """The client's side (a worker thread); raises DataConnectionError."""
+    to_server, to_client = data_keys(link.conn.exporter, session, salt)
+    host = link.io.sock.getpeername()[0]
+    try:
+        sock = socket.create_connection((host, port), timeout=HELLO_TIMEOUT)
+    except OSError as exc:
+        raise DataConnectionError(f"cannot reach {host} port {port}: {exc}") from None
+    conn = DataConnection(sock, to_server, lib.GL_DIR_TO_SERVER, to_client, lib.GL_DIR_TO_CLIENT)
+    try:
+        _handshake(conn, session, _CLIENT_HELLO, _SERVER_HELLO, first=True)
+    except OSError:
+        conn.close()
+        raise
+    return conn
+
+
+def enabled() -> bool:
+    """Whether a server offers data connections (``GLEAM_DATA_CONNECTION=0``: the
+    session's envelopes travel on the link, through Python, as before)."""
+    return os.environ.get(ENV, "1").strip() not in ("0", "no", "off")
+
+
+async def open_client(link: PeerLink, session: int,
+                      answer: CudaOpened) -> DataConnection | None:
+    """The client's data connection to the server that answered ``answer`` (None:
+    it offered none); raises DataConnectionError."""
+    if not answer.data_port:
+        return None
+    return await trio.to_thread.run_sync(connect, link, session, answer.data_port,
+                                         answer.data_salt)
