@@ -582,8 +582,8 @@ class ClientSession:
                     reason = self.failed
                 with contextlib.suppress(OSError):
                     self.sock.close()
-            self._close_data()
             self._on_end(self, reason)
+            self._close_data()
 
     def _close_data(self) -> None:
         """The data connections go once their downlinks are out of them."""
@@ -614,6 +614,7 @@ class ClientSession:
             "waiting": self.replies, "bytes": self.bytes_to_server + self.bytes_from_server,
             "bytes_to_server": self.bytes_to_server,
             "bytes_from_server": self.bytes_from_server,
+            "data_connection": self.data is not None,
             **self.journal.row(), "in_flight": self.in_flight(),
             "migrations": self.migrations, "failovers": self.failovers,
             "moves": list(self.moves[-8:]),

@@ -359,6 +359,7 @@ class ServedSession:
             "calls": records, "waiting": replies,
             "bytes": bytes_in + bytes_out, "bytes_in": bytes_in,
             "bytes_out": bytes_out, "stats": dict(self.stats),
+            "data_connection": self.data is not None,
             "blob_refs": self.blob_refs, "blob_misses": self.blob_misses,
             "blob_refused": self.blob_refused,
         }
@@ -417,6 +418,9 @@ class SessionServer:
             return True
         if payload[4] == envelope.BLOB:
             served.blob_arrived(memoryview(payload)[envelope.HEADER_SIZE :])
+            return True
+        if served.data is not None:  # its batches come on its data connection only
+            log.warning("dropped a batch for session %016x that came on the link", session)
             return True
         served.put(memoryview(payload)[envelope.HEADER_SIZE :])
         return True
