@@ -11,8 +11,9 @@ envelopes come on the link) batches arrive on a link's reader thread
 blocks that reader, so TCP slows the client instead of memory growing here.
 
 The executor thread alone touches its ``ExecSession`` (it is not thread-safe)
-and sends each reply through the data connection or the session's channel. The Trio thread only opens sessions (the
-backend call runs in a worker thread) and asks them to stop.
+and sends each reply through the data connection or the session's channel.
+The Trio thread only opens sessions (the backend call runs in a worker
+thread) and asks them to stop.
 """
 
 from __future__ import annotations
