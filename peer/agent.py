@@ -21,6 +21,7 @@ import trio
 
 from gleam.peer import control
 from gleam.peer.addresses import DEFAULT_PORT, PeerAddress
+from gleam.peer.components import Components
 from gleam.peer.discovering import Discovering
 from gleam.peer.gossip import GossipConfig, GossipMessage
 from gleam.peer.gpus import GpuInventory
@@ -110,6 +111,8 @@ class Agent:
         self.listen_port: int | None = None
         self.started_at = time.time()
         self.nursery: trio.Nursery | None = None
+        # Plugins' per-agent state (gleam_agent_component; peer/components.py).
+        self.components = Components()
         self._links_changed = trio.Event()
         # One inbound bandwidth probe at a time: two trains sharing this host's
         # link would each measure a share of it (peer/link.py, _prober).
@@ -158,6 +161,8 @@ class Agent:
                 # Plugins start before the first connection is accepted: a request
                 # or a peer's message that came in the window before would find its
                 # plugin without its state ("unknown operation 'cuda_sessions'").
+                await self.components.start(
+                    self.pm.hook.gleam_agent_component(agent=self), nursery)
                 self.pm.hook.gleam_agent_started(agent=self)
                 nursery.start_soon(self._serve_tcp, listeners)
                 nursery.start_soon(self._serve_control, control_listener)

@@ -45,6 +45,30 @@ def gleam_agent_started(agent: Agent) -> None:
 
 
 @hookspec
+def gleam_agent_component(agent: Agent) -> object | None:
+    """This plugin's state for one agent: the agent keeps it and hands it back.
+
+    Called once per agent as it starts, before ``gleam_agent_started`` and
+    before the first connection or request is accepted. Return any object
+    (``None``: no state). The agent keeps it in ``agent.components`` for its
+    lifetime, keyed by the object's type: every later hook finds it with
+    ``agent.components.get(MyState)``, which is ``None`` for an agent that
+    never started it. Never keep per-agent state in a module global: one
+    process may run several agents, and a global outlives them.
+
+    A component with ``async def run(self, *, task_status=trio.TASK_STATUS_IGNORED)``
+    is a service: the agent starts it in its nursery (``nursery.start``, so it
+    waits for ``task_status.started()``) and cancels it when the agent stops.
+    The service owns a nursery for its own tasks; its cleanup runs in a
+    shielded ``finally`` and must not block the Trio thread (blocking work goes
+    to ``trio.to_thread.run_sync``).
+
+    All results are kept; a second component of one type is ignored and
+    logged. Runs on the Trio thread. Added in 0.4.
+    """
+
+
+@hookspec
 def gleam_agent_stopping(agent: Agent) -> None:
     """Called once when the agent begins shutting down. Added in 0.1."""
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import time
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,10 +48,12 @@ class _Report:
     at: float
 
 
-# Reports per agent (several in-process agents in tests), most recent last.
-_reports: weakref.WeakKeyDictionary[Agent, dict[tuple[str, int], _Report]] = (
-    weakref.WeakKeyDictionary()
-)
+class TuningReports:
+    """One agent's reports from training processes, by (job, worker), most recent last
+    (the plugin's component: docs/plugins.md, "Per-agent state")."""
+
+    def __init__(self) -> None:
+        self.by_worker: dict[tuple[str, int], _Report] = {}
 
 
 # ------------------------------------------------------------------ validation
@@ -135,17 +136,26 @@ def _report(agent: Agent, args: dict[str, Any]) -> dict[str, Any]:
     if peers is not None and (not isinstance(peers, list)
                               or not all(isinstance(p, str) for p in peers)):
         raise RequestError(f"{REPORT_OP}: 'peers' must be a list of node ids or names")
-    reports = _reports.setdefault(agent, {})
+    kept = agent.components.get(TuningReports)
+    if kept is None:
+        raise RequestError(f"{REPORT_OP}: the agent is not running")
+    reports = kept.by_worker
     reports.pop((job, worker), None)  # re-insert: the dict keeps most recent last
     reports[(job, worker)] = _Report(job, worker, state, time.time())
     return {"accepted": True, "links": _links(agent, peers)}
 
 
 def _latest(agent: Agent) -> _Report | None:
-    reports = _reports.get(agent)
+    kept = agent.components.get(TuningReports)
+    reports = kept.by_worker if kept is not None else None
     if not reports:
         return None
     return next(reversed(reports.values()))
+
+
+@hookimpl
+def gleam_agent_component(agent: Agent) -> TuningReports:
+    return TuningReports()
 
 
 @hookimpl

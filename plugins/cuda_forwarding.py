@@ -4,12 +4,13 @@ Wires ``gleam.peer.cuda`` into the agent through the same hooks a
 third-party plugin would use: the ``cuda_attach``, ``cuda_sessions`` and
 ``cuda_migrate`` control operations, the session control messages between agents, the
 data-plane envelopes (on the links' reader threads), link loss, gossip (the
-``cuda`` field servers advertise) and the status document.
+``cuda`` field servers advertise) and the status document. Its state is one
+``CudaForwarding`` component per agent (``gleam_agent_component``), which the
+agent runs as a service.
 """
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from gleam.peer.cuda import messages as _messages  # noqa: F401 - registers the messages
@@ -25,12 +26,9 @@ if TYPE_CHECKING:
     from gleam.peer.link import PeerLink
     from gleam.peer.protocol import Message
 
-# One forwarding state per running agent (tests run several in one process).
-_STATE: weakref.WeakKeyDictionary[Agent, CudaForwarding] = weakref.WeakKeyDictionary()
-
 
 def _of(agent: Agent) -> CudaForwarding | None:
-    return _STATE.get(agent)
+    return agent.components.get(CudaForwarding)
 
 
 @hookimpl
@@ -39,23 +37,16 @@ def gleam_capabilities() -> list[str]:
 
 
 @hookimpl
-def gleam_agent_started(agent: Agent) -> None:
-    fw = _STATE[agent] = CudaForwarding(agent)
-    assert agent.nursery is not None
-    agent.nursery.start_soon(fw.open_backend)
+def gleam_agent_component(agent: Agent) -> CudaForwarding:
+    # The agent runs it (CudaForwarding.run): backend, openings, failovers and
+    # the rebalancer live in its nursery, and end when the agent stops.
+    fw = CudaForwarding(agent)
     # Running sessions are re-evaluated and moved when another server is clearly
     # better (docs/scheduler.md, "Re-evaluation"); GLEAM_REEVALUATE_S=0 turns it off.
     interval, cooldown = settings_from_env()
     fw.rebalancer = Rebalancer(agent, lambda: movable_sessions(fw), ForwardingMigrator(fw),
                                interval=interval, cooldown=cooldown)
-    agent.nursery.start_soon(fw.rebalancer.run)
-
-
-@hookimpl
-def gleam_agent_stopping(agent: Agent) -> None:
-    fw = _STATE.pop(agent, None)
-    if fw is not None:
-        fw.stop()
+    return fw
 
 
 @hookimpl

@@ -53,13 +53,9 @@ def capacity_of(agent: Agent) -> Capacity:
 
 
 @hookimpl
-def gleam_agent_started(agent: Agent) -> None:
-    leasing.install(agent, leasing.LeaseService(agent, lambda: capacity_of(agent)))
-
-
-@hookimpl
-def gleam_agent_stopping(agent: Agent) -> None:
-    leasing.uninstall(agent)
+def gleam_agent_component(agent: Agent) -> leasing.LeaseService:
+    # Kept by the agent (agent.components): found again with leasing.service_of.
+    return leasing.LeaseService(agent, lambda: capacity_of(agent))
 
 
 @hookimpl

@@ -335,8 +335,8 @@ def test_an_unreplayable_call_or_a_malformed_batch_breaks_the_journal():
 
 async def test_bad_range_requests_are_refused_and_the_server_serves_on(agents, mesh_key):
     from gleam.peer.addresses import PeerAddress
+    from gleam.peer.cuda.forwarding import CudaForwarding
     from gleam.peer.cuda.opening import OpenFailed, open_remote
-    from gleam.plugins.cuda_forwarding import _STATE
 
     from .conftest import wait_until
 
@@ -344,8 +344,9 @@ async def test_bad_range_requests_are_refused_and_the_server_serves_on(agents, m
     client = await agents.start("cli", mesh_key, backend="none",
                                 peers=[PeerAddress("127.0.0.1", server.listen_port)])
     await wait_until(lambda: server.node_id in client.links, timeout=10)
-    await wait_until(lambda: _STATE[server].backend is not None, timeout=30)
-    fw, link = _STATE[client], client.links[server.node_id]
+    await wait_until(lambda: server.components.get(CudaForwarding).backend is not None,
+                     timeout=30)
+    fw, link = client.components.get(CudaForwarding), client.links[server.node_id]
     first = await open_remote(fw, link, 1, "t")
     base, size = first.va_base, first.va_size
     hostile = {

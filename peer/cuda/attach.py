@@ -105,11 +105,14 @@ class Attach(Handoff):
             raise AttachFailed(str(exc)) from None
         hello = _hello_of(fw.opened(session, served))
         self.va_base, self.va_size = hello.va_base, hello.va_size
-        if not await _send_hello(stream, hello):
-            fw.server.release(session)
-            served.exec.close()
+        sent = False
+        try:
+            sent = await _send_hello(stream, hello)
+        finally:  # cancelled or failed: the started session must not outlive its program
+            if not sent:
+                served.stop("the program went away")
+        if not sent:
             return
-        fw.server.add(served)
         client = self._client(stream, buffered, session, channel, program, pid, hello.backend,
                               forward=to_executor(served))
         channel.client = client

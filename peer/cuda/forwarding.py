@@ -1,4 +1,11 @@
-"""The CUDA forwarding state one agent holds: its backend, client and served sessions.
+"""The CUDA forwarding component of one agent: its backend, client and served sessions.
+
+The agent runs it as a service (``run``, started through the
+``gleam_agent_component`` hook): its own nursery holds the backend's opening,
+the openings of sessions peers ask for (``cuda_open``), failovers and the
+rebalancer, and is cancelled when the agent stops. Every served session opens
+through ``open_served``. Stopping never blocks the Trio thread: the sessions'
+threads are ended and joined in a worker thread.
 
 Handlers run where the agent calls them: control messages and link loss on
 the Trio thread, data-plane envelopes on a link's reader thread. Session
@@ -14,6 +21,7 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +32,7 @@ from gleam.peer.cache.client import ServerKnowledge, SessionBlobs
 from gleam.peer.cache.store import BlobStore
 from gleam.peer.cuda import dataconn, envelope
 from gleam.peer.cuda.backend import OpenedBackend, kernel_registry, open_backend
-from gleam.peer.cuda.channel import LinkChannel
+from gleam.peer.cuda.channel import Channel, LinkChannel
 from gleam.peer.cuda.choose import advert
 from gleam.peer.cuda.client import ClientSession
 from gleam.peer.cuda.messages import (
@@ -46,10 +54,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gleam.cuda")
 
+# How long stopping waits for the sessions' threads (a kernel may be running).
 STOP_JOIN = 1.0
 # How long a session whose data connection ended waits for the link's verdict.
 DATA_LOSS_GRACE = 2.0
 _DATA_LOSS_POLL = 0.02
+# How long a peer's cuda_open waits for the backend to open.
+BACKEND_WAIT = 30.0
+
+
+class ServeRefused(Exception):
+    """This agent cannot serve the session; the message says why (fit for cuda_refused)."""
 
 
 @dataclass
@@ -94,10 +109,39 @@ class CudaForwarding:
             self._token: trio.lowlevel.TrioToken | None = trio.lowlevel.current_trio_token()
         except RuntimeError:
             self._token = None
+        self.stop_join = STOP_JOIN
+        self._nursery: trio.Nursery | None = None
 
     @property
     def backend_name(self) -> str | None:
-        return self.backend.name if self.backend is not None else None
+        backend = self.backend  # read once: stopping sets it to None
+        return backend.name if backend is not None else None
+
+    # ------------------------------------------------------------ the service
+
+    async def run(self, *, task_status: trio.TaskStatus[CudaForwarding]
+                  = trio.TASK_STATUS_IGNORED) -> None:
+        """The component's life: its tasks run in its nursery until the agent stops."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                self._token = trio.lowlevel.current_trio_token()
+                nursery.start_soon(self.open_backend)
+                if self.rebalancer is not None:
+                    nursery.start_soon(self.rebalancer.run)
+                task_status.started(self)
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None
+            with trio.CancelScope(shield=True):
+                await self.stop()
+
+    def spawn(self, fn: Callable[..., Awaitable[object]], *args: Any) -> bool:
+        """Run ``fn(*args)`` in the component's nursery; False once it has stopped."""
+        if self._nursery is None or self.stopped:
+            return False
+        self._nursery.start_soon(fn, *args)
+        return True
 
     async def open_backend(self) -> None:
         kernels = slowed_kernels(kernel_registry(self.agent.pm),
@@ -114,20 +158,29 @@ class CudaForwarding:
         log.info("%s", self.note)
         self.ready.set()
 
-    def stop(self) -> None:
-        """The agent is stopping: end every session (on the Trio thread)."""
+    async def stop(self) -> None:
+        """End every session and free the backend; the blocking part runs in a worker
+        thread, so the Trio thread serves on while an executor finishes its kernel."""
+        if self.stopped:
+            return
         self.stopped = True
         self.ready.set()
+        backend, self.backend = self.backend, None
+        await trio.to_thread.run_sync(self._shut_down, backend)
+
+    def _shut_down(self, backend: OpenedBackend | None) -> None:
+        """``stop``'s worker thread: fail the clients, end and join the executors."""
         for route in list(self.routes.values()):
             route.client.fail("the gleam agent is shutting down")
-        for served in self.server.close_all(None, "the serving agent is shutting down"):
-            served.join(STOP_JOIN)
+        ending = self.server.close_all(None, "the serving agent is shutting down")
+        deadline = time.monotonic() + self.stop_join
+        for served in ending:
+            served.join(max(deadline - time.monotonic(), 0.0))
         if self.store is not None:
             self.store.close()
-        if self.backend is not None:
+        if backend is not None:
             # Frees the backend now, or when its last session closes.
-            self.backend.close()
-            self.backend = None
+            backend.close()
 
     def new_session_id(self) -> int:
         while True:
@@ -167,8 +220,7 @@ class CudaForwarding:
                 self._token.run_sync_soon(self._data_lost_soon, client, reason)
 
     def _data_lost_soon(self, client: ClientSession, reason: str) -> None:
-        if self.agent.nursery is not None and not self.stopped:
-            self.agent.nursery.start_soon(self._data_lost, client, reason)
+        self.spawn(self._data_lost, client, reason)
 
     async def _data_lost(self, client: ClientSession, reason: str) -> None:
         """The session is held (its journal keeps what the program sends) until the
@@ -204,8 +256,9 @@ class CudaForwarding:
     def on_message(self, link: PeerLink, message: Message) -> bool | None:
         """A control message (the Trio thread); True when it was ours."""
         if isinstance(message, CudaOpen):
-            assert self.agent.nursery is not None
-            self.agent.nursery.start_soon(self.serve_open, link, message)
+            if not self.spawn(self.serve_open, link, message):
+                link.io.submit(CudaRefused(session=message.session,
+                                           reason="the serving agent is shutting down"))
         elif isinstance(message, CudaOpened | CudaRefused):
             wait = self.pending.get(message.session)
             if wait is not None and wait.link is link:
@@ -260,12 +313,12 @@ class CudaForwarding:
         for route in list(self.routes.values()):
             if route.link is link and route.client.moving:
                 route.client.fail(f"{why}; the session was moving")
-            elif route.link is link:
-                # Failover (docs/consistency.md): the session is rebuilt on another
-                # server from its journal, or ends with the reason why it cannot be.
-                assert self.agent.nursery is not None
-                self.agent.nursery.start_soon(failover, self, route.client, link.node_id, why,
-                                              time.monotonic())
+            elif route.link is link and not self.spawn(
+                    failover, self, route.client, link.node_id, why, time.monotonic()):
+                # Failover (docs/consistency.md) rebuilds the session on another server
+                # from its journal, or ends it with the reason why it cannot be; an
+                # agent that is stopping does neither.
+                route.client.fail(f"{why}; the agent is shutting down")
         for wait in self.pending.values():
             if wait.link is link and wait.answer is None:
                 wait.answer = why
@@ -273,22 +326,46 @@ class CudaForwarding:
 
     # ------------------------------------------------------------ serving
 
-    async def new_served(self, session: int, channel: Any, program: str,
-                         client: str, cached: bool = False,
-                         va: tuple[int, int] = (0, 0)) -> ServedSession:
-        """A served session on this agent's backend (not started yet); ``va`` is the
-        (base, size) a moving session keeps, (0, 0) to let the backend choose."""
+    async def open_served(self, session: int, channel: Channel, program: str, client: str,
+                          *, cached: bool = False,
+                          va: tuple[int, int] = (0, 0)) -> ServedSession:
+        """Open and start a served session on this agent's backend; raises ServeRefused.
+
+        The one way a served session opens (a peer's cuda_open, this agent's own
+        program, a session moving here): admit it, make its backend session in a
+        worker thread, give the place back if that fails, else add it. ``va`` is
+        the (base, size) a moving session keeps, (0, 0) to let the backend choose.
+        A caller that cannot use the session after all stops it (``served.stop``).
+        """
         from gleam.peer.cuda import native
 
-        assert self.backend is not None
-        exec_session = await trio.to_thread.run_sync(
-            native.ExecSession, self.backend.backend, va[1] or None, va[0])
-        return ServedSession(
+        refusal = self.refusal(session)
+        if refusal is not None:
+            raise ServeRefused(refusal)
+        backend = self.backend
+        assert backend is not None
+        try:
+            exec_session = await trio.to_thread.run_sync(
+                native.ExecSession, backend.backend, va[1] or None, va[0])
+        except Exception as exc:  # the backend refused: the caller says why
+            self.server.release(session)
+            log.warning("cannot open a session for %s: %s", client, exc)
+            raise ServeRefused(str(exc)) from None
+        if self.stopped:  # the agent stopped meanwhile: nobody would end the session
+            self.server.release(session)
+            exec_session.close()
+            raise ServeRefused(f"{self.agent.config.name} is shutting down")
+        # No checkpoint from here to the add: a cancellation cannot lose the session.
+        served = ServedSession(
             session=session, channel=channel, program=program, client=client,
             exec=exec_session, reply_capacity=native.REPLY_CAPACITY,
             batch_error=native.BatchError, on_end=self._served_ended,
             store=self.store if cached else None, policy=self.policy,
+            # A peer's session is served from its data connection (dataconn.py).
+            awaits_data=cached and dataconn.enabled(),
         )
+        self.server.add(served)
+        return served
 
     def _served_ended(self, served: ServedSession, reason: str) -> None:
         self.server.forget(served)
@@ -297,47 +374,41 @@ class CudaForwarding:
 
     async def serve_open(self, link: PeerLink, msg: CudaOpen) -> None:
         """Answer a peer's cuda_open with cuda_opened or cuda_refused."""
-        with trio.move_on_after(30):
+        with trio.move_on_after(BACKEND_WAIT):
             await self.ready.wait()
-        refusal = self.refusal(msg.session)
-        if refusal is not None:
-            link.io.submit(CudaRefused(session=msg.session, reason=short_reason(refusal)))
-            return
         try:
-            served = await self.new_served(
+            served = await self.open_served(
                 msg.session, LinkChannel(link), msg.program, msg.client or link.peer.name,
                 cached=True, va=(msg.va_base, msg.va_size),
             )
-        except Exception as exc:  # the backend refused: tell the client why
-            self.server.release(msg.session)
-            log.warning("cannot open a session for %s: %s", link.peer.name, exc)
+        except ServeRefused as exc:
             link.io.submit(CudaRefused(session=msg.session, reason=short_reason(str(exc))))
             return
         if link.closed:
-            self.server.release(msg.session)
-            served.exec.close()
+            served.stop("the client's link closed")
             return
-        listener = dataconn.DataListener(link, msg.session) if dataconn.enabled() else None
-        if listener is None:
-            self.server.add(served)
-            link.io.submit(self.opened(msg.session, served, cached=True))
-            return
-        # The session's own connection (dataconn.py): offered in the answer, and
-        # the session starts once the client has opened it.
+        listener = dataconn.DataListener(link, msg.session) if served.awaits_data else None
         link.io.submit(self.opened(msg.session, served, cached=True, data=listener))
+        if listener is None:
+            return
+        # The session's own connection (dataconn.py), offered in the answer: the
+        # session's executor starts serving once the client has opened it.
         try:
-            served.data = await trio.to_thread.run_sync(listener.accept, abandon_on_cancel=True)
+            conn = await trio.to_thread.run_sync(listener.accept, abandon_on_cancel=True)
         except OSError as exc:
             listener.close()
-            self.server.release(msg.session)
-            served.exec.close()
-            log.warning("session %016x for %s: %s", msg.session, link.peer.name, exc)
+            reason = short_reason(str(exc))
+            log.warning("session %016x for %s: %s", msg.session, link.peer.name, reason)
+            served.stop(reason)
             if not link.closed:
-                link.io.submit(CudaClose(session=msg.session, reason=short_reason(str(exc))))
+                link.io.submit(CudaClose(session=msg.session, reason=reason))
             return
-        self.server.add(served)
+        served.attach_data(conn)
 
     def refusal(self, session: int) -> str | None:
+        """Why this agent cannot serve ``session`` now; None when a place is reserved."""
+        if self.stopped:
+            return f"{self.agent.config.name} is shutting down"
         if self.backend is None:
             return f"{self.agent.config.name} serves no CUDA ({self.note})"
         return self.server.admit(session)

@@ -13,7 +13,7 @@ import trio
 
 from gleam.peer.cuda import envelope
 from gleam.peer.cuda.channel import LoopbackChannel
-from gleam.peer.cuda.forwarding import PendingOpen
+from gleam.peer.cuda.forwarding import PendingOpen, ServeRefused
 from gleam.peer.cuda.messages import CudaClose, CudaOpen, CudaOpened
 
 if TYPE_CHECKING:
@@ -53,16 +53,13 @@ async def open_remote(fw: CudaForwarding, link: PeerLink, session: int, program:
 
 async def open_local(fw: CudaForwarding, session: int, program: str,
                      va: tuple[int, int] = (0, 0)) -> tuple[ServedSession, LoopbackChannel]:
-    """A session on this agent's own backend (not started); raises OpenFailed."""
-    refusal = fw.refusal(session)
-    if refusal is not None:
-        raise OpenFailed(f"{fw.agent.config.name} refused: {refusal}")
+    """A session on this agent's own backend, started (its channel's client is not
+    set yet: no batch comes before it is); raises OpenFailed."""
     channel = LoopbackChannel(fw.agent.node_id, fw.agent.config.name)
     try:
-        served = await fw.new_served(session, channel, program, fw.agent.config.name, va=va)
-    except Exception as exc:
-        fw.server.release(session)
-        raise OpenFailed(f"cannot open a session on {fw.agent.config.name}: {exc}") from None
+        served = await fw.open_served(session, channel, program, fw.agent.config.name, va=va)
+    except ServeRefused as exc:
+        raise OpenFailed(f"{fw.agent.config.name} refused: {exc}") from None
     return served, channel
 
 

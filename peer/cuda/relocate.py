@@ -73,7 +73,6 @@ async def _open(fw: CudaForwarding, client: ClientSession, choice: Choice) -> _T
     if choice.link is None:
         served, loop = await open_local(fw, client.session, client.program, va)
         loop.client = client
-        fw.server.add(served)
         return _Target(choice.name, fw.agent.node_id, None, served, loop, to_executor(served),
                        None)
     answer = await open_remote(fw, choice.link, client.session, client.program, va)

@@ -89,10 +89,13 @@ class ServedSession:
     blob_misses: int = 0
     blob_refused: int = 0
     # The session's data connection (dataconn.DataConnection); None: the queue.
+    # A session that awaits one starts serving once ``attach_data`` gives it.
     data: Any = None
+    awaits_data: bool = False
 
     def __post_init__(self) -> None:
         self._serve: Any = None  # the native lane (gl_serve) while it runs
+        self._data_ready = threading.Event()
         self._exec_lock = threading.Lock()  # stats read by other threads vs close
         self._arrived: dict[bytes, bytes] = {}
         self._wanted: dict[bytes, int] = {}  # digest -> bad resends so far
@@ -118,11 +121,19 @@ class ServedSession:
                 self.channel.waiting()
         return False
 
+    def attach_data(self, conn: Any) -> None:
+        """The client opened the session's data connection (any thread)."""
+        self.data = conn
+        self._data_ready.set()
+        if self._stopping.is_set():
+            conn.shutdown()
+
     def stop(self, reason: str) -> None:
         """Ask the executor to finish; never blocks."""
         if self.end_reason is None:
             self.end_reason = reason
         self._stopping.set()
+        self._data_ready.set()
         if self.data is not None:
             self.data.shutdown()  # wakes the executor blocked on the connection
         # With a full queue the executor sees the flag after its current batch.
@@ -162,7 +173,9 @@ class ServedSession:
         last_stats = 0.0
         seen = -1
         try:
-            if self.data is not None:
+            if self.awaits_data:
+                self._data_ready.wait()
+            if self.data is not None and not self._stopping.is_set():
                 self._serve_data(reply)
             while self.data is None and not self._stopping.is_set():
                 idle = False

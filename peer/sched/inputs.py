@@ -13,7 +13,6 @@ Sources (docs/scheduler.md, "Inputs"):
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -38,15 +37,13 @@ DEFAULT_BANDWIDTH = 117e6
 # a second of a mid-range GPU. Only the order of the candidates depends on it.
 DEFAULT_DEMAND = Demand(unique_bytes=64 << 20, waits=2000, compute=1000.0)
 
-# Each agent's book of loads heard in lease answers (kept by the lease service).
-_BOOKS: weakref.WeakKeyDictionary[Agent, LoadBook] = weakref.WeakKeyDictionary()
+def book_of(agent: Agent) -> LoadBook | None:
+    """The loads this agent heard in lease answers; None without the lease service."""
+    # Imported here: leasing imports peer/cuda/choose.py, which imports this module.
+    from gleam.peer.sched.leasing import service_of
 
-
-def keep_book(agent: Agent, book: LoadBook | None) -> None:
-    if book is None:
-        _BOOKS.pop(agent, None)
-    else:
-        _BOOKS[agent] = book
+    service = service_of(agent)
+    return service.book if service is not None else None
 
 
 def _number(value: Any, default: float = 0.0) -> float:
@@ -90,7 +87,7 @@ def link_estimate(link: PeerLink) -> LinkEstimate:
 def candidates_of(agent: Agent) -> list[tuple[Candidate, PeerLink]]:
     """Every linked peer that serves CUDA, as a cost-model candidate (Trio thread)."""
     members = agent.mesh.members()
-    book = _BOOKS.get(agent)
+    book = book_of(agent)
     now = trio.current_time()
     out = []
     for node_id, link in agent.links.items():

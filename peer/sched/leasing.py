@@ -1,6 +1,7 @@
 """Leases over real peer links (Trio thread): a server's desk and a client's requests.
 
-One ``LeaseService`` per agent, made by the built-in scheduler plugin. The
+One ``LeaseService`` per agent, the built-in scheduler plugin's component
+(``agent.components``, docs/plugins.md "Per-agent state"). The
 session-open path calls ``leased(agent, choice)``: it asks the chosen server
 for a lease, falls back along the ranking on a deny, and gives the place back
 once the session opened (from then on the session itself counts in the
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 import trio
 
 from gleam.peer.cuda.choose import Choice, NoServer
-from gleam.peer.sched.inputs import keep_book
 from gleam.peer.sched.lease import Capacity, LeaseDesk, LoadBook
 from gleam.peer.sched.messages import LeaseDeny, LeaseGrant, LeaseRelease, LeaseRequest
 
@@ -34,9 +33,6 @@ log = logging.getLogger("gleam.sched")
 CAPABILITY = "scheduler/1"
 ANSWER_TIMEOUT = 5.0
 NO_LEASE = 0  # the server does not lease: nothing to give back
-
-_SERVICES: weakref.WeakKeyDictionary[Agent, LeaseService] = weakref.WeakKeyDictionary()
-
 
 @dataclass
 class _Wait:
@@ -126,18 +122,9 @@ class LeaseService:
             leased.link.io.submit(LeaseRelease(lease=leased.lease))
 
 
-def install(agent: Agent, service: LeaseService) -> None:
-    _SERVICES[agent] = service
-    keep_book(agent, service.book)
-
-
-def uninstall(agent: Agent) -> None:
-    _SERVICES.pop(agent, None)
-    keep_book(agent, None)
-
-
 def service_of(agent: Agent) -> LeaseService | None:
-    return _SERVICES.get(agent)
+    """The agent's lease service; None when the scheduler plugin is not loaded."""
+    return agent.components.get(LeaseService)
 
 
 @asynccontextmanager
@@ -148,7 +135,7 @@ async def leased(agent: Agent, choice: Choice, memory: int = 0) -> AsyncIterator
     pinning means the program wants that server even when it is busy.
     Raises NoServer when every ranked server denied.
     """
-    service = _SERVICES.get(agent)
+    service = service_of(agent)
     if service is None or choice.link is None or choice.ranking is None:
         yield choice
         return

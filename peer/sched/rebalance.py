@@ -70,7 +70,9 @@ class Rebalancer:
         self.cooldown = cooldown
         self.last: dict[int, Decision] = {}  # the latest advice per session (status)
 
-    async def run(self) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> None:
+        task_status.started()
         if self.interval <= 0:
             return
         while True:
