@@ -1,61 +1,15 @@
 /*
- * blobcache.c — see blobcache.h. SHA-256 comes from OpenSSL's libcrypto, the
- * one CPython itself links (so the CPU's SHA extensions are used). It is
- * opened at run time rather than linked, so building gleam needs no OpenSSL
- * headers: gcc and Python are all a user installs. The two entry points are
- * resolved once (pthread_once) and read-only afterwards.
+ * blobcache.c — see blobcache.h. SHA-256 (gl_sha256) is libcrypto's, opened
+ * at run time by dpcrypto.c.
  */
 #include "blobcache.h"
 
-#include <dlfcn.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "gl_calls.h"
 #include "records.h"
-
-/* OpenSSL's EVP_Digest and EVP_sha256, with the EVP types left opaque. */
-typedef int (*evp_digest_fn)(const void *data, size_t count, unsigned char *md,
-                             unsigned int *size, const void *type, void *impl);
-typedef const void *(*evp_md_fn)(void);
-
-static evp_digest_fn evp_digest;
-static evp_md_fn evp_sha256;
-static pthread_once_t crypto_once = PTHREAD_ONCE_INIT;
-
-static void open_crypto(void)
-{
-    /* The process's own copy first (CPython's _ssl/_hashlib loaded it). */
-    static const char *names[] = {"libcrypto.so.3", "libcrypto.so.1.1", "libcrypto.so"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (h == NULL)
-            continue;
-        evp_digest = (evp_digest_fn)dlsym(h, "EVP_Digest");
-        evp_sha256 = (evp_md_fn)dlsym(h, "EVP_sha256");
-        if (evp_digest != NULL && evp_sha256 != NULL)
-            return; /* the handle stays open for the process's life */
-        evp_digest = NULL, evp_sha256 = NULL;
-        dlclose(h);
-    }
-}
-
-int gl_sha256(const uint8_t *p, size_t n, uint8_t out[GL_DIGEST_SIZE])
-{
-    unsigned int len = 0;
-
-    if (p == NULL && n != 0)
-        return GL_E_INVALID;
-    pthread_once(&crypto_once, open_crypto);
-    if (evp_digest == NULL)
-        return GL_E_INVALID; /* no libcrypto: callers treat the payload as uncacheable */
-    if (evp_digest(n ? (const void *)p : (const void *)"", n, out, &len, evp_sha256(), NULL) != 1
-        || len != GL_DIGEST_SIZE)
-        return GL_E_INVALID;
-    return GL_OK;
-}
 
 static int cacheable(const gl_record *rec, const gl_cache_policy *pol)
 {

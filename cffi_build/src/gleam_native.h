@@ -11,4 +11,5 @@ int gl_native_abi_version(void);
 #include "exec_api.h"
 #include "fatbin.h"
 #include "ptx.h"
+#include "dpstream.h"
 #endif

@@ -1,0 +1,50 @@
+/*
+ * dpcrypto.h — OpenSSL's libcrypto, opened at run time (dlopen) so that
+ * building gleam needs no OpenSSL headers: CPython's _ssl and _hashlib link it,
+ * so every Linux CPython has one. The EVP types stay opaque; only the
+ * prototypes gleam calls are declared, by hand, below.
+ *
+ * gl_crypto() loads the library once (pthread_once) and runs one AES-256-GCM
+ * known-answer test; the table it returns is read-only afterwards and may be
+ * used from any thread. Cipher contexts are not shared: each owner (a stream's
+ * direction) creates its own.
+ */
+#ifndef GLEAM_DPCRYPTO_H
+#define GLEAM_DPCRYPTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* OpenSSL's EVP_CTRL_GCM_* numbers (stable since 1.0.1). */
+enum { GL_EVP_GCM_SET_IVLEN = 0x9, GL_EVP_GCM_GET_TAG = 0x10, GL_EVP_GCM_SET_TAG = 0x11 };
+
+typedef struct gl_evp_ctx gl_evp_ctx; /* EVP_CIPHER_CTX */
+
+typedef struct {
+    gl_evp_ctx *(*ctx_new)(void);
+    void (*ctx_free)(gl_evp_ctx *c);
+    const void *(*aes_256_gcm)(void);
+    int (*encrypt_init)(gl_evp_ctx *c, const void *cipher, void *engine, const uint8_t *key,
+                        const uint8_t *iv);
+    int (*decrypt_init)(gl_evp_ctx *c, const void *cipher, void *engine, const uint8_t *key,
+                        const uint8_t *iv);
+    int (*ctrl)(gl_evp_ctx *c, int type, int arg, void *ptr);
+    int (*encrypt_update)(gl_evp_ctx *c, uint8_t *out, int *outl, const uint8_t *in, int inl);
+    int (*decrypt_update)(gl_evp_ctx *c, uint8_t *out, int *outl, const uint8_t *in, int inl);
+    int (*encrypt_final)(gl_evp_ctx *c, uint8_t *out, int *outl);
+    int (*decrypt_final)(gl_evp_ctx *c, uint8_t *out, int *outl);
+    int (*digest)(const void *data, size_t n, uint8_t *md, unsigned int *size, const void *type,
+                  void *engine);
+    const void *(*sha256)(void);
+} gl_crypto_api;
+
+/* The loaded table, or NULL (gl_crypto_status says why). */
+const gl_crypto_api *gl_crypto(void);
+
+/* NULL when libcrypto is loaded and AES-256-GCM works, else why not (static text). */
+const char *gl_crypto_status(void);
+
+/* SHA-256 through libcrypto: 0, or GL_STREAM_E_CRYPTO (-5). */
+int gl_sha256(const uint8_t *data, size_t len, uint8_t *out);
+
+#endif
