@@ -25,9 +25,7 @@
 
 #include "dpcrypto.h"
 
-/* Bytes sealed (or opened) between two writes (reads): large enough that a
- * syscall is cheap beside it, small enough to stay in L2. */
-#define SEAL_PIECE (128u * 1024u)
+#define SEAL_PIECE GL_GCM_PIECE
 /* Bytes asked for beyond the current frame, so that the next small frame (or
  * the next header) usually comes with the same recv(2). */
 #define READ_AHEAD (64u * 1024u)

@@ -12,4 +12,5 @@ int gl_native_abi_version(void);
 #include "fatbin.h"
 #include "ptx.h"
 #include "dpstream.h"
+#include "dpcrypto.h"
 #endif
