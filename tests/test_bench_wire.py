@@ -6,6 +6,7 @@ import sys
 
 LINK_BULK = "peer link bulk (control-plane path, AES-256-GCM)"
 STREAM_BULK = "session data connection bulk (sealed, native)"
+STREAM_RTT = "session data connection round trips (8 B frames)"
 
 
 def test_bench_wire_json():
@@ -17,7 +18,7 @@ def test_bench_wire_json():
     doc = json.loads(out.stdout)
     assert doc["bench"] == "wire"
     measures = {r["measure"]: r for r in doc["results"]}
-    assert set(measures) == {"control round trips", LINK_BULK, STREAM_BULK}
+    assert set(measures) == {"control round trips", STREAM_RTT, LINK_BULK, STREAM_BULK}
     for row in measures.values():
         assert row["value"] > 0 and row["reference"] > 0
         assert row["ratio"] == row["value"] / row["reference"]

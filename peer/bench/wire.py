@@ -8,9 +8,11 @@ reference (child process, plain blocking sockets) are measured back to back:
 * peer link bulk (the control-plane path): sealed batches from agent A to
   agent B until B has decrypted them all, beside the same bytes pushed
   through a plain socket into a sink;
+* session data connection round trips: 8-byte sealed frames to an echo
+  child and back, beside the same raw TCP ping-pong;
 * session data connection bulk: the same bytes through a native sealed stream
   (``SealedStream``) from one child process to another, beside raw TCP child
-  to child (``sealed_bulk``). This is the path forwarded CUDA copies take, and
+  to child (``data_connection``). This is the path forwarded CUDA copies take, and
   the figure with the 80 % target; the cipher's own cost, measured in the
   same run, says how much of the gap it explains.
 """
@@ -27,7 +29,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from gleam.peer.bench import sealed_bulk, tcp_reference
+from gleam.peer.bench import data_connection, tcp_reference
 from gleam.peer.bench.report import Row, positive_int, print_report
 from gleam.peer.localmesh import local_mesh, wait_for
 from gleam.peer.nativelib import lib
@@ -36,6 +38,7 @@ BULK_TARGET = 0.5  # the peer link (control-plane path) ≥ 50% of raw TCP
 STREAM_TARGET = 0.8  # the session data connection ≥ 80% of raw TCP
 LINK_BULK = "peer link bulk (control-plane path, AES-256-GCM)"
 STREAM_BULK = "session data connection bulk (sealed, native)"
+STREAM_RTT = "session data connection round trips (8 B frames)"
 
 HELP = "control round trips and encrypted bulk throughput"
 DESCRIPTION = (
@@ -100,7 +103,7 @@ def _per_gb(cpu_s: list[float], total: int) -> float:
 
 
 def _limits(
-    total: int, stream: list[sealed_bulk.Transfer], raw: list[sealed_bulk.Transfer],
+    total: int, stream: list[data_connection.Transfer], raw: list[data_connection.Transfer],
     cipher: list[dict[str, float]],
 ) -> dict[str, object]:
     """Where the data connection's time goes: each side's CPU per GB, sealed and
@@ -135,8 +138,9 @@ def run_wire_bench(
     raw_rtt: list[float] = []
     agent_bulk: list[float] = []
     raw_bulk: list[float] = []
-    stream_bulk: list[sealed_bulk.Transfer] = []
-    raw_child_bulk: list[sealed_bulk.Transfer] = []
+    stream_rtt: list[float] = []
+    stream_bulk: list[data_connection.Transfer] = []
+    raw_child_bulk: list[data_connection.Transfer] = []
     cipher: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="gleam-bench-") as tmp, local_mesh(Path(tmp)) as mesh:
         key = secrets.token_bytes(32)
@@ -154,13 +158,14 @@ def run_wire_bench(
             ping = a.request("bench_ping", {"peer": b_id, "count": pings}, timeout=600)
             agent_rtt.append(ping["count"] / ping["seconds"])
             raw_rtt.append(_raw_pingpong(pings))
+            stream_rtt.append(data_connection.round_trips(pings))
             bulk = a.request(
                 "bench_send", {"peer": b_id, "bytes": total_bytes, "chunk": chunk}, timeout=600
             )
             agent_bulk.append(bulk["bytes"] / bulk["seconds"])
             raw_bulk.append(_raw_throughput(total_bytes, chunk))
-            stream_bulk.append(sealed_bulk.sealed(total_bytes, chunk))
-            raw_child_bulk.append(sealed_bulk.raw(total_bytes, chunk))
+            stream_bulk.append(data_connection.sealed(total_bytes, chunk))
+            raw_child_bulk.append(data_connection.raw(total_bytes, chunk))
             cipher.append(_cipher_cost(chunk))
 
     ratio = statistics.median(agent_bulk) / statistics.median(raw_bulk)
@@ -169,6 +174,8 @@ def run_wire_bench(
     stream_ratio = stream_rate / raw_child_rate
     rows = [
         Row("control round trips", statistics.median(agent_rtt), "raw TCP ping-pong",
+            statistics.median(raw_rtt), "/s"),
+        Row(STREAM_RTT, statistics.median(stream_rtt), "raw TCP ping-pong",
             statistics.median(raw_rtt), "/s"),
         Row(
             LINK_BULK, statistics.median(agent_bulk) / 1e6, "raw TCP",
@@ -187,6 +194,7 @@ def run_wire_bench(
         },
         "samples": {
             "agent_round_trips_per_s": agent_rtt, "raw_round_trips_per_s": raw_rtt,
+            "stream_round_trips_per_s": stream_rtt,
             "agent_bulk_bytes_per_s": agent_bulk, "raw_bulk_bytes_per_s": raw_bulk,
             "stream_bulk_bytes_per_s": [t.bytes_per_s for t in stream_bulk],
             "raw_child_bulk_bytes_per_s": [t.bytes_per_s for t in raw_child_bulk],

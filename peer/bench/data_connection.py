@@ -1,15 +1,18 @@
-"""Bulk through a session data connection (``SealedStream``), child to child,
-beside raw TCP child to child: ``bench wire``'s data connection figure.
+"""``bench wire``'s session data connection figures: bulk through a
+``SealedStream`` child to child beside raw TCP child to child, and small-frame
+round trips beside raw TCP ping-pong.
 
-Both transfers run between two child processes on loopback, so each side has
-a process of its own and the benchmark process only times them. Run as a child
-(``python -m gleam.peer.bench.sealed_bulk``), with the two 32-byte stream keys
-as one hex line on stdin (never on the command line):
+The bulk transfers run between two child processes on loopback, so each side
+has a process of its own and the benchmark process only times them. Run as a
+child (``python -m gleam.peer.bench.data_connection``), with the two 32-byte
+stream keys as one hex line on stdin (never on the command line):
 
 * ``sink N CHUNK``: listen on 127.0.0.1, print the port, receive N plaintext
   bytes in frames of up to CHUNK, then answer one sealed byte.
 * ``source PORT N CHUNK``: connect, push N bytes in CHUNK-byte frames, wait for
   the answer, print the seconds that took.
+* ``echo``: listen, print the port, send every frame back until end of stream
+  (the far side of ``round_trips``).
 
 The raw reference pairs ``tcp_reference``'s ``sink`` and ``source`` modes.
 Each transfer also reports the CPU seconds each child spent (from wait4), which
@@ -95,18 +98,54 @@ def raw(total: int, chunk: int) -> Transfer:
     )
 
 
+def round_trips(count: int, size: int = 8) -> float:
+    """Sequential round trips per second of ``size``-byte frames to an echo
+    child: a waiting call's floor on the data connection."""
+    up, down = secrets.token_bytes(32), secrets.token_bytes(32)
+    echo = _spawn(__name__, ["echo"], (up.hex() + down.hex() + "\n").encode())
+    assert echo.stdout is not None
+    port = int(echo.stdout.readline())
+    msg = bytes(size)
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with SealedStream(sock.fileno(), up, TO_SERVER, down, TO_CLIENT, 1 << 16) as stream:
+            start = time.perf_counter()
+            for _ in range(count):
+                stream.send(msg)
+                if stream.recv() is None:
+                    raise ConnectionError("the echo child closed early")
+            seconds = time.perf_counter() - start
+    _reap(echo)
+    return count / seconds
+
+
 def _keys() -> tuple[bytes, bytes]:
     line = sys.stdin.readline().strip()
     return bytes.fromhex(line[:64]), bytes.fromhex(line[64:128])
 
 
-def _sink(total: int, chunk: int) -> None:
-    up, down = _keys()
+def _accept() -> socket.socket:
     listener = socket.create_server(("127.0.0.1", 0))
     print(listener.getsockname()[1], flush=True)
     listener.settimeout(60)
     conn, _ = listener.accept()
+    listener.close()
+    conn.settimeout(None)
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return conn
+
+
+def _echo() -> None:
+    up, down = _keys()
+    conn = _accept()
+    with conn, SealedStream(conn.fileno(), down, TO_CLIENT, up, TO_SERVER, 1 << 16) as stream:
+        while (frame := stream.recv_view()) is not None:
+            stream.send(frame)
+
+
+def _sink(total: int, chunk: int) -> None:
+    up, down = _keys()
+    conn = _accept()
     with conn, SealedStream(conn.fileno(), down, TO_CLIENT, up, TO_SERVER, chunk) as stream:
         got = 0
         while got < total:
@@ -137,5 +176,7 @@ def _source(port: int, total: int, chunk: int) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "sink":
         _sink(int(sys.argv[2]), int(sys.argv[3]))
+    elif sys.argv[1] == "echo":
+        _echo()
     else:
         _source(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
