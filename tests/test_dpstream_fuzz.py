@@ -28,11 +28,7 @@ from gleam.peer.cuda.stream import (
 )
 from tests.dpstream_frames import model_receive, seal
 
-FUZZ = settings(
-    max_examples=1000,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+FUZZ = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KEY = secrets.token_bytes(32)
 OUTCOMES = {E_AUTH: "auth", E_TOO_BIG: "too_big", E_TRUNCATED: "truncated"}
 # Limits on either side of the frames drawn below, so both refusals are reached.

@@ -15,4 +15,5 @@ int gl_native_abi_version(void);
 #include "jlog.h"
 #include "pump.h"
 #include "serve.h"
+#include "dpcrypto.h"
 #endif
