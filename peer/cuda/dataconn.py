@@ -30,7 +30,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from gleam.peer.cuda import envelope
-from gleam.peer.nativelib import ffi, lib
+from gleam.peer.cuda.stream import SealedStream
+from gleam.peer.nativelib import lib
 
 if TYPE_CHECKING:
     from gleam.peer.cuda.messages import CudaOpened
@@ -74,53 +75,42 @@ class DataConnection:
                  recv_key: bytes, recv_dir: int) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(None)  # blocking: the C threads own the waits
-        err = ffi.new("char[200]")
-        stream = lib.gl_stream_new(sock.fileno(), send_key, send_dir, recv_key, recv_dir,
-                                   MAX_FRAME, err, len(err))
-        if stream == ffi.NULL:
-            raise DataConnectionError(ffi.string(err).decode(errors="replace"))
+        try:
+            self.sealed = SealedStream(sock.fileno(), send_key, send_dir, recv_key, recv_dir,
+                                       MAX_FRAME)
+        except ValueError as exc:
+            raise DataConnectionError(str(exc)) from None
         self.sock = sock
-        self.stream: Any = stream
-        self._recv_out = ffi.new("uint8_t **")
         self._closed = False
+
+    @property
+    def stream(self) -> Any:
+        """The ``gl_stream *`` the native lanes read and write."""
+        return self.sealed.native
 
     def send(self, buf: bytes | bytearray | memoryview) -> None:
         """Seal and write one envelope (thread-safe); OSError when the connection failed."""
-        src = ffi.from_buffer("uint8_t[]", buf)
-        rc = lib.gl_stream_send(self.stream, src, len(src))
-        if rc != 0:
-            raise DataConnectionError(self.describe(rc))
+        self.sealed.send(buf)
 
     def recv(self) -> bytes:
         """The next frame's plaintext (a copy); b"" at a clean end (one thread only)."""
-        n = lib.gl_stream_recv(self.stream, self._recv_out)
-        if n < 0:
-            raise DataConnectionError(self.describe(n))
-        return bytes(ffi.buffer(self._recv_out[0], n)) if n else b""
+        return self.sealed.recv() or b""
 
     def describe(self, code: int) -> str:
-        text = ffi.string(lib.gl_stream_strerror(code)).decode(errors="replace")
-        errno = lib.gl_stream_errno(self.stream) if self.stream != ffi.NULL else 0
-        return f"{text} ({os.strerror(errno)})" if errno and code == lib.GL_STREAM_E_IO else text
-
-    def counters(self) -> dict[str, int]:
-        c = ffi.new("gl_stream_counters *")
-        lib.gl_stream_counters_get(self.stream, c)
-        return {"frames_sent": c.frames_sent, "bytes_sent": c.bytes_sent,
-                "frames_received": c.frames_received, "bytes_received": c.bytes_received}
+        """What a ``GL_STREAM_E_*`` code a native lane returned means."""
+        return str(self.sealed.error(code)) if not self._closed else "closed"
 
     def shutdown(self) -> None:
         """Wake the threads blocked on it (any thread)."""
         if not self._closed:
-            lib.gl_stream_shutdown(self.stream)
+            self.sealed.shutdown()
 
     def close(self) -> None:
         """Free the stream and close the socket: only once no thread is inside it."""
         if self._closed:
             return
         self._closed = True
-        lib.gl_stream_free(self.stream)
-        self.stream = ffi.NULL
+        self.sealed.close()
         with contextlib.suppress(OSError):
             self.sock.close()
 

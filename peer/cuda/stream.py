@@ -38,7 +38,7 @@ E_CLOSED: int = lib.GL_STREAM_E_CLOSED
 E_NOMEM: int = lib.GL_STREAM_E_NOMEM
 
 
-class StreamError(Exception):
+class StreamError(OSError):
     """A data connection failure; ``code`` is one of the ``E_*`` numbers."""
 
     def __init__(self, code: int, message: str) -> None:
@@ -93,6 +93,15 @@ class SealedStream:
         self._s: Any = s
         self._out = ffi.new("uint8_t **")
         self.max_frame = max_frame
+
+    @property
+    def native(self) -> Any:
+        """The ``gl_stream *`` (for the session's native lanes; NULL once closed)."""
+        return self._s if self._s is not None else ffi.NULL
+
+    def error(self, code: int) -> StreamError:
+        """The StreamError of a ``GL_STREAM_E_*`` code a native lane returned."""
+        return self._raise(code)
 
     def _raise(self, code: int) -> StreamError:
         text = error_text(code)
