@@ -245,7 +245,7 @@ class Agent:
         link = PeerLink(
             stream, conn, peer, address,
             ping_interval=self.config.ping_interval, peer_timeout=self.config.peer_timeout,
-            probe_interval=self.config.probe_interval,
+            probe_interval=self.config.probe_interval, probe_lock=self.probe_lock,
         )
         if not await self._adopt(link):
             return
@@ -291,6 +291,10 @@ class Agent:
             return
         if not self.pm.hook.gleam_control_message(agent=self, link=link, message=message):
             log.debug("no plugin handles %s from %s", type(message).__name__, link.peer.name)
+
+    def on_data_batch(self, link: PeerLink, payload: bytes) -> bool:
+        """A data-plane batch (on the link's reader thread): the gleam_data_batch hook."""
+        return bool(self.pm.hook.gleam_data_batch(agent=self, link=link, payload=payload))
 
     def session_count(self) -> int:
         """Sessions this node runs or serves (from the gleam_session_rows hook)."""
