@@ -296,6 +296,10 @@ class Agent:
         """A data-plane batch (on the link's reader thread): the gleam_data_batch hook."""
         return bool(self.pm.hook.gleam_data_batch(agent=self, link=link, payload=payload))
 
+    def control_request(self, op: str, args: dict[str, Any]) -> object:
+        """A control operation's answer: the gleam_control_request hook's."""
+        return self.pm.hook.gleam_control_request(agent=self, op=op, args=args)
+
     def session_count(self) -> int:
         """Sessions this node runs or serves (from the gleam_session_rows hook)."""
         return len(self.session_rows())
