@@ -26,7 +26,7 @@ from gleam.peer.discovering import Discovering
 from gleam.peer.gossip import GossipConfig, GossipMessage
 from gleam.peer.gpus import GpuInventory
 from gleam.peer.link import STREAM_ERRORS, HandshakeFailed, PeerLink, establish
-from gleam.peer.meshview import MeshGossip
+from gleam.peer.meshview import LocalFields, MeshGossip
 from gleam.peer.protocol import (
     DEFAULT_MAX_FRAME,
     Connection,
@@ -118,8 +118,13 @@ class Agent:
         # link would each measure a share of it (peer/link.py, _prober).
         self.probe_lock = trio.Lock()
         self.inventory = inventory if inventory is not None else GpuInventory()
-        self.mesh = MeshGossip(self, config.gossip, self.inventory)
-        self.discovering = Discovering(self, enabled=config.mdns, interfaces=config.interfaces)
+        self.mesh = MeshGossip(
+            self, config.gossip, self.inventory, node_id=self.node_id, name=config.name
+        )
+        self.discovering = Discovering(
+            self, self.state, node_id=self.node_id, name=config.name, mesh_id=self.mesh_id,
+            started_at=self.started_at, enabled=config.mdns, interfaces=config.interfaces,
+        )
 
     # ------------------------------------------------------------- identity
 
@@ -147,7 +152,8 @@ class Agent:
 
     async def run(self, *, task_status: trio.TaskStatus[Agent] = trio.TASK_STATUS_IGNORED) -> None:
         listeners = await self._open_tcp()
-        self.listen_port = listeners[0].socket.getsockname()[1]
+        port: int = listeners[0].socket.getsockname()[1]
+        self.listen_port = port
         try:
             control_listener = await control.open_control_listener(self.state.control_socket)
         except control.AgentAlreadyRunning as exc:
@@ -169,7 +175,7 @@ class Agent:
                 nursery.start_soon(self._summarise_refusals)
                 for target in self.targets:
                     nursery.start_soon(self._dial_forever, target)
-                await nursery.start(self.discovering.run)
+                await nursery.start(self.discovering.run, port)
                 log.info(
                     "agent %s (%s) listening on %s:%d, mesh %s",
                     self.config.name, self.node_id[:8], self.config.host,
@@ -299,6 +305,14 @@ class Agent:
     def control_request(self, op: str, args: dict[str, Any]) -> object:
         """A control operation's answer: the gleam_control_request hook's."""
         return self.pm.hook.gleam_control_request(agent=self, op=op, args=args)
+
+    def local_fields(self) -> LocalFields:
+        """This round's fields of our gossip record, plugins' fields among them."""
+        extra: dict[str, Any] = {}
+        for fields in self.pm.hook.gleam_gossip_fields(agent=self):
+            if isinstance(fields, dict):
+                extra.update(fields)
+        return LocalFields(port=self.listen_port, sessions=self.session_count(), extra=extra)
 
     def session_count(self) -> int:
         """Sessions this node runs or serves (from the gleam_session_rows hook)."""
