@@ -3,6 +3,14 @@
 One Agent per process. ``run`` owns a nursery holding the TCP listener, the
 control socket, a dialer per static peer and a task per link; cancelling it
 says goodbye to every peer and removes the control socket.
+
+The agent wires its components and is the only one that knows them all: each
+component declares the small interface it needs of the agent (``LinkOwner``,
+``ControlHandler``, ``DiscoveryHost``, ``GossipHost``, ``StatusInputs``) and
+the agent hands it that, so their imports point away from this module
+(docs/architecture.md, "Components and the way their imports point"). CUDA
+forwarding hands the agent to ``choose`` as a ``ChoosingAgent``; plugins still
+receive the whole agent through the hooks.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from gleam.peer.gossip import GossipConfig, GossipMessage
 from gleam.peer.gpus import GpuInventory
 from gleam.peer.link import STREAM_ERRORS, HandshakeFailed, PeerLink, establish
 from gleam.peer.meshview import LocalFields, MeshGossip
+from gleam.peer.plugin_info import describe_plugins
 from gleam.peer.protocol import (
     DEFAULT_MAX_FRAME,
     Connection,
@@ -38,7 +47,7 @@ from gleam.peer.protocol import (
 )
 from gleam.peer.refusals import RefusalLog
 from gleam.peer.state import StateDir
-from gleam.peer.status import build_status
+from gleam.peer.status import StatusInputs, add_plugin_sections, build_status
 
 log = logging.getLogger("gleam.agent")
 
@@ -330,7 +339,14 @@ class Agent:
 
     def snapshot(self) -> dict[str, Any]:
         """The status document (``gleam-peer status --json``)."""
-        return build_status(self)
+        doc = build_status(StatusInputs(
+            node_id=self.node_id, name=self.config.name, port=self.listen_port,
+            mesh_id=self.mesh_id, started_at=self.started_at, state_dir=self.state.path,
+            mesh=self.mesh, inventory=self.inventory, links=self.links, targets=self.targets,
+            adverts=self.discovered_adverts(), sessions=self.session_rows(),
+            plugins=describe_plugins(self.pm), events=self.events,
+        ))
+        return add_plugin_sections(doc, self.pm.hook.gleam_status(agent=self))
 
     def discovered_adverts(self) -> list[dict[str, Any]]:
         """Peers seen through discovery: id, name, address, foreign."""
