@@ -21,6 +21,7 @@ import trio.testing
 from gleam.discovery import PeerAdvert, PeerFound, PeerGone
 from gleam.peer import control
 from gleam.peer.addresses import PeerAddress
+from gleam.peer.components import Components
 from gleam.peer.cuda.choose import NoServer, choose
 from gleam.peer.discovering import Discovering
 from gleam.peer.gossip import GossipConfig, GossipRecords
@@ -289,6 +290,7 @@ class Here:
 
     def __init__(self) -> None:
         self.links: dict[str, PeerLink] = {}
+        self.components = Components()  # no lease service: no book of loads
         far = SimpleNamespace(record=SimpleNamespace(name="far"))
         self.mesh = SimpleNamespace(members=lambda: {"f" * 32: far})
 

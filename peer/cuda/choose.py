@@ -21,6 +21,7 @@ from gleam.peer.sched.ranking import Ranking, rank_by_cost
 if TYPE_CHECKING:
     import pluggy
 
+    from gleam.peer.components import Components
     from gleam.peer.gossip import Member
     from gleam.peer.link import PeerLink
 
@@ -40,7 +41,8 @@ class _Members(Protocol):
 
 class ChoosingAgent(Protocol):
     """What choosing a server reads of the agent: who it is, its links, the gossip
-    view, and the plugins that rank servers."""
+    view, the plugins that rank servers, and the components (the lease service's
+    book of loads, read by sched/inputs)."""
 
     @property
     def node_id(self) -> str: ...
@@ -52,6 +54,8 @@ class ChoosingAgent(Protocol):
     def mesh(self) -> _Members: ...
     @property
     def links(self) -> Mapping[str, PeerLink]: ...
+    @property
+    def components(self) -> Components: ...
     def link_to(self, node_id_prefix: str) -> PeerLink | None: ...
 
 
@@ -84,7 +88,7 @@ def choose(agent: ChoosingAgent, wanted: str, local_backend: str | None,
     if wanted:
         return _named(agent, wanted, local_backend)
     # candidates_of still names the whole Agent (its scheduler module is not narrowed
-    # yet); it reads .mesh and .links of the same object, which ChoosingAgent has.
+    # yet); it reads .mesh, .links and .components, which ChoosingAgent has.
     found = candidates_of(agent)  # type: ignore[arg-type]
     pairs = [(c, link) for c, link in found if c.node_id not in exclude]
     if pairs:
