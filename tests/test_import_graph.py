@@ -27,6 +27,12 @@ COMPONENTS = (
     "gleam.peer.cuda.choose",
 )
 PACKAGES = (gleam.peer, gleam.discovery, gleam.plugins)
+# Cycles known and owned elsewhere, which a component may sit on: every module of
+# such a cycle is listed, and the agent never is. sched/inputs imports the lease
+# service (sched/leasing) to read its book, and leasing imports choose's Choice.
+KNOWN_CYCLES = {
+    "gleam.peer.cuda.choose": {"gleam.peer.sched.inputs", "gleam.peer.sched.leasing"},
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -87,6 +93,25 @@ def _path(graph: dict[str, set[str]], start: str, goal: str) -> list[str] | None
     return None
 
 
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def cycle_mates(graph: dict[str, set[str]], name: str) -> set[str]:
+    """The other modules on some import cycle through ``name`` (its strong component)."""
+    reverse: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        for target in targets:
+            reverse.setdefault(target, set()).add(module)
+    return (_reachable(graph, name) & _reachable(reverse, name)) - {name}
+
+
 def test_the_graph_sees_the_known_edges() -> None:
     # A reader that found nothing would pass everything below.
     graph = import_graph()
@@ -103,6 +128,7 @@ def test_components_do_not_import_the_agent() -> None:
 def test_no_import_cycle_through_the_agent_or_its_components() -> None:
     graph = import_graph()
     for name in (AGENT, *COMPONENTS):
-        for target in sorted(graph[name]):
-            back = _path(graph, target, name)
-            assert back is None, "import cycle: " + " -> ".join([name, *back])
+        unknown = sorted(cycle_mates(graph, name) - KNOWN_CYCLES.get(name, set()))
+        for mate in unknown:
+            cycle = [*(_path(graph, name, mate) or [name]), *(_path(graph, mate, name) or [])[1:]]
+            raise AssertionError("import cycle: " + " -> ".join(cycle))
