@@ -4,10 +4,11 @@ One Agent per process. ``run`` owns a nursery holding the TCP listener, the
 control socket, a dialer per static peer and a task per link; cancelling it
 says goodbye to every peer and removes the control socket.
 
-The agent wires its components and is the only one that knows them all: each
-component declares the small interface it needs of the agent (``LinkOwner``,
-``ControlHandler``, ``DiscoveryHost``, ``GossipHost``, ``StatusInputs``) and
-the agent hands it that, so their imports point away from this module
+The agent wires its own parts (not the plugins' ``components``) and is the
+only one that knows them all: each declares the small interface it needs of
+the agent (``LinkOwner``, ``ControlHandler``, ``DiscoveryHost``,
+``GossipHost``, ``StatusInputs``) and the agent hands it that, so their
+imports point away from this module
 (docs/architecture.md, "Components and the way their imports point"). CUDA
 forwarding hands the agent to ``choose`` as a ``ChoosingAgent``; plugins still
 receive the whole agent through the hooks.
