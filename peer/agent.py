@@ -3,6 +3,15 @@
 One Agent per process. ``run`` owns a nursery holding the TCP listener, the
 control socket, a dialer per static peer and a task per link; cancelling it
 says goodbye to every peer and removes the control socket.
+
+The agent wires its own parts (not the plugins' ``components``) and is the
+only one that knows them all: each declares the small interface it needs of
+the agent (``LinkOwner``, ``ControlHandler``, ``DiscoveryHost``,
+``GossipHost``, ``StatusInputs``) and the agent hands it that, so their
+imports point away from this module
+(docs/architecture.md, "Components and the way their imports point"). CUDA
+forwarding hands the agent to ``choose`` as a ``ChoosingAgent``; plugins still
+receive the whole agent through the hooks.
 """
 
 from __future__ import annotations
@@ -26,7 +35,8 @@ from gleam.peer.discovering import Discovering
 from gleam.peer.gossip import GossipConfig, GossipMessage
 from gleam.peer.gpus import GpuInventory
 from gleam.peer.link import STREAM_ERRORS, HandshakeFailed, PeerLink, establish
-from gleam.peer.meshview import MeshGossip
+from gleam.peer.meshview import LocalFields, MeshGossip
+from gleam.peer.plugin_info import describe_plugins
 from gleam.peer.protocol import (
     DEFAULT_MAX_FRAME,
     Connection,
@@ -38,7 +48,7 @@ from gleam.peer.protocol import (
 )
 from gleam.peer.refusals import RefusalLog
 from gleam.peer.state import StateDir
-from gleam.peer.status import build_status
+from gleam.peer.status import StatusInputs, add_plugin_sections, build_status
 
 log = logging.getLogger("gleam.agent")
 
@@ -118,8 +128,13 @@ class Agent:
         # link would each measure a share of it (peer/link.py, _prober).
         self.probe_lock = trio.Lock()
         self.inventory = inventory if inventory is not None else GpuInventory()
-        self.mesh = MeshGossip(self, config.gossip, self.inventory)
-        self.discovering = Discovering(self, enabled=config.mdns, interfaces=config.interfaces)
+        self.mesh = MeshGossip(
+            self, config.gossip, self.inventory, node_id=self.node_id, name=config.name
+        )
+        self.discovering = Discovering(
+            self, self.state, node_id=self.node_id, name=config.name, mesh_id=self.mesh_id,
+            started_at=self.started_at, enabled=config.mdns, interfaces=config.interfaces,
+        )
 
     # ------------------------------------------------------------- identity
 
@@ -147,7 +162,8 @@ class Agent:
 
     async def run(self, *, task_status: trio.TaskStatus[Agent] = trio.TASK_STATUS_IGNORED) -> None:
         listeners = await self._open_tcp()
-        self.listen_port = listeners[0].socket.getsockname()[1]
+        port: int = listeners[0].socket.getsockname()[1]
+        self.listen_port = port
         try:
             control_listener = await control.open_control_listener(self.state.control_socket)
         except control.AgentAlreadyRunning as exc:
@@ -169,7 +185,7 @@ class Agent:
                 nursery.start_soon(self._summarise_refusals)
                 for target in self.targets:
                     nursery.start_soon(self._dial_forever, target)
-                await nursery.start(self.discovering.run)
+                await nursery.start(self.discovering.run, port)
                 log.info(
                     "agent %s (%s) listening on %s:%d, mesh %s",
                     self.config.name, self.node_id[:8], self.config.host,
@@ -245,7 +261,7 @@ class Agent:
         link = PeerLink(
             stream, conn, peer, address,
             ping_interval=self.config.ping_interval, peer_timeout=self.config.peer_timeout,
-            probe_interval=self.config.probe_interval,
+            probe_interval=self.config.probe_interval, probe_lock=self.probe_lock,
         )
         if not await self._adopt(link):
             return
@@ -292,6 +308,22 @@ class Agent:
         if not self.pm.hook.gleam_control_message(agent=self, link=link, message=message):
             log.debug("no plugin handles %s from %s", type(message).__name__, link.peer.name)
 
+    def on_data_batch(self, link: PeerLink, payload: bytes) -> bool:
+        """A data-plane batch (on the link's reader thread): the gleam_data_batch hook."""
+        return bool(self.pm.hook.gleam_data_batch(agent=self, link=link, payload=payload))
+
+    def control_request(self, op: str, args: dict[str, Any]) -> object:
+        """A control operation's answer: the gleam_control_request hook's."""
+        return self.pm.hook.gleam_control_request(agent=self, op=op, args=args)
+
+    def local_fields(self) -> LocalFields:
+        """This round's fields of our gossip record, plugins' fields among them."""
+        extra: dict[str, Any] = {}
+        for fields in self.pm.hook.gleam_gossip_fields(agent=self):
+            if isinstance(fields, dict):
+                extra.update(fields)
+        return LocalFields(port=self.listen_port, sessions=self.session_count(), extra=extra)
+
     def session_count(self) -> int:
         """Sessions this node runs or serves (from the gleam_session_rows hook)."""
         return len(self.session_rows())
@@ -308,7 +340,14 @@ class Agent:
 
     def snapshot(self) -> dict[str, Any]:
         """The status document (``gleam-peer status --json``)."""
-        return build_status(self)
+        doc = build_status(StatusInputs(
+            node_id=self.node_id, name=self.config.name, port=self.listen_port,
+            mesh_id=self.mesh_id, started_at=self.started_at, state_dir=self.state.path,
+            mesh=self.mesh, inventory=self.inventory, links=self.links, targets=self.targets,
+            adverts=self.discovered_adverts(), sessions=self.session_rows(),
+            plugins=describe_plugins(self.pm), events=self.events,
+        ))
+        return add_plugin_sections(doc, self.pm.hook.gleam_status(agent=self))
 
     def discovered_adverts(self) -> list[dict[str, Any]]:
         """Peers seen through discovery: id, name, address, foreign."""

@@ -8,8 +8,9 @@ file permissions are the access control):
     request  {"op": str, "args": {...}}
     reply    {"ok": true, "result": {...}}  |  {"ok": false, "error": str}
 
-Operations are answered by the ``gleam_control_request`` hook, so plugins
-add operations the same way the core does. An operation may also answer
+Operations are answered by a ``ControlHandler`` (the agent, which asks the
+``gleam_control_request`` hook), so plugins add operations the same way the
+core does. An operation may also answer
 with a :class:`Handoff`: it then takes the connection over (CUDA forwarding
 turns it into a stream of session envelopes) and no reply frame is sent.
 """
@@ -23,15 +24,12 @@ import logging
 import os
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import cbor2
 import trio
 
 from gleam.peer.protocol.framing import FrameBuffer, frame
-
-if TYPE_CHECKING:
-    from gleam.peer.agent import Agent
 
 log = logging.getLogger("gleam.control")
 
@@ -74,6 +72,14 @@ class Handoff:
 # ---------------------------------------------------------------- server side
 
 
+class ControlHandler(Protocol):
+    """Who answers the operations: all the control server needs of the agent."""
+
+    def control_request(self, op: str, args: dict[str, Any]) -> object:
+        """The answer to ``op``: a result, a ``Handoff``, None for an unknown
+        operation, or an awaitable of one of these. Raises RequestError to refuse."""
+
+
 def _claim_socket_path(path: Path) -> None:
     """Remove a stale socket, or refuse if a live agent still answers there."""
     if not path.exists() and not path.is_symlink():
@@ -112,7 +118,7 @@ async def _reply(stream: trio.abc.Stream, body: dict[str, Any]) -> None:
     await stream.send_all(frame(cbor2.dumps(body)))
 
 
-async def _dispatch(agent: Agent, request: object) -> dict[str, Any] | Handoff:
+async def _dispatch(handler: ControlHandler, request: object) -> dict[str, Any] | Handoff:
     if not isinstance(request, dict) or not isinstance(request.get("op"), str):
         return {"ok": False, "error": "malformed request: expected {'op': str, 'args': map}"}
     op = request["op"]
@@ -120,7 +126,7 @@ async def _dispatch(agent: Agent, request: object) -> dict[str, Any] | Handoff:
     if not isinstance(args, dict):
         return {"ok": False, "error": "malformed request: 'args' must be a map"}
     try:
-        result = agent.pm.hook.gleam_control_request(agent=agent, op=op, args=args)
+        result = handler.control_request(op, args)
         if inspect.isawaitable(result):
             result = await result
     except RequestError as exc:
@@ -142,7 +148,7 @@ def _unread(buffer: FrameBuffer, last_chunk: bytes) -> bytes:
     return last_chunk[len(last_chunk) - left :] if 0 < left <= len(last_chunk) else b""
 
 
-async def serve_control_client(agent: Agent, stream: trio.abc.Stream) -> None:
+async def serve_control_client(handler: ControlHandler, stream: trio.abc.Stream) -> None:
     """Answer requests on one control connection until the client closes."""
     buffer = FrameBuffer(MAX_CONTROL_FRAME)
     data: bytes | bytearray = b""
@@ -164,7 +170,7 @@ async def serve_control_client(agent: Agent, stream: trio.abc.Stream) -> None:
             except Exception:
                 await _reply(stream, {"ok": False, "error": "malformed request (not CBOR)"})
                 return
-            answer = await _dispatch(agent, request)
+            answer = await _dispatch(handler, request)
             if isinstance(answer, Handoff):
                 await answer.take(stream, _unread(buffer, data))  # type: ignore[arg-type]
                 return

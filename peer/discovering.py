@@ -7,12 +7,17 @@ other waits a little before dialling too, in case the first cannot reach it.
 Adverts of other meshes are only shown, never dialled. A node that sees its
 own id advertised elsewhere and is the younger of the two regenerates its
 id (see ``IdentityChanged``).
+
+Of the agent it needs only a ``DiscoveryHost``: its links, a way to dial a
+found peer, and its event log; the rest (who we are, the state directory) is
+given as values.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import trio
 
@@ -28,9 +33,7 @@ from gleam.discovery import (
 )
 from gleam.peer.addresses import PeerAddress
 from gleam.peer.protocol import PROTOCOL_VERSION
-
-if TYPE_CHECKING:
-    from gleam.peer.agent import Agent
+from gleam.peer.state import StateDir
 
 log = logging.getLogger("gleam.discovery")
 
@@ -42,25 +45,53 @@ class IdentityChanged(Exception):
     """This node regenerated its id; the agent restarts under the new one."""
 
 
+class DiscoveryHost(Protocol):
+    """What discovery needs of the agent."""
+
+    @property
+    def links(self) -> Mapping[str, object]:
+        """The peers linked now, by node id."""
+
+    def record(self, kind: str, text: str) -> None:
+        """Note an event for the status view."""
+
+    async def dial_discovered(
+        self, node_id: str, name: str, addresses: list[PeerAddress]
+    ) -> None:
+        """Keep the peer linked (never returns; cancelled when its advert goes)."""
+
+
 class Discovering:
-    def __init__(self, agent: Agent, *, enabled: bool, interfaces: tuple[str, ...]) -> None:
-        self.agent = agent
+    def __init__(
+        self, host: DiscoveryHost, state: StateDir, *, node_id: str, name: str,
+        mesh_id: str, started_at: float, enabled: bool, interfaces: tuple[str, ...],
+    ) -> None:
+        self.host = host
+        self.state = state
+        self.node_id = node_id
+        self.name = name
+        self.mesh_id = mesh_id
+        self.started_at = started_at
         self.enabled = enabled
         self.interfaces = interfaces
+        self.port: int | None = None  # known once the agent listens (``run``)
         self.adverts: dict[str, PeerAdvert] = {}
         self.discovery: MdnsDiscovery | None = None
         self._dialers: dict[str, trio.CancelScope] = {}
 
     def local_advert(self) -> LocalAdvert:
-        agent = self.agent
-        assert agent.listen_port is not None
+        assert self.port is not None
         return LocalAdvert(
-            name=agent.config.name, node_id=agent.node_id, mesh_id=agent.mesh_id,
-            version=PROTOCOL_VERSION, port=agent.listen_port,
-            since=int(agent.started_at * 1000),
+            name=self.name, node_id=self.node_id, mesh_id=self.mesh_id,
+            version=PROTOCOL_VERSION, port=self.port,
+            since=int(self.started_at * 1000),
         )
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, port: int, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Advertise ``port`` (where the agent listens) and dial what is found."""
+        self.port = port
         if not self.enabled:
             task_status.started()
             return
@@ -71,7 +102,7 @@ class Discovering:
                 instance = await nursery.start(self.discovery.run, send)
             except DiscoveryError as exc:
                 log.error("mDNS discovery is off: %s (static --peer still works)", exc)
-                self.agent.record("mdns", f"off: {exc}")
+                self.host.record("mdns", f"off: {exc}")
                 task_status.started()
                 return
             log.info("advertising as %r on %s", instance, ", ".join(self.discovery.interfaces))
@@ -85,7 +116,7 @@ class Discovering:
             self.adverts[advert.instance] = advert
             if isinstance(event, PeerFound):
                 what = "foreign mesh" if advert.foreign else "peer"
-                self.agent.record("found", f"{what} {advert.instance} at {_where(advert)}")
+                self.host.record("found", f"{what} {advert.instance} at {_where(advert)}")
             if not advert.foreign and advert.version == PROTOCOL_VERSION:
                 self._ensure_dialer(nursery, advert)
         elif isinstance(event, PeerGone):
@@ -94,7 +125,7 @@ class Discovering:
                 a.node_id == gone.node_id for a in self.adverts.values()
             ):
                 scope = self._dialers.pop(gone.node_id, None)
-                if scope is not None and gone.node_id not in self.agent.links:
+                if scope is not None and gone.node_id not in self.host.links:
                     scope.cancel()
         elif isinstance(event, DuplicateNodeId):
             await self._duplicate(event.advert)
@@ -105,12 +136,12 @@ class Discovering:
         if (mine.since or 0, mine.name) < (other.since or 0, other.instance):
             log.warning("node id %s is also used by %r at %s (a copied state directory or "
                         "cloned machine?); it is younger, so it should change its id",
-                        self.agent.node_id[:8], other.instance, _where(other))
+                        self.node_id[:8], other.instance, _where(other))
             return
         log.warning("node id %s is also used by the older %r at %s (a copied state directory "
                     "or cloned machine?); this node takes a new id and restarts",
-                    self.agent.node_id[:8], other.instance, _where(other))
-        self.agent.state.regenerate_node_id()
+                    self.node_id[:8], other.instance, _where(other))
+        self.state.regenerate_node_id()
         raise IdentityChanged(f"duplicate node id with {other.instance}")
 
     def _ensure_dialer(self, nursery: trio.Nursery, advert: PeerAdvert) -> None:
@@ -122,10 +153,10 @@ class Discovering:
 
     async def _dial(self, scope: trio.CancelScope, advert: PeerAdvert) -> None:
         with scope:
-            if self.agent.node_id > advert.node_id:
+            if self.node_id > advert.node_id:
                 await trio.sleep(SECOND_DIAL_DELAY)
             addresses = [PeerAddress(host, advert.port) for host in advert.addresses]
-            await self.agent.dial_discovered(advert.node_id, advert.instance, addresses)
+            await self.host.dial_discovered(advert.node_id, advert.instance, addresses)
         if self._dialers.get(advert.node_id) is scope:
             del self._dialers[advert.node_id]
 

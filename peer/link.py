@@ -2,9 +2,9 @@
 
 ``establish`` runs the mesh-key handshake on a Trio stream. Then a
 ``PeerLink`` hands the socket to its two I/O threads (``linkio``) and keeps
-the decisions on the Trio thread: it dispatches received events to the
-agent's hooks, measures round trips, notices a silent peer, and closes with
-a goodbye that says why.
+the decisions on the Trio thread: it hands received messages to its owner
+(a ``LinkOwner``: the agent), measures round trips, notices a silent peer,
+and closes with a goodbye that says why.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 
@@ -43,9 +43,6 @@ from gleam.peer.protocol import (
 from gleam.peer.rtt import RttEstimator
 from gleam.peer.tcpinfo import TcpRtt, read_tcp_rtt
 
-if TYPE_CHECKING:
-    from gleam.peer.agent import Agent
-
 log = logging.getLogger("gleam.link")
 
 # What a stream raises when the other end or the network is gone.
@@ -72,6 +69,21 @@ class _PingWait:
 @dataclass(frozen=True)
 class _IoEnded:
     reason: str
+
+
+class LinkOwner(Protocol):
+    """What a running link hands on: the messages and batches it does not handle itself.
+
+    The agent is the owner; it turns both into plugin hooks. A link knows no more
+    of it than these two methods, so a test can run a link with a stand-in.
+    """
+
+    def on_message(self, link: PeerLink, message: Message) -> None:
+        """A control message the link itself does not handle (on the Trio thread)."""
+
+    def on_data_batch(self, link: PeerLink, payload: bytes) -> bool:
+        """A data-plane batch; False when nobody consumed it. Runs on the link's
+        reader thread, so it must not touch Trio."""
 
 
 class HandshakeFailed(Exception):
@@ -129,6 +141,7 @@ class PeerLink:
         ping_interval: float,
         peer_timeout: float,
         probe_interval: float = 30.0,
+        probe_lock: trio.Lock | None = None,
     ) -> None:
         self.conn = conn
         self.peer = peer
@@ -140,6 +153,8 @@ class PeerLink:
         self.tcp_rtt: TcpRtt | None = None  # the kernel's estimate: the link's RTT
         self.bandwidth = BandwidthEstimate()
         self.probe_interval = probe_interval
+        # Shared by the agent's links: one inbound probe at a time (see _probe_once).
+        self._probe_lock = probe_lock
         self._probes = itertools.count(1)
         self._sampled = trio.Event()  # set by each bandwidth sample
         self._last_probe_served = -1e9
@@ -151,7 +166,7 @@ class PeerLink:
         self._closed_reason: str | None = None
         self._ended = trio.Event()
         self._room: trio.Event | None = None
-        self._agent: Agent | None = None
+        self._owner: LinkOwner | None = None
         self._inbox_send, self._inbox = trio.open_memory_channel[list[object] | _IoEnded](
             float("inf")
         )
@@ -226,16 +241,16 @@ class PeerLink:
 
     # ---------------------------------------------------------------- running
 
-    async def run(self, agent: Agent) -> str:
+    async def run(self, owner: LinkOwner) -> str:
         """Serve the link until it closes; return the reason."""
-        self._agent = agent
+        self._owner = owner
         self.io.start()
         self.refresh_tcp_rtt()  # the handshake already gave the kernel a sample
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._pinger)
                 nursery.start_soon(self._prober)
-                nursery.start_soon(self._dispatch, agent)
+                nursery.start_soon(self._dispatch, owner)
                 await self._ended.wait()
                 nursery.cancel_scope.cancel()
         finally:
@@ -262,10 +277,8 @@ class PeerLink:
     def _on_batch(self, payload: bytes) -> None:
         """Runs on the link's reader thread (see the gleam_data_batch hook)."""
         self.batches_received += 1
-        agent = self._agent
-        if agent is None or not agent.pm.hook.gleam_data_batch(
-            agent=agent, link=self, payload=payload
-        ):
+        owner = self._owner
+        if owner is None or not owner.on_data_batch(self, payload):
             log.debug("dropped a data batch from %s: no plugin consumed it", self.peer.name)
 
     def _io_ended(self, reason: str) -> None:
@@ -330,8 +343,8 @@ class PeerLink:
 
     async def _probe_once(self) -> None:
         """One probe train, alone among this agent's inbound probes."""
-        lock: trio.Lock | None = getattr(self._agent, "probe_lock", None)
-        if lock is None:  # a stand-in agent (tests)
+        lock = self._probe_lock
+        if lock is None:  # a link made without one (tests)
             await self._measure_train()
             return
         async with lock:
@@ -357,7 +370,7 @@ class PeerLink:
         for frame in probe_frames(request.probe, request.count):
             self.io.submit(frame)
 
-    async def _dispatch(self, agent: Agent) -> None:
+    async def _dispatch(self, owner: LinkOwner) -> None:
         async for item in self._inbox:
             if isinstance(item, _IoEnded):
                 if item.reason.startswith("protocol error") and self._closed_reason is None:
@@ -367,12 +380,12 @@ class PeerLink:
                 return
             try:
                 for event in item:
-                    if not self._handle(agent, event):
+                    if not self._handle(owner, event):
                         return
             finally:
                 self.io.batch_handled()
 
-    def _handle(self, agent: Agent, event: object) -> bool:
+    def _handle(self, owner: LinkOwner, event: object) -> bool:
         """Act on one event (on the Trio thread); False when the link is over."""
         if isinstance(event, BandwidthSample):
             self._add_sample(event)
@@ -396,5 +409,5 @@ class PeerLink:
             self._finish("connection closed by the peer")
             return False
         elif isinstance(event, Message):
-            agent.on_message(self, event)
+            owner.on_message(self, event)
         return True

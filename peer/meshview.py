@@ -5,13 +5,18 @@ load from the inventory, links measured by the links themselves, plugin
 fields), ticks the membership and hands each outgoing message to the link of
 its target. Received gossip arrives here from the links. Membership events
 become the agent's recent events, which the status view shows.
+
+Of the agent it needs only a ``GossipHost``: its links, its event log, and
+the fields it adds to this node's record each round.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -29,7 +34,6 @@ from gleam.peer.gossip import (
 from gleam.peer.gpus import GpuInventory
 
 if TYPE_CHECKING:
-    from gleam.peer.agent import Agent
     from gleam.peer.link import PeerLink
 
 log = logging.getLogger("gleam.gossip")
@@ -48,15 +52,41 @@ def gpu_dict(gpu: GpuInfo) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class LocalFields:
+    """What the agent puts in this node's record each round (GPUs and links are ours)."""
+
+    port: int | None
+    sessions: int
+    extra: dict[str, Any] = field(default_factory=dict)  # plugins' fields
+
+
+class GossipHost(Protocol):
+    """What gossip needs of the agent."""
+
+    @property
+    def links(self) -> Mapping[str, PeerLink]:
+        """The live links by node id: measured for the record, used to send."""
+
+    def record(self, kind: str, text: str) -> None:
+        """Note a membership event for the status view."""
+
+    def local_fields(self) -> LocalFields:
+        """This round's fields of the agent's own record (asks the plugins)."""
+
+
 class MeshGossip:
-    def __init__(self, agent: Agent, config: GossipConfig, inventory: GpuInventory) -> None:
-        self.agent = agent
+    def __init__(
+        self, host: GossipHost, config: GossipConfig, inventory: GpuInventory, *,
+        node_id: str, name: str,
+    ) -> None:
+        self.host = host
+        self.node_id = node_id
+        self.name = name
         self.config = config
         self.inventory = inventory
         self.gpus: list[GpuInfo] = []
-        self.membership = Membership(
-            PeerRecord(node_id=agent.node_id, name=agent.config.name), config=config
-        )
+        self.membership = Membership(PeerRecord(node_id=node_id, name=name), config=config)
         self._clock = time.monotonic
 
     # ------------------------------------------------------------ running
@@ -77,21 +107,17 @@ class MeshGossip:
             self._drain_events()
 
     def _refresh_local(self) -> None:
-        agent = self.agent
-        extra: dict[str, Any] = {}
-        for fields in agent.pm.hook.gleam_gossip_fields(agent=agent):
-            if isinstance(fields, dict):
-                extra.update(fields)
+        fields = self.host.local_fields()
         changes: dict[str, Any] = {
-            "name": agent.config.name,
-            "port": agent.listen_port,
+            "name": self.name,
+            "port": fields.port,
             "gpus": tuple(self.gpus),
-            "sessions": agent.session_count(),
+            "sessions": fields.sessions,
             "queue_depth": 0,
             "links": tuple(self._links()),
         }
         try:
-            self.membership.update_local(self._clock(), extra=extra, **changes)
+            self.membership.update_local(self._clock(), extra=fields.extra, **changes)
         except (InvalidRecord, TypeError) as exc:
             # Plugin fields are the only part we do not control: drop them.
             log.warning("plugin gossip fields refused (%s); publishing without them", exc)
@@ -99,7 +125,7 @@ class MeshGossip:
 
     def _links(self) -> list[Link]:
         links = []
-        for link in self.agent.links.values():
+        for link in self.host.links.values():
             rtt = link.rtt.summary()
             if rtt.ewma_ms is None or rtt.p50_ms is None or rtt.p90_ms is None:
                 continue
@@ -115,7 +141,7 @@ class MeshGossip:
 
     def _send(self, outgoing: Outgoing) -> None:
         for node_id, message in outgoing:
-            link = self.agent.links.get(node_id)
+            link = self.host.links.get(node_id)
             if link is not None and not link.closed:
                 link.io.submit(message)
 
@@ -123,7 +149,7 @@ class MeshGossip:
         for event in self.membership.drain_events():
             member = self.membership.view().get(event.node_id)
             name = member.record.name if member and member.record.name else event.node_id[:8]
-            self.agent.record(event.kind, f"{name} ({event.node_id[:8]})")
+            self.host.record(event.kind, f"{name} ({event.node_id[:8]})")
 
     # ------------------------------------------------------------ from links
 
@@ -144,7 +170,7 @@ class MeshGossip:
     # ------------------------------------------------------------ for status
 
     def members(self) -> dict[str, Member]:
-        return {k: v for k, v in self.membership.view().items() if k != self.agent.node_id}
+        return {k: v for k, v in self.membership.view().items() if k != self.node_id}
 
     def links_of(self, node_id: str) -> tuple[Link, ...]:
         member = self.membership.view().get(node_id)

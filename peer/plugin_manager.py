@@ -4,34 +4,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
-from importlib import metadata
-from typing import Any
 
 import pluggy
 
 from gleam.peer import hookspecs
 
-PROJECT = "gleam"
+# Describing what is loaded lives apart (the status document needs it without
+# the hook specifications); its names stay importable from here.
+from gleam.peer.plugin_info import PROJECT, PluginInfo, blocked_plugins, describe_plugins
+
+__all__ = [
+    "DISABLE_ENV", "PROJECT", "PluginInfo", "blocked_plugins", "describe_plugins",
+    "disabled_from_env", "make_plugin_manager",
+]
+
 DISABLE_ENV = "GLEAM_DISABLE_PLUGINS"
-
-
-@dataclass(frozen=True)
-class PluginInfo:
-    name: str
-    project: str
-    version: str
-    hooks: tuple[str, ...]
-    builtin: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "project": self.project,
-            "version": self.version,
-            "hooks": list(self.hooks),
-            "builtin": self.builtin,
-        }
 
 
 def disabled_from_env() -> set[str]:
@@ -59,29 +46,3 @@ def make_plugin_manager(
     # A misspelt hook name in a plugin is a bug we want to hear about at once.
     pm.check_pending()
     return pm
-
-
-def _own_version() -> str:
-    try:
-        return metadata.version(PROJECT)
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
-def describe_plugins(pm: pluggy.PluginManager) -> list[PluginInfo]:
-    """Loaded plugins with the distribution that provided them and their hooks."""
-    dists = {id(plugin): dist for plugin, dist in pm.list_plugin_distinfo()}
-    infos = []
-    for name, plugin in pm.list_name_plugin():
-        if plugin is None:  # blocked
-            continue
-        dist = dists.get(id(plugin))
-        project = dist.project_name if dist is not None else "(registered directly)"
-        version = dist.version if dist is not None else _own_version()
-        hooks = tuple(sorted(h.name for h in pm.get_hookcallers(plugin) or ()))
-        infos.append(PluginInfo(name, project, version, hooks, project == PROJECT))
-    return sorted(infos, key=lambda p: (not p.builtin, p.name))
-
-
-def blocked_plugins(pm: pluggy.PluginManager) -> list[str]:
-    return sorted(name for name, plugin in pm.list_name_plugin() if plugin is None)

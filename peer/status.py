@@ -1,7 +1,9 @@
 """The status document: what ``gleam-peer status --json`` prints and the view renders.
 
-Built from the agent's live state in one pass on the Trio thread, so the
-document is a consistent snapshot; everything in it is plain data.
+Built from ``StatusInputs``, which the agent reads from its live state in one
+pass on the Trio thread, so the document is a consistent snapshot; everything
+in it is plain data. This module knows nothing of the agent: a test builds the
+inputs itself.
 Peers are merged by node id from every source that knows of them: the
 gossip view (members, their GPUs and load), our own links (RTT,
 bandwidth), static ``--peer`` targets (connection errors) and discovery
@@ -11,17 +13,66 @@ bandwidth), static ``--peer`` targets (connection errors) and discovery
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
-from gleam.peer.meshview import gpu_dict
-from gleam.peer.plugin_manager import describe_plugins
+from gleam.peer.meshview import MeshGossip, gpu_dict
 from gleam.peer.protocol import PROTOCOL_VERSION, Role
 
 if TYPE_CHECKING:
-    from gleam.peer.agent import Agent
+    from gleam.peer.gpus import GpuInventory
     from gleam.peer.link import PeerLink
+    from gleam.peer.plugin_info import PluginInfo
 
 CORE_KEYS = ("node", "devices", "gpus", "peers", "links", "sessions", "plugins", "events")
+
+
+class TargetRow(Protocol):
+    """A static ``--peer`` target as the document shows it (the agent's ``DialTarget``)."""
+
+    @property
+    def address(self) -> object: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def node_id(self) -> str | None: ...
+    @property
+    def name(self) -> str | None: ...
+
+
+class EventRow(Protocol):
+    """One of the agent's recent events (its ``AgentEvent``)."""
+
+    @property
+    def at(self) -> float: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class StatusInputs:
+    """Everything the document is made of, as the agent holds it now."""
+
+    node_id: str
+    name: str
+    port: int | None
+    mesh_id: str
+    started_at: float  # time.time()
+    state_dir: Path
+    mesh: MeshGossip
+    inventory: GpuInventory
+    links: Mapping[str, PeerLink]
+    targets: Sequence[TargetRow]
+    adverts: Sequence[Mapping[str, Any]]  # discovered peers: id, name, address, foreign
+    sessions: list[dict[str, Any]]
+    plugins: Sequence[PluginInfo]
+    events: Iterable[EventRow]  # oldest first
 
 
 def _bits(bytes_per_s: float | None) -> float | None:
@@ -77,9 +128,9 @@ def _blank(node_id: str | None) -> dict[str, Any]:
     }
 
 
-def _peers(agent: Agent) -> list[dict[str, Any]]:
+def _peers(status: StatusInputs) -> list[dict[str, Any]]:
     peers: dict[str, dict[str, Any]] = {}
-    for node_id, member in agent.mesh.members().items():
+    for node_id, member in status.mesh.members().items():
         entry = peers.setdefault(node_id, _blank(node_id))
         record = member.record
         entry.update(
@@ -88,19 +139,19 @@ def _peers(agent: Agent) -> list[dict[str, Any]]:
             queue_depth=record.queue_depth, extra=record.to_wire()["extra"], via="gossip",
             incarnation=member.incarnation,
         )
-    for node_id, link in agent.links.items():
+    for node_id, link in status.links.items():
         entry = peers.setdefault(node_id, _blank(node_id))
         entry.update(_link_fields(link), via="link")
         entry["name"] = entry["name"] or link.peer.name
         if entry["state"] == "unknown":
             entry["state"] = "connected"
-    for target in agent.targets:
+    for target in status.targets:
         if target.node_id in peers:
             continue
         entry = peers.setdefault(target.node_id or str(target.address), _blank(target.node_id))
         entry.update(name=target.name, address=str(target.address), state=target.state,
                      error=target.error, via="static")
-    for advert in agent.discovered_adverts():
+    for advert in status.adverts:
         known = peers.get(advert["id"])
         if known is not None:
             known["address"] = known["address"] or advert["address"]
@@ -112,9 +163,9 @@ def _peers(agent: Agent) -> list[dict[str, Any]]:
     return sorted(peers.values(), key=lambda p: (p["foreign"], p["name"] or "", p["id"] or ""))
 
 
-def _links(agent: Agent) -> list[dict[str, Any]]:
+def _links(status: StatusInputs) -> list[dict[str, Any]]:
     rows = []
-    for link in agent.links.values():
+    for link in status.links.values():
         rows.append({
             "peer": link.node_id, "name": link.peer.name, **_rtt_fields(link),
             "bandwidth_bps": _bits(link.bandwidth.bytes_per_s),
@@ -124,33 +175,40 @@ def _links(agent: Agent) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["name"])
 
 
-def build_status(agent: Agent) -> dict[str, Any]:
-    """The status document of ``agent`` (see docs/status.md for the schema)."""
-    doc: dict[str, Any] = {
+def build_status(status: StatusInputs) -> dict[str, Any]:
+    """The core of the status document (see docs/status.md for the schema)."""
+    return {
         "node": {
-            "id": agent.node_id,
-            "name": agent.config.name,
-            "port": agent.listen_port,
+            "id": status.node_id,
+            "name": status.name,
+            "port": status.port,
             "version": _version(),
             "protocol": PROTOCOL_VERSION,
-            "mesh_id": agent.mesh_id,
-            "uptime_s": round(time.time() - agent.started_at, 1),
-            "state_dir": str(agent.state.path),
-            "incarnation": agent.mesh.membership.incarnation,
+            "mesh_id": status.mesh_id,
+            "uptime_s": round(time.time() - status.started_at, 1),
+            "state_dir": str(status.state_dir),
+            "incarnation": status.mesh.membership.incarnation,
         },
         # What the inventory found (NVML GPUs or the host device); what the agent
         # serves to CUDA programs is the cuda section's "backend".
-        "devices": {"kind": agent.inventory.backend, "why": agent.inventory.why_host},
-        "gpus": [gpu_dict(g) for g in agent.mesh.gpus],
-        "peers": _peers(agent),
-        "links": _links(agent),
-        "sessions": agent.session_rows(),
-        "plugins": [p.as_dict() for p in describe_plugins(agent.pm)],
+        "devices": {"kind": status.inventory.backend, "why": status.inventory.why_host},
+        "gpus": [gpu_dict(g) for g in status.mesh.gpus],
+        "peers": _peers(status),
+        "links": _links(status),
+        "sessions": status.sessions,
+        "plugins": [p.as_dict() for p in status.plugins],
         "events": [
-            {"at": e.at, "kind": e.kind, "text": e.text} for e in list(agent.events)[-20:]
+            {"at": e.at, "kind": e.kind, "text": e.text} for e in list(status.events)[-20:]
         ],
     }
-    for extra in agent.pm.hook.gleam_status(agent=agent):
+
+
+def add_plugin_sections(
+    doc: dict[str, Any], sections: Iterable[dict[str, Any] | None]
+) -> dict[str, Any]:
+    """Add the plugins' sections (the gleam_status hook's results) to ``doc``: the
+    first plugin to name a key wins, and none may replace a core key."""
+    for extra in sections:
         for key, value in (extra or {}).items():
             if key not in CORE_KEYS:
                 doc.setdefault(key, value)

@@ -5,23 +5,58 @@ their gossip record. With no peer named, the ``gleam_rank_servers`` hook ranks
 the linked serving peers (the built-in scheduler plugin: the cost model of
 docs/scheduler.md); without one, the local backend serves. A named peer is
 matched by node id prefix or name and is never ranked.
+
+Of the agent it reads only what ``ChoosingAgent`` names.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gleam.peer.sched.inputs import CUDA_FIELD, DEFAULT_DEMAND, candidates_of
 from gleam.peer.sched.ranking import Ranking, rank_by_cost
 
 if TYPE_CHECKING:
-    from gleam.peer.agent import Agent
+    import pluggy
+
+    from gleam.peer.components import Components
+    from gleam.peer.gossip import Member
     from gleam.peer.link import PeerLink
 
 GOSSIP_FIELD = CUDA_FIELD  # the scheduler reads what this module advertises
 # A GPU whose speed nobody measured still beats any CPU.
 UNMEASURED_GPU_GFLOPS = 1000.0
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class _Members(Protocol):
+    def members(self) -> Mapping[str, Member]: ...
+
+
+class ChoosingAgent(Protocol):
+    """What choosing a server reads of the agent: who it is, its links, the gossip
+    view, the plugins that rank servers, and the components (the lease service's
+    book of loads, read by sched/inputs)."""
+
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def config(self) -> _Named: ...
+    @property
+    def pm(self) -> pluggy.PluginManager: ...
+    @property
+    def mesh(self) -> _Members: ...
+    @property
+    def links(self) -> Mapping[str, PeerLink]: ...
+    @property
+    def components(self) -> Components: ...
+    def link_to(self, node_id_prefix: str) -> PeerLink | None: ...
 
 
 class NoServer(Exception):
@@ -46,13 +81,16 @@ def advert(backend: str | None, sessions: int, gflops: float | None) -> dict[str
     return {GOSSIP_FIELD: {"backend": backend, "sessions": sessions, "gflops": float(speed)}}
 
 
-def choose(agent: Agent, wanted: str, local_backend: str | None,
+def choose(agent: ChoosingAgent, wanted: str, local_backend: str | None,
            exclude: frozenset[str] = frozenset()) -> Choice:
     """The server for a session, never one of the nodes in ``exclude`` (a server
     being left or lost); raises NoServer."""
     if wanted:
         return _named(agent, wanted, local_backend)
-    pairs = [(c, link) for c, link in candidates_of(agent) if c.node_id not in exclude]
+    # candidates_of still names the whole Agent (its scheduler module is not narrowed
+    # yet); it reads .mesh, .links and .components, which ChoosingAgent has.
+    found = candidates_of(agent)  # type: ignore[arg-type]
+    pairs = [(c, link) for c, link in found if c.node_id not in exclude]
     if pairs:
         candidates = [c for c, _ in pairs]
         ranking = agent.pm.hook.gleam_rank_servers(session=DEFAULT_DEMAND, candidates=candidates)
@@ -68,7 +106,7 @@ def choose(agent: Agent, wanted: str, local_backend: str | None,
     raise NoServer("no agent in the mesh serves CUDA (and this one has no backend)")
 
 
-def _named(agent: Agent, wanted: str, local_backend: str | None) -> Choice:
+def _named(agent: ChoosingAgent, wanted: str, local_backend: str | None) -> Choice:
     if agent.node_id.startswith(wanted) or wanted == agent.config.name:
         if local_backend is None:
             raise NoServer(f"{agent.config.name} has no CUDA backend (--backend none?)")
