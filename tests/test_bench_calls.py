@@ -65,3 +65,6 @@ def test_the_lab_figure_is_measured_in_rounds_beside_raw_tcp_on_the_same_link():
     assert row["value"] == statistics.median(rounds["values"]["h2d_mb_s"])
     assert row["reference"] == statistics.median(rounds["values"]["raw_tcp_mb_s"])
     assert row["reference"] > 0 and isinstance(row["met"], bool)
+    # Every round sent its whole copy: none was served from the server's cache.
+    assert len(doc["lab"]["bytes_to_server"]) == 2
+    assert min(doc["lab"]["bytes_to_server"]) >= 16 << 20
