@@ -1,14 +1,24 @@
 /*
  * pingpong.h — raw socket round-trip references for `gleam-peer bench calls`:
- * what a plain blocking socket pair costs, measured in the same run as
- * gleam's waiting calls.
+ * what a plain blocking socket costs between two processes, measured in the
+ * same run as gleam's waiting calls (peer/bench/pingpong.py runs each side as a
+ * process of its own, so the reference crosses processes as the agents do).
+ *
+ * Ownership: the caller owns `fd` (a connected, blocking stream socket: Unix or
+ * TCP with TCP_NODELAY, set by the caller) and closes it; these functions never
+ * close it. No global state.
  */
 #ifndef GLEAM_PINGPONG_H
 #define GLEAM_PINGPONG_H
 
+/* Answer every msg_size-byte message on `fd` with the same bytes until the peer
+ * closes. Returns the messages answered (warm-up included), or -1 on bad
+ * arguments or a socket error other than the peer's close. */
+long long gl_pingpong_echo(int fd, int msg_size);
+
 /* Mean seconds per round trip of msg_size bytes over `count` sequential
- * exchanges with an echo thread: over a Unix socket pair (unix_socket != 0)
- * or a TCP loopback connection with TCP_NODELAY. Negative on failure. */
-double gl_pingpong_rtt(int unix_socket, int count, int msg_size);
+ * exchanges with an echo on `fd`, after an untimed warm-up. Negative on bad
+ * arguments or a socket error. */
+double gl_pingpong_time(int fd, int count, int msg_size);
 
 #endif /* GLEAM_PINGPONG_H */

@@ -1,0 +1,138 @@
+"""Raw ping-pong references for ``bench calls``: two processes, a C loop on each side.
+
+A waiting call crosses processes: the program to the client agent over a Unix
+socket, the client agent to the server agent over TCP. Its reference is the same
+crossings with nothing else on them: 8-byte messages, blocking sockets,
+TCP_NODELAY, an echo process and a timing process. Python only sets the sockets
+up; every round trip runs in ``gl_pingpong_echo`` / ``gl_pingpong_time``
+(cffi_build/src/pingpong.c).
+
+Neither side is pinned to a CPU: the agents and the program are not, so both run
+where the kernel's scheduler puts them; each side reports the CPU set it was
+allowed, for the bench's JSON.
+
+As children (``python -m gleam.peer.bench.pingpong``):
+
+* ``echo unix PATH`` / ``echo tcp HOST``: listen, print the address to connect to
+  (the path, or the port), answer one connection until it closes, then print
+  ``{"echoed": N, "affinity": [...]}``.
+* ``ping unix PATH COUNT`` / ``ping tcp HOST PORT COUNT``: time COUNT round trips,
+  print ``{"seconds": S, "affinity": [...]}`` (S per round trip).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+MSG_SIZE = 8
+ACCEPT_TIMEOUT_S = 60
+CHILD = [sys.executable, "-m", "gleam.peer.bench.pingpong"]
+
+
+@dataclass(frozen=True)
+class PingPong:
+    """One reference measurement: seconds per round trip and where each side ran."""
+
+    seconds: float
+    echo_affinity: tuple[int, ...]
+    ping_affinity: tuple[int, ...]
+
+
+def _affinity() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+def _stream(kind: str) -> socket.socket:
+    if kind == "unix":
+        return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def _echo(kind: str, where: str) -> None:
+    from gleam.peer.nativelib import lib
+
+    listener = _stream(kind)
+    with listener:
+        if kind == "unix":
+            listener.bind(where)
+            address = where
+        else:
+            listener.bind((where, 0))
+            address = str(listener.getsockname()[1])
+        listener.listen(1)
+        print(address, flush=True)
+        listener.settimeout(ACCEPT_TIMEOUT_S)
+        conn, _ = listener.accept()
+    with conn:
+        conn.settimeout(None)  # the C loop needs a blocking socket
+        if kind == "tcp":
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        echoed = int(lib.gl_pingpong_echo(conn.fileno(), MSG_SIZE))
+    if echoed < 0:
+        raise SystemExit("ping-pong echo: socket error")
+    print(json.dumps({"echoed": echoed, "affinity": _affinity()}), flush=True)
+
+
+def _ping(kind: str, address: str | tuple[str, int], count: int) -> None:
+    from gleam.peer.nativelib import lib
+
+    with _stream(kind) as sock:
+        sock.connect(address)
+        seconds = float(lib.gl_pingpong_time(sock.fileno(), count, MSG_SIZE))
+    if seconds <= 0:
+        raise SystemExit("ping-pong: socket error")
+    print(json.dumps({"seconds": seconds, "affinity": _affinity()}), flush=True)
+
+
+def measure(kind: str, count: int, workdir: Path, timeout: float = 120) -> PingPong:
+    """Run one reference: an echo child and a timing child over a Unix socket in
+    ``workdir`` (``kind`` "unix") or TCP on 127.0.0.1 (``kind`` "tcp")."""
+    if kind not in ("unix", "tcp"):
+        raise ValueError(f"unknown ping-pong kind {kind!r}")
+    path = workdir / "pingpong.sock"
+    path.unlink(missing_ok=True)
+    where = str(path) if kind == "unix" else "127.0.0.1"
+    echo = subprocess.Popen([*CHILD, "echo", kind, where], stdout=subprocess.PIPE, text=True)
+    try:
+        assert echo.stdout is not None
+        address = echo.stdout.readline().strip()
+        if not address:
+            raise RuntimeError(f"the {kind} ping-pong echo did not start ({echo.wait(timeout)})")
+        target = [address] if kind == "unix" else ["127.0.0.1", address]
+        ping = subprocess.run([*CHILD, "ping", kind, *target, str(count)],
+                              capture_output=True, text=True, timeout=timeout)
+        if ping.returncode != 0:
+            raise RuntimeError(f"the {kind} ping-pong failed: {ping.stderr.strip()[-500:]}")
+        echoed = json.loads(echo.stdout.readline())
+        echo.wait(timeout)
+    finally:
+        if echo.poll() is None:
+            echo.kill()
+            echo.wait()
+        if echo.stdout is not None:
+            echo.stdout.close()
+        path.unlink(missing_ok=True)
+    timed = json.loads(ping.stdout)
+    return PingPong(timed["seconds"], tuple(echoed["affinity"]), tuple(timed["affinity"]))
+
+
+def _main(argv: list[str]) -> None:
+    mode, kind = argv[0], argv[1]
+    if mode == "echo":
+        _echo(kind, argv[2])
+    elif kind == "unix":
+        _ping(kind, argv[2], int(argv[3]))
+    else:
+        _ping(kind, (argv[2], int(argv[3])), int(argv[4]))
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

@@ -1,0 +1,41 @@
+"""Interleaved rounds: a figure and its references measured turn about, medians kept.
+
+A shared machine's load drifts during a run. Measuring gleam first and the
+reference once afterwards hands the drift to one side; running both in every
+round, in an order that reverses each round, spreads it over both, and the
+median of the rounds drops the round a neighbour's burst spoiled.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Rounds:
+    """Every round's value of each measure, and the order each round ran them in."""
+
+    values: dict[str, list[float]] = field(default_factory=dict)
+    orders: list[list[str]] = field(default_factory=list)
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.values[name])
+
+    def as_dict(self) -> dict[str, object]:
+        return {"values": self.values, "order": self.orders}
+
+
+def interleave(rounds: int, measures: Sequence[tuple[str, Callable[[], float]]]) -> Rounds:
+    """Run each ``(name, measure)`` once per round: in the given order in even
+    rounds, reversed in odd ones."""
+    if rounds <= 0:
+        raise ValueError("rounds must be positive")
+    out = Rounds({name: [] for name, _ in measures})
+    for index in range(rounds):
+        ordered = list(measures) if index % 2 == 0 else list(reversed(measures))
+        out.orders.append([name for name, _ in ordered])
+        for name, measure in ordered:
+            out.values[name].append(measure())
+    return out
