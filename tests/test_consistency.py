@@ -259,11 +259,15 @@ def test_a_full_journal_or_an_unreplayable_call_gives_the_error_and_the_line(
         rows = client.request("cuda_sessions")["client"]
         assert sorted(r["movable"] for r in rows) == [False, False]
         mesh.stop(servers[0], signal.SIGKILL)
-        for run, why in ((full, "the journal passed its bound (0.5 MiB, GLEAM_JOURNAL_MB)"),
-                         (unreplayable, "cuModuleGetGlobal cannot be replayed")):
+        # Full: the journal passed its bound, or the live memory a checkpoint
+        # would keep is already more than it keeps (whichever comes first).
+        full_why = ("the journal passed its bound (0.5 MiB, GLEAM_JOURNAL_MB)",
+                    "is more than the journal keeps (0.5 MiB, GLEAM_JOURNAL_MB)")
+        unreplayable_why = ("cuModuleGetGlobal cannot be replayed",)
+        for run, whys in ((full, full_why), (unreplayable, unreplayable_why)):
             rc, _rest, err = run.finish()
             lost = [ln for ln in err.splitlines() if ln.startswith("gleam: lost the CUDA server:")]
-            assert rc != 0 and len(lost) == 1 and why in lost[0], err
+            assert rc != 0 and len(lost) == 1 and any(w in lost[0] for w in whys), err
             assert "CUDA_ERROR_DEVICE_UNAVAILABLE" in err
 
 
@@ -395,3 +399,31 @@ def test_the_cuda_backend_reserves_the_range_asked_for_or_refuses(tmp_path):
         native.ExecSession(be, size + 512, base)  # not a 64 KiB multiple
     again.close()
     be.close()
+
+
+def test_live_memory_beyond_the_journal_makes_the_session_unmovable_not_slow(tmp_path):
+    """A checkpoint's snapshot holds the live device memory: when that alone passes
+    what the journal keeps, the session runs on unmovable (one decision), instead
+    of reading the memory back at every batch."""
+    from gleam.peer.cuda.examples import build_example
+    from tests.cuda_mesh import run_through
+
+    binary = build_example("bench_calls", tmp_path / "bin")
+    env = {"GLEAM_EXAMPLE_KERNELS": str(KERNELS_PTX)}
+    # The client agent's journal bound comes from its own environment.
+    with _mesh(tmp_path / "mesh", "alpha", env={"GLEAM_JOURNAL_MB": "8"}) as (_m, _s, client):
+        done, result = run_through(client, binary, "h2d", 32 << 20, 4 << 20, env=env)
+        assert done.returncode == 0, done.stderr
+        row = wait_for(lambda: client.request("cuda_sessions")["finished"], 20, "the end")[-1]
+    assert result["bytes"] == 32 << 20
+    assert row["checkpoints"] == 0 and not row["movable"]
+    assert "live device memory" in row["not_movable_because"]
+
+
+def test_a_checkpoint_larger_than_the_journal_keeps_breaks_it_at_once():
+    ids = call_ids()
+    journal = Journal(limit=4096)
+    big = Entry(_envelope([CallRecord(ids["cuCtxSynchronize"], (), payload=bytes(3500))]), True)
+    journal.replace([big], 1, 3500, 0.1, 1)
+    assert journal.entries == [] and journal.checkpoints == 0
+    assert "more than the journal keeps" in journal.broken

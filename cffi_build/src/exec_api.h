@@ -85,6 +85,10 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
                       size_t reply_cap, size_t *reply_len, const gl_blob_slot *slots,
                       uint32_t nslots);
 void gl_exec_free(gl_exec *x);
+/* The largest inline payload of the batch gl_exec_run* last read (0 when it
+ * was refused before anything ran); serve.c hands such a batch's payloads to
+ * the blob store after it ran. */
+uint32_t gl_exec_last_max_inline(const gl_exec *x);
 void gl_exec_stats(gl_exec *x, gl_exec_stats_t *out);
 void *gl_exec_host_ptr(gl_exec *x, uint64_t dptr, uint64_t size);
 const char *gl_exec_strerror(int code);

@@ -369,14 +369,18 @@ static const gl_blob_slot *find_slot(const gl_blob_slot *slots, uint32_t n, cons
 
 /* Checks everything about a batch that does not depend on running it. A REF
  * record must name one of the blobs the caller resolved for this batch. */
-static int validate(const uint8_t *batch, size_t len, const gl_blob_slot *slots, uint32_t nslots)
+static int validate(const uint8_t *batch, size_t len, const gl_blob_slot *slots, uint32_t nslots,
+                    uint32_t *max_inline)
 {
     gl_batch_reader rd;
     gl_record rec;
+    *max_inline = 0;
     int rc = gl_batch_reader_open(&rd, batch, len);
     if (rc != GL_OK)
         return rc;
     while ((rc = gl_batch_reader_next(&rd, &rec)) == 1) {
+        if ((rec.flags & GL_REC_INLINE) && rec.payload_len > *max_inline)
+            *max_inline = rec.payload_len;
         if ((rec.flags & GL_REC_REF) &&
             (rec.ref_size > UINT32_MAX || find_slot(slots, nslots, &rec) == NULL))
             return GL_EXEC_E_REF;
@@ -396,6 +400,11 @@ static void put32(uint8_t *p, uint32_t v)
     memcpy(p, &v, 4); /* both ends are little-endian (gl_session.h) */
 }
 
+uint32_t gl_exec_last_max_inline(const gl_exec *x)
+{
+    return x->last_max_inline;
+}
+
 int gl_exec_run(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *reply, size_t reply_cap,
                 size_t *reply_len)
 {
@@ -410,7 +419,7 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
         *reply_len = 0;
     if (reply == NULL || reply_cap < GL_REPLY_HEADER_SIZE || reply_len == NULL)
         return GL_EXEC_E_REPLY;
-    int rc = validate(batch, len, slots, nslots);
+    int rc = validate(batch, len, slots, nslots, &x->last_max_inline);
     if (rc != GL_OK)
         return rc;
     gl_exec *prev = gl_cur;

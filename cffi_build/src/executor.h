@@ -74,6 +74,7 @@ void gl_staged_free(gl_staged_image *s);
 
 struct gl_exec {
     gl_backend *be;
+    uint32_t last_max_inline; /* the largest inline payload of the last batch run */
     uint64_t va_base, va_size;
     gl_hslot *handles;
     size_t hcap, hused; /* hused counts live and deleted slots */

@@ -112,22 +112,33 @@ int gl_jlog_add(gl_jlog *j, gl_jblock *b, size_t body_at, int *waits, uint32_t *
     int rc = body_at <= b->len
                  ? gl_journal_scan(b->data + body_at, b->len - body_at, j->deny, j->deny_len, &seen)
                  : -1;
-    b->waits = rc == 0 && seen.waits;
     if (waits)
-        *waits = (int)b->waits;
+        *waits = rc == 0 && seen.waits;
     if (max_inline)
         *max_inline = rc == 0 ? seen.max_inline : 0;
     if (refs)
         *refs = rc == 0 ? seen.refs : 0;
+    return gl_jlog_keep(j, b, rc == 0, rc == 0 && seen.waits, rc == 0 ? seen.denied : -1);
+}
+
+int gl_jlog_denies(const gl_jlog *j, uint16_t call_id)
+{
+    size_t byte = call_id / 8u;
+    return byte < j->deny_len && (j->deny[byte] >> (call_id % 8u)) & 1u;
+}
+
+int gl_jlog_keep(gl_jlog *j, gl_jblock *b, int well_formed, int waits, int denied)
+{
+    b->waits = (uint32_t)(waits != 0);
     pthread_mutex_lock(&j->mu);
     j->batches++;
     int state = j->broken;
     if (state == GL_JLOG_KEEPING) {
-        if (rc != 0)
+        if (!well_formed)
             state = GL_JLOG_MALFORMED;
-        else if (seen.denied >= 0) {
+        else if (denied >= 0) {
             state = GL_JLOG_DENIED;
-            j->denied = seen.denied;
+            j->denied = denied;
         } else if (j->bytes + b->len > j->limit)
             state = GL_JLOG_BOUND;
         else if (push(j, b) != 0)

@@ -51,6 +51,11 @@ void gl_jlog_free(gl_jlog *j);
  * else the journal's state (it may have broken just now). */
 int gl_jlog_add(gl_jlog *j, gl_jblock *b, size_t body_at, int *waits, uint32_t *max_inline,
                 int *refs);
+/* gl_jlog_add for a caller that has read the batch already (the client's
+ * uplink, in its one pass): well_formed, whether it ends with a waiting call,
+ * and the first call id gl_jlog_denies says cannot be replayed (-1: none). */
+int gl_jlog_keep(gl_jlog *j, gl_jblock *b, int well_formed, int waits, int denied);
+int gl_jlog_denies(const gl_jlog *j, uint16_t call_id);
 /* Stops keeping (Python recorded why): everything goes at once. */
 void gl_jlog_break(gl_jlog *j, int why);
 /* A checkpoint: blocks[0 .. n) replace every entry (the journal takes references). */

@@ -131,6 +131,9 @@ typedef struct {
     uint32_t max_inline; /* the largest inline payload */
     int refs;            /* blob references (only Python's cache writes them) */
     uint64_t h2d_inline; /* host-to-device bytes inline */
+    uint32_t records;
+    int waits;           /* the last record is a waiting call */
+    int denied;          /* the first call id the journal cannot replay, else -1 */
 } scanned;
 
 static int scan(const gl_pump *p, const gl_jblock *b, scanned *out)
@@ -139,10 +142,15 @@ static int scan(const gl_pump *p, const gl_jblock *b, scanned *out)
     gl_record rec;
     int rc;
     memset(out, 0, sizeof *out);
+    out->denied = -1;
     if ((rc = gl_batch_reader_open(&rd, b->data + GL_ENV_HEADER_SIZE,
                                    (size_t)b->len - GL_ENV_HEADER_SIZE)) != GL_OK)
         return rc;
     while ((rc = gl_batch_reader_next(&rd, &rec)) == 1) {
+        out->records++;
+        out->waits = !(rec.flags & GL_REC_ONEWAY);
+        if (out->denied < 0 && gl_jlog_denies(p->journal, rec.call_id))
+            out->denied = rec.call_id;
         if (rec.flags & GL_REC_INLINE) {
             if (rec.payload_len > out->max_inline)
                 out->max_inline = rec.payload_len;
@@ -182,16 +190,17 @@ int gl_pump_uplink(gl_pump *p, gl_jblock **out)
         }
         /* Journaled first (the journal decides whether it waits); a cacheable
          * payload still goes to Python, which journals it there instead. */
+        /* One pass says all the fast lane and the journal need to know. */
         scanned seen;
-        int waits = 0;
-        (void)scan(p, b, &seen); /* a malformed batch is the executor's to refuse */
+        int well_formed = scan(p, b, &seen) == GL_OK; /* else the executor refuses it */
         if ((p->cache_min && seen.max_inline >= p->cache_min) || seen.refs) {
             p->slow_pending++;
             pthread_mutex_unlock(&p->route_mu);
             *out = b;
             return GL_PUMP_SLOW;
         }
-        gl_jlog_add(p->journal, b, GL_ENV_HEADER_SIZE, &waits, NULL, NULL);
+        int waits = well_formed && seen.waits;
+        gl_jlog_keep(p->journal, b, well_formed, waits, seen.denied);
         p->batches++;
         p->records += record_count(b);
         p->h2d_inline += seen.h2d_inline;

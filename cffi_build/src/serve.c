@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "gl_session.h"
-#include "records.h"
 
 static uint32_t get_u32(const uint8_t *p)
 {
@@ -58,23 +57,6 @@ void gl_serve_free(gl_serve *v)
     }
 }
 
-/* Whether Python's blob store must see the batch; the record count in *records. */
-static int for_python(const gl_serve *v, const uint8_t *batch, size_t len, uint32_t *records)
-{
-    gl_batch_reader rd;
-    gl_record rec;
-    *records = len >= 24 ? get_u32(batch + 16) : 0;
-    if (gl_batch_reader_open(&rd, batch, len) != GL_OK)
-        return 0; /* the executor refuses it with the reader's reason */
-    while (gl_batch_reader_next(&rd, &rec) == 1) {
-        if (rec.flags & GL_REC_REF)
-            return 1;
-        if (v->cache_min && (rec.flags & GL_REC_INLINE) && rec.payload_len >= v->cache_min)
-            return 1;
-    }
-    return 0;
-}
-
 int gl_serve_next(gl_serve *v, uint8_t **out, uint64_t *len)
 {
     for (;;) {
@@ -92,24 +74,33 @@ int gl_serve_next(gl_serve *v, uint8_t **out, uint64_t *len)
             return GL_SERVE_E_ENVELOPE;
         const uint8_t *batch = env + GL_ENV_HEADER_SIZE;
         size_t blen = (size_t)n - GL_ENV_HEADER_SIZE;
-        uint32_t records;
-        if (for_python(v, batch, blen, &records)) {
+        size_t reply_len = 0;
+        /* The executor reads the batch whole before it runs any of it: a blob
+         * reference it cannot resolve (only Python's store can) stops it there. */
+        int rc = gl_exec_run(v->x, batch, blen, v->reply + GL_ENV_HEADER_SIZE,
+                             v->reply_cap - GL_ENV_HEADER_SIZE, &reply_len);
+        if (rc == GL_EXEC_E_REF) {
             *out = env;
             *len = (uint64_t)n;
             return GL_SERVE_SLOW;
         }
-        v->batches++;
-        v->records += records;
-        v->bytes_in += (uint64_t)n;
-        size_t reply_len = 0;
-        int rc = gl_exec_run(v->x, batch, blen, v->reply + GL_ENV_HEADER_SIZE,
-                             v->reply_cap - GL_ENV_HEADER_SIZE, &reply_len);
         if (rc < 0) {
             v->error = rc;
             return GL_SERVE_E_BATCH;
         }
-        if (rc != 1)
+        v->batches++;
+        v->records += blen >= 24 ? get_u32(batch + 16) : 0;
+        v->bytes_in += (uint64_t)n;
+        /* It ran; its cacheable payloads go to the store (Python) once replied. */
+        int store = v->cache_min && gl_exec_last_max_inline(v->x) >= v->cache_min;
+        if (rc != 1) {
+            if (store) {
+                *out = env;
+                *len = (uint64_t)n;
+                return GL_SERVE_STORE;
+            }
             continue;
+        }
         put_u32(v->reply, (uint32_t)reply_len);
         v->reply[4] = GL_ENV_REPLY;
         v->reply[5] = v->reply[6] = v->reply[7] = 0;
@@ -120,6 +111,11 @@ int gl_serve_next(gl_serve *v, uint8_t **out, uint64_t *len)
         if (sent != 0) {
             v->error = sent;
             return GL_SERVE_E_STREAM;
+        }
+        if (store) {
+            *out = env;
+            *len = (uint64_t)n;
+            return GL_SERVE_STORE;
         }
     }
 }

@@ -4,8 +4,9 @@
  * the reply back (docs/architecture.md, "Data path of one waiting call").
  *
  * gl_serve_next loops in C and returns to Python only for a batch Python must
- * see (a blob reference or a cacheable payload: the blob store lives in
- * Python), at the end, or on an error. The executor is not thread-safe: only
+ * see (a blob reference to resolve before it runs, or cacheable payloads to
+ * store after it ran: the blob store lives in Python), at the end, or on an
+ * error. The executor is not thread-safe: only
  * the thread that calls gl_serve_next runs it. The counters are read by any
  * thread (plain 64-bit words, written by that one thread).
  */
@@ -19,7 +20,8 @@
 #include "exec_api.h"
 
 enum {
-    GL_SERVE_SLOW = 1,          /* a batch for Python: *out, *len (the envelope) */
+    GL_SERVE_SLOW = 1,          /* a batch for Python to run: *out, *len (the envelope) */
+    GL_SERVE_STORE = 2,         /* a batch that ran, whose payloads the store may keep */
     GL_SERVE_END = 0,           /* the client closed the data connection */
     GL_SERVE_E_STREAM = -1,     /* the data connection failed: GL_STREAM_E_* in error */
     GL_SERVE_E_ENVELOPE = -2,   /* not a BATCH envelope of this session */

@@ -32,7 +32,7 @@ from typing import Any
 from gleam.peer.cuda import checkpoint, envelope
 from gleam.peer.cuda.channel import Channel
 from gleam.peer.cuda.dataconn import DataConnection
-from gleam.peer.cuda.journal import Entry, Journal, block_view, limit_from_env
+from gleam.peer.cuda.journal import MIB, Entry, Journal, block_view, limit_from_env
 from gleam.peer.cuda.lanes import PumpField, PumpLock, new_pump, uplink_error
 from gleam.peer.nativelib import ffi, lib
 
@@ -313,6 +313,13 @@ class ClientSession:
         why_not: str | None = None
         try:
             built = checkpoint.compact(entries)
+            live = sum(built.live.values())
+            if live > journal.keep_at_most():
+                # Its snapshot alone would pass the bound: reading it back cannot
+                # help, and would repeat at every batch (docs/consistency.md).
+                raise checkpoint.NotMovable(
+                    f"its live device memory ({live / MIB:.2g} MiB) is more than the journal "
+                    f"keeps ({journal.limit / MIB:g} MiB, GLEAM_JOURNAL_MB)")
             snapshot = self._snapshot(built)
         except checkpoint.NotMovable as exc:
             why_not, snapshot = str(exc), None

@@ -189,6 +189,11 @@ class Journal:
         old ones did; replaying them yields ``answered`` replies, all already answered."""
         if self.broken is not None:
             return  # (a session once unmovable stays so: nothing to fold)
+        size = sum(len(e.envelope) for e in entries)
+        if size > self.keep_at_most():
+            self.cannot_move(f"a checkpoint of {size / MIB:.2g} MiB is more than the journal "
+                             f"keeps ({self.limit / MIB:g} MiB, GLEAM_JOURNAL_MB)")
+            return
         blocks = []
         try:
             for entry in entries:
@@ -209,6 +214,12 @@ class Journal:
         if self.broken is None:
             self._why = why
             lib.gl_jlog_break(self._j, lib.GL_JLOG_BROKEN)
+
+    def keep_at_most(self) -> int:
+        """The most a checkpoint may leave in the journal: beyond it the next
+        checkpoint would come at once, again and again, so the session is not
+        movable instead."""
+        return int(0.75 * self.limit)
 
     def next_checkpoint(self) -> int:
         """The journal size at which the next checkpoint is taken: half the bound,

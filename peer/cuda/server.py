@@ -232,10 +232,13 @@ class ServedSession:
         out, size = ffi.new("uint8_t **"), ffi.new("uint64_t *")
         while not self._stopping.is_set():
             rc = lib.gl_serve_next(self._serve, out, size)
-            if rc == lib.GL_SERVE_SLOW:
+            if rc in (lib.GL_SERVE_SLOW, lib.GL_SERVE_STORE):
                 body = memoryview(bytes(ffi.buffer(out[0] + envelope.HEADER_SIZE,
                                                    size[0] - envelope.HEADER_SIZE)))
-                reply = self._execute(body, reply)
+                if rc == lib.GL_SERVE_SLOW:  # blob references to resolve, then run
+                    reply = self._execute(body, reply)
+                elif self.store is not None:  # it ran: the store may keep its payloads
+                    self._offer(BatchBlobs(body, self.policy, hash_inline=True), body)
                 continue
             if rc == lib.GL_SERVE_E_BATCH:
                 code = int(self._serve.error)
@@ -296,12 +299,11 @@ class ServedSession:
         scan = BatchBlobs(body, self.policy, hash_inline=True)
         if not scan.items:
             return None
+        self._offer(scan, body)
         found: list[tuple[bytes, bytes]] = []
         missing: list[bytes] = []
         for seen in scan.items:
             if not seen.is_ref:
-                data = body[seen.offset:seen.offset + seen.length]
-                self.store.offer(seen.digest, data, image=seen.call_id != _H2D)
                 continue
             self.blob_refs += 1
             blob = self.store.get(seen.digest, seen.length)
@@ -312,6 +314,15 @@ class ServedSession:
         if missing:
             found += self._fetch(list(dict.fromkeys(missing)))
         return found
+
+    def _offer(self, scan: BatchBlobs, body: memoryview) -> None:
+        """The batch's cacheable inline payloads go to the store (hashed here, so
+        what enters it matches its digest by construction)."""
+        assert self.store is not None
+        for seen in scan.items:
+            if not seen.is_ref:
+                data = body[seen.offset:seen.offset + seen.length]
+                self.store.offer(seen.digest, data, image=seen.call_id != _H2D)
 
     def _fetch(self, digests: list[bytes]) -> list[tuple[bytes, bytes]]:
         """Asks the client for blobs the store misses and waits for them (executor thread)."""
