@@ -49,15 +49,29 @@ static uint16_t get_u16(const uint8_t *p)
     return (uint16_t)(p[0] | (p[1] << 8));
 }
 
+/* On a little-endian host a load is one unaligned move (memcpy), else the
+ * bytes are assembled one by one: the same value either way, at any address. */
 static uint32_t get_u32(const uint8_t *p)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+#else
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
            ((uint32_t)p[3] << 24);
+#endif
 }
 
 static uint64_t get_u64(const uint8_t *p)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+#else
     return (uint64_t)get_u32(p) | ((uint64_t)get_u32(p + 4) << 32);
+#endif
 }
 
 static void put_u16(uint8_t *p, uint16_t v)
@@ -368,12 +382,17 @@ static void fill_record(const uint8_t *p, gl_record *out)
     const uint8_t *q = p + GL_RECORD_HEADER_SIZE;
     uint8_t i;
 
-    memset(out, 0, sizeof *out);
     out->call_id = get_u16(p + REC_CALL_ID);
     out->flags = p[REC_FLAGS];
     out->nargs = p[REC_NARGS];
+    out->payload = NULL;
+    out->payload_len = 0;
+    out->ref_digest = NULL;
+    out->ref_size = 0;
     for (i = 0; i < out->nargs; i++, q += 8)
         out->args[i] = get_u64(q);
+    /* Arguments past nargs read as 0 (the whole record used to be cleared). */
+    memset(out->args + out->nargs, 0, (GL_MAX_ARGS - out->nargs) * sizeof out->args[0]);
     if (out->flags & GL_REC_INLINE) {
         out->payload = q;
         out->payload_len = get_u32(p + REC_PAYLOAD_LEN);
