@@ -2,6 +2,7 @@
 #include "pingpong.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -67,4 +68,38 @@ double gl_pingpong_time(int fd, int count, int msg_size)
     if (clock_gettime(CLOCK_MONOTONIC, &t1) != 0)
         return -1.0;
     return pp_seconds(&t0, &t1) / count;
+}
+
+typedef struct {
+    int from, to, msg_size;
+    long long moved;
+} pp_direction;
+
+/* Copies msg_size-byte messages from one socket to the other until a close. */
+static void *pp_forward(void *arg)
+{
+    pp_direction *d = arg;
+    char buf[PP_MAX_MSG];
+    d->moved = 0;
+    while (pp_exact(d->from, buf, d->msg_size, 0) == 1 && pp_exact(d->to, buf, d->msg_size, 1) == 1)
+        d->moved++;
+    /* Either side's end ends both directions (the other thread's read returns). */
+    shutdown(d->to, SHUT_WR);
+    shutdown(d->from, SHUT_RD);
+    return NULL;
+}
+
+long long gl_pingpong_relay(int up_fd, int down_fd, int msg_size)
+{
+    if (up_fd < 0 || down_fd < 0 || msg_size <= 0 || msg_size > PP_MAX_MSG)
+        return -1;
+    pp_direction toward = {up_fd, down_fd, msg_size, 0};
+    pp_direction back = {down_fd, up_fd, msg_size, 0};
+    pthread_t t;
+    if (pthread_create(&t, NULL, pp_forward, &back) != 0)
+        return -1;
+    pp_forward(&toward);
+    shutdown(down_fd, SHUT_RD); /* the program is gone: no reply is waited for */
+    pthread_join(t, NULL);
+    return toward.moved;
 }

@@ -21,4 +21,11 @@ long long gl_pingpong_echo(int fd, int msg_size);
  * arguments or a socket error. */
 double gl_pingpong_time(int fd, int count, int msg_size);
 
+/* A relay: every message read from up_fd goes to down_fd and every message
+ * read from down_fd back to up_fd, each direction on a thread of its own (as
+ * the client agent's uplink and downlink), until either side closes. The
+ * chain program -> relay -> echo is the waiting call's path with nothing of
+ * gleam on it. Returns the messages relayed toward down_fd, or -1. */
+long long gl_pingpong_relay(int up_fd, int down_fd, int msg_size);
+
 #endif /* GLEAM_PINGPONG_H */

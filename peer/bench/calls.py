@@ -126,6 +126,7 @@ def _loopback_figures(args: argparse.Namespace, binary: Path,
         rounds = interleave(args.rounds, [
             ("oneway_calls_per_s", oneway), ("waiting_us", waiting),
             ("tcp_pingpong_us", reference("tcp")), ("unix_pingpong_us", reference("unix")),
+            ("relay_chain_us", lambda: pingpong.measure_chain(args.waits, root) * 1e6),
         ])
     finally:
         mesh.close()
@@ -142,6 +143,12 @@ def _loopback_figures(args: argparse.Namespace, binary: Path,
         Row("waiting call round trip (4 B DtoH)", rtt_us,
             "raw TCP + Unix ping-pong, 2 processes each", reference_us, "µs",
             f"<= {WAITING_TARGET}x reference", rtt_us <= WAITING_TARGET * reference_us),
+        # What the path itself costs: the same processes, threads and wake-ups with
+        # nothing of gleam (no crypto, no journal, no executor). Informative: it
+        # shows how much of the first reference's gap is the chain's, not gleam's.
+        Row("waiting call round trip, beside the raw relay chain", rtt_us,
+            "raw relay chain (program → relay → echo, 3 processes)",
+            rounds.median("relay_chain_us"), "µs", "informative", None),
     ]
     return rows, {"rounds": rounds.as_dict(), "placement": placement}
 

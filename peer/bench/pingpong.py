@@ -18,6 +18,14 @@ As children (``python -m gleam.peer.bench.pingpong``):
   ``{"echoed": N, "affinity": [...]}``.
 * ``ping unix PATH COUNT`` / ``ping tcp HOST PORT COUNT``: time COUNT round trips,
   print ``{"seconds": S, "affinity": [...]}`` (S per round trip).
+* ``relay PATH HOST PORT``: listen on the Unix socket PATH (print it), connect to
+  the TCP echo at HOST:PORT, relay one connection both ways (a thread per
+  direction, as the client agent has) until it closes.
+
+The *relay chain* (ping → Unix → relay → TCP → echo) is the waiting call's
+path with nothing of gleam on it: three processes, four threads, the same
+four wake-ups; on a machine with fewer cores than that chain has busy
+threads, it costs more than the two ping-pongs added up.
 """
 
 from __future__ import annotations
@@ -92,6 +100,65 @@ def _ping(kind: str, address: str | tuple[str, int], count: int) -> None:
     print(json.dumps({"seconds": seconds, "affinity": _affinity()}), flush=True)
 
 
+def _relay(path: str, host: str, port: int) -> None:
+    from gleam.peer.nativelib import lib
+
+    down = _stream("tcp")
+    down.connect((host, port))
+    listener = _stream("unix")
+    with listener, down:
+        listener.bind(path)
+        listener.listen(1)
+        print(path, flush=True)
+        listener.settimeout(ACCEPT_TIMEOUT_S)
+        up, _ = listener.accept()
+        with up:
+            up.settimeout(None)
+            relayed = int(lib.gl_pingpong_relay(up.fileno(), down.fileno(), MSG_SIZE))
+    if relayed < 0:
+        raise SystemExit("ping-pong relay: socket error")
+
+
+def _started(cmd: list[str], what: str, timeout: float) -> tuple[subprocess.Popen[str], str]:
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    address = child.stdout.readline().strip()
+    if not address:
+        raise RuntimeError(f"the {what} did not start ({child.wait(timeout)})")
+    return child, address
+
+
+def _stop(child: subprocess.Popen[str], timeout: float) -> None:
+    try:
+        child.wait(timeout)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+
+
+def measure_chain(count: int, workdir: Path, timeout: float = 120) -> float:
+    """Seconds per round trip through the relay chain (ping → Unix → relay → TCP → echo)."""
+    path = workdir / "relay.sock"
+    path.unlink(missing_ok=True)
+    echo, port = _started([*CHILD, "echo", "tcp", "127.0.0.1"], "chain's echo", timeout)
+    try:
+        relay, _ = _started([*CHILD, "relay", str(path), "127.0.0.1", port], "relay", timeout)
+        try:
+            ping = subprocess.run([*CHILD, "ping", "unix", str(path), str(count)],
+                                  capture_output=True, text=True, timeout=timeout)
+            if ping.returncode != 0:
+                raise RuntimeError(f"the relay chain failed: {ping.stderr.strip()[-500:]}")
+        finally:
+            _stop(relay, timeout)
+    finally:
+        _stop(echo, timeout)
+        path.unlink(missing_ok=True)
+    return float(json.loads(ping.stdout)["seconds"])
+
+
 def measure(kind: str, count: int, workdir: Path, timeout: float = 120) -> PingPong:
     """Run one reference: an echo child and a timing child over a Unix socket in
     ``workdir`` (``kind`` "unix") or TCP on 127.0.0.1 (``kind`` "tcp")."""
@@ -126,7 +193,9 @@ def measure(kind: str, count: int, workdir: Path, timeout: float = 120) -> PingP
 
 def _main(argv: list[str]) -> None:
     mode, kind = argv[0], argv[1]
-    if mode == "echo":
+    if mode == "relay":
+        _relay(argv[1], argv[2], int(argv[3]))
+    elif mode == "echo":
         _echo(kind, argv[2])
     elif kind == "unix":
         _ping(kind, argv[2], int(argv[3]))
