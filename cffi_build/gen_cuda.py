@@ -8,6 +8,7 @@ writes, into OUTDIR:
                  hand-written code must provide (gli_, hb_, cb_, gx_)
 ``gl_stubs.c``   the interposer's exported symbols, emitters and symbol table
 ``gl_dispatch.c`` the executor's per-call decoding, checks and backend calls
+``gl_cuda_extra.h`` the cuda backend's extra driver entry points (gen_cuda_extra.py)
 
 Nothing here knows about any particular call: what a row means comes from its
 roles (see cuda_api.py), so adding a call is adding a row.
@@ -23,6 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import gen_cuda_extra  # noqa: E402
 from cuda_api import CACHED, HANDLE_KINDS, LOCAL, ROWS, WAITING, Row  # noqa: E402
 
 UNSUPPORTED_SLOTS = 512  # trampolines for symbols gleam does not forward
@@ -433,6 +435,7 @@ def generate(outdir: Path) -> list[Path]:
         "gl_client_gen.h": gen_client_header(ROWS, parsed),
         "gl_stubs.c": gen_stubs(ROWS, parsed),
         "gl_dispatch.c": gen_dispatch(wire, parsed),
+        gen_cuda_extra.NAME: gen_cuda_extra.header_text(),
     }
     outdir.mkdir(parents=True, exist_ok=True)
     written = []

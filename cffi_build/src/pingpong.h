@@ -9,6 +9,8 @@
 /* Mean seconds per round trip of msg_size bytes over `count` sequential
  * exchanges with an echo thread: over a Unix socket pair (unix_socket != 0)
  * or a TCP loopback connection with TCP_NODELAY. Negative on failure. */
+/* cdef: begin */
 double gl_pingpong_rtt(int unix_socket, int count, int msg_size);
+/* cdef: end */
 
 #endif /* GLEAM_PINGPONG_H */
