@@ -20,6 +20,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 SRC = HERE / "src"
 INCLUDE = HERE / "include"
 GENERATED = HERE / "generated"
+COMMON = HERE / "common"  # C that the interposer links too (build_interposer.py)
 
 sys.path.insert(0, str(HERE))
 from abi_version import abi_version  # noqa: E402
@@ -37,7 +38,7 @@ ffibuilder.set_source(
     # setuptools wants sources relative to the project root.
     sources=sorted(
         str(p.relative_to(HERE.parent))
-        for p in [*SRC.glob("*.c"), GENERATED / "gl_dispatch.c"]
+        for p in [*SRC.glob("*.c"), *COMMON.glob("*.c"), GENERATED / "gl_dispatch.c"]
     ),
     include_dirs=[str(SRC), str(INCLUDE), str(GENERATED)],
     define_macros=[("GL_NATIVE_ABI_VERSION", hex(abi_version(CDEF)))],
