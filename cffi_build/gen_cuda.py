@@ -6,7 +6,9 @@ writes, into OUTDIR:
 
 ``gl_calls.h``   call ids, handle kinds, backend slot types and the prototypes that
                  hand-written code must provide (gli_, hb_, cb_, gx_)
-``gl_stubs.c``   the interposer's exported symbols, emitters and symbol table
+``gl_client_gen.h`` the prototypes of the interposer's client functions (glw_, gli_, gls_)
+``gl_stubs.c``   the interposer's exported symbols, emitters, the session check of
+                 ``ready`` rows (their gli_) and the symbol table
 ``gl_dispatch.c`` the executor's per-call decoding, checks and backend calls
 ``gl_cuda_extra.h`` the cuda backend's extra driver entry points (gen_cuda_extra.py)
 
@@ -235,6 +237,14 @@ def exported(r: Row) -> list[tuple[str, int, int, str]]:
     return syms
 
 
+def gen_ready(r: Row, ps: list[Param]) -> str:
+    """gli_<name> of a ``ready`` row: the session check every such call starts with."""
+    call = ", ".join([*(p.name for p in ps), "ptds"])
+    return (f"CUresult gli_{r.name}({decl(ps)})\n{{\n"
+            "    CUresult r = gl_ready();\n    if (r != CUDA_SUCCESS)\n        return r;\n"
+            f"    return gls_{r.name}({call});\n}}\n\n")
+
+
 def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
     out = [BANNER, "#include <stdint.h>\n#include <string.h>\n",
            '#include "gl_cuda.h"\n#include "gl_calls.h"\n#include "client.h"\n',
@@ -243,6 +253,9 @@ def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
     for r in rows:
         if r.wire:
             out.append(gen_emitter(r, parsed[r.name]))
+    for r in rows:
+        if r.ready:
+            out.append(gen_ready(r, parsed[r.name]))
     table = []
     for r in rows:
         ps = parsed[r.name]
@@ -282,6 +295,8 @@ def gen_client_header(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> 
             out.append(f"CUresult glw_{r.name}({decl(ps)});\n")
         if not r.wire or r.client == "custom":
             out.append(f"CUresult gli_{r.name}({decl(ps)});\n")
+        if r.ready:
+            out.append(f"CUresult gls_{r.name}({decl(ps)});\n")
     out.append("\n#endif\n")
     return "".join(out)
 
@@ -418,16 +433,23 @@ def gen_driver_cdef(wire: list[Row], parsed: dict[str, list[Param]]) -> str:
     return f'\nconst char gl_driver_cdef[] =\n    "{escaped}";\n'
 
 
-def generate(outdir: Path) -> list[Path]:
-    names = [r.name for r in ROWS]
+def check_rows(rows: tuple[Row, ...]) -> None:
+    """Refuse a table the generator cannot honour (SystemExit naming the row)."""
+    names = [r.name for r in rows]
     if len(names) != len(set(names)):
         raise SystemExit("cuda_api.py: duplicate row names")
-    symbols = [name for r in ROWS for name, *_ in exported(r)]
+    symbols = [name for r in rows for name, *_ in exported(r)]
     if len(symbols) != len(set(symbols)):
         raise SystemExit("cuda_api.py: a symbol is exported twice")
-    for r in ROWS:
+    for r in rows:
         if r.cls in (LOCAL, CACHED) and (r.roles or r.driver):
             raise SystemExit(f"{r.name}: local rows take no roles or driver symbol")
+        if r.ready and r.wire and r.client == "auto":
+            raise SystemExit(f"{r.name}: ready is for hand-written clients (glw_ checks itself)")
+
+
+def generate(outdir: Path) -> list[Path]:
+    check_rows(ROWS)
     parsed = {r.name: parse(r) for r in ROWS}
     wire = [r for r in ROWS if r.wire]
     files = {
