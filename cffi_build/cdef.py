@@ -59,7 +59,8 @@ def _sibling(name: str) -> ModuleType:
 
 def _generated() -> dict[str, Callable[[], str]]:
     """Generated headers by path: their text comes from the generator, not the disk."""
-    return {"generated/gl_cuda_extra.h": _sibling("gen_cuda_extra").header_text}
+    extras = _sibling("cuda_extra").EXTRAS
+    return {"generated/gl_cuda_extra.h": lambda: _sibling("gen_cuda_extra").header_text(extras)}
 
 
 def regions(text: str, where: str) -> list[str]:

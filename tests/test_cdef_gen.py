@@ -114,31 +114,22 @@ def test_defines_reach_cffi_as_integer_literals_or_as_dots():
 
 
 @pytest.mark.parametrize(
-    ("text", "message"),
+    ("reader", "text", "message"),
     [
-        ("/* cdef: begin */ /* cdef: begin */ /* cdef: end */", "do not nest"),
-        ("int f(void); /* cdef: end */", "without a 'cdef: begin'"),
-        ("/* cdef: begin */ int f(void);", "without its 'cdef: end'"),
-        ("/* cdef: start */", "unknown marker"),
+        (cdef.regions, "/* cdef: begin */ /* cdef: begin */ /* cdef: end */", "do not nest"),
+        (cdef.regions, "int f(void); /* cdef: end */", "without a 'cdef: begin'"),
+        (cdef.regions, "/* cdef: begin */ int f(void);", "without its 'cdef: end'"),
+        (cdef.regions, "/* cdef: start */", "unknown marker"),
+        # Preprocessor lines that cffi cannot follow.
+        (cdef.declarations, '#include "x.h"\n', "only #define"),
+        (cdef.declarations, "#ifdef X\n", "only #define"),
+        (cdef.declarations, "#define F(x) (x)\n", "function-like"),
+        (cdef.declarations, "#define EMPTY\n", "no value"),
     ],
 )
-def test_malformed_regions_are_refused(text, message):
+def test_what_cannot_become_a_cdef_is_refused_with_the_reason(reader, text, message):
     with pytest.raises(cdef.CdefError, match=message):
-        cdef.regions(text, "t.h")
-
-
-@pytest.mark.parametrize(
-    ("body", "message"),
-    [
-        ('#include "x.h"\n', "only #define"),
-        ("#ifdef X\n", "only #define"),
-        ("#define F(x) (x)\n", "function-like"),
-        ("#define EMPTY\n", "no value"),
-    ],
-)
-def test_preprocessor_lines_cffi_cannot_follow_are_refused(body, message):
-    with pytest.raises(cdef.CdefError, match=message):
-        cdef.declarations(body, "t.h")
+        reader(text, "t.h")
 
 
 def test_a_listed_header_without_a_region_is_refused(tmp_path):

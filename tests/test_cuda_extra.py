@@ -22,7 +22,7 @@ def test_the_struct_python_sees_has_one_field_per_row_in_order():
 
 
 def test_the_required_list_is_the_rows_marked_required():
-    text = gen_cuda_extra.header_text()
+    text = gen_cuda_extra.header_text(EXTRAS)
     macro = text[text.index("#define GL_CUDA_EXTRA_REQUIRED"):].split("\n\n")[0]
     named = [part.split(")")[0] for part in macro.split("X(")[1:]]
     assert named == [e.symbol for e in EXTRAS if e.required]
