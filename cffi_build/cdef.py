@@ -57,10 +57,11 @@ def _sibling(name: str) -> ModuleType:
     return module
 
 
-def _generated() -> dict[str, Callable[[], str]]:
-    """Generated headers by path: their text comes from the generator, not the disk."""
-    extras = _sibling("cuda_extra").EXTRAS
-    return {"generated/gl_cuda_extra.h": lambda: _sibling("gen_cuda_extra").header_text(extras)}
+# Generated headers by path: their text comes from the generator, not the disk.
+GENERATED: dict[str, Callable[[], str]] = {
+    "generated/gl_cuda_extra.h":
+        lambda: _sibling("gen_cuda_extra").header_text(_sibling("cuda_extra").EXTRAS),
+}
 
 
 def regions(text: str, where: str) -> list[str]:
@@ -138,9 +139,8 @@ def declarations(body: str, where: str) -> str:
 
 def header_text(path: str, root: Path = HERE) -> str:
     """The text of one table entry: a generated header from its generator, else the file."""
-    generated = _generated()
-    if path in generated:
-        return generated[path]()
+    if path in GENERATED:
+        return GENERATED[path]()
     return (root / path).read_text()
 
 
