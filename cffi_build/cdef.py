@@ -71,6 +71,8 @@ def regions(text: str, where: str) -> list[str]:
     at = 0  # where the text not yet taken into body starts
     for m in _MARKER.finditer(text):
         word = m.group(1)
+        if word not in ("begin", "end", "partial"):
+            raise CdefError(f"{where}: unknown marker 'cdef: {word}' (begin, end or partial)")
         if m.start() < at:
             raise CdefError(f"{where}: 'cdef: {word}' inside the hidden part of a struct")
         if word == "begin":
@@ -82,7 +84,7 @@ def regions(text: str, where: str) -> list[str]:
         elif word == "end":
             bodies.append("".join([*body, text[at:m.start()]]))
             body = None
-        elif word == "partial":
+        else:
             # The fields from here to the closing brace stay hidden from
             # Python (locks, private state): cffi gets "...;" and asks the
             # compiler for the struct's size and the visible fields' offsets.
@@ -92,8 +94,6 @@ def regions(text: str, where: str) -> list[str]:
                                 "brace between it and the struct's closing brace")
             body += [text[at:m.start()], " ...; "]
             at = close
-        else:
-            raise CdefError(f"{where}: unknown marker 'cdef: {word}' (begin, end or partial)")
     if body is not None:
         raise CdefError(f"{where}: a 'cdef: begin' without its 'cdef: end'")
     return bodies

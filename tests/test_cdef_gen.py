@@ -113,6 +113,23 @@ def test_defines_reach_cffi_as_integer_literals_or_as_dots():
     ]
 
 
+def test_a_partial_struct_hides_its_last_fields_from_cffi():
+    text = ("/* cdef: begin */\ntypedef struct {\n    int seen;\n    /* cdef: partial */\n"
+            "    pthread_mutex_t lock;\n} s;\nint f(s *x);\n/* cdef: end */\n")
+    body = cdef.regions(text, "t.h")
+    assert cdef.declarations(body[0], "t.h").splitlines() == [
+        "typedef struct {", "int seen;", "...;", "} s;", "int f(s *x);",
+    ]
+
+
+def test_partial_structs_python_uses_keep_their_visible_fields():
+    from gleam.peer._native import ffi
+
+    assert "h2d_inline" in dict(ffi.typeof("gl_pump").fields)
+    assert "route_mu" not in dict(ffi.typeof("gl_pump").fields)
+    assert ffi.sizeof("gl_pump") > ffi.offsetof("gl_pump", "err")
+
+
 @pytest.mark.parametrize(
     ("reader", "text", "message"),
     [
@@ -120,6 +137,13 @@ def test_defines_reach_cffi_as_integer_literals_or_as_dots():
         (cdef.regions, "int f(void); /* cdef: end */", "without a 'cdef: begin'"),
         (cdef.regions, "/* cdef: begin */ int f(void);", "without its 'cdef: end'"),
         (cdef.regions, "/* cdef: start */", "unknown marker"),
+        (cdef.regions, "/* cdef: partial */", "without a 'cdef: begin'"),
+        (cdef.regions, "/* cdef: begin */ int a; /* cdef: partial */ /* cdef: end */",
+         "inside a struct"),
+        (cdef.regions, "/* cdef: begin */ struct { int a; /* cdef: partial */ struct { int b; } c;"
+         " } d; /* cdef: end */", "no brace between"),
+        (cdef.regions, "/* cdef: begin */ struct { /* cdef: partial */ /* cdef: end */ } d;",
+         "hidden part"),
         # Preprocessor lines that cffi cannot follow.
         (cdef.declarations, '#include "x.h"\n', "only #define"),
         (cdef.declarations, "#ifdef X\n", "only #define"),
