@@ -1,9 +1,10 @@
 """Build gleam's interposer: a plain C ``libcuda.so.1`` (no Python inside).
 
 setup.py runs this after the native core (``build_ext``); it compiles the
-generated stubs, the hand-written client core (``cffi_build/interposer``) and
-the record encoder into ``gleam/peer/cuda/lib/libcuda.so.1`` of the build (or
-of the source tree for editable installs). ``gleam-peer lib`` prints that
+generated stubs, the hand-written client core (``cffi_build/interposer``), the
+record encoder and the code it shares with the native core (``cffi_build/common``)
+into ``gleam/peer/cuda/lib/libcuda.so.1`` of the build (or of the source tree for
+editable installs). ``gleam-peer lib`` prints that
 directory.
 """
 
@@ -19,15 +20,22 @@ sys.path.insert(0, str(HERE))
 from gen_cuda import generate  # noqa: E402
 
 LIB_NAME = "libcuda.so.1"
-# Files of the native core that the interposer links too (plain C, no Python).
+# Files of the native core that the interposer links too (plain C, no Python);
+# everything in cffi_build/common is linked into both as well.
 SHARED_CORE = ("records.c", "ranges.c")
+
+
+def shared_sources() -> list[pathlib.Path]:
+    """The C the interposer shares with the native core."""
+    return [*(HERE / "src" / name for name in SHARED_CORE),
+            *sorted((HERE / "common").glob("*.c"))]
 
 
 def sources() -> list[str]:
     generated = HERE / "generated"
     generate(generated)
     files = [*sorted((HERE / "interposer").glob("*.c")), generated / "gl_stubs.c",
-             *(HERE / "src" / name for name in SHARED_CORE)]
+             *shared_sources()]
     return [str(p) for p in files]
 
 

@@ -1,10 +1,12 @@
 """cffi out-of-line API build of gleam's native core (``gleam.peer._native``).
 
 The C lives in real files under ``cffi_build/src``; the declarations that
-Python may call are in ``cffi_build/native.cdef``, a header subset that cffi
-can parse. Adding C to the core is adding a ``.c`` file and its declarations.
-The forwarding code generated from the CUDA API table (``gen_cuda.py``) is
-written to ``cffi_build/generated`` first and compiled in with the rest.
+Python may call are the marked regions of the headers that ``cdef_headers.py``
+lists (``cdef.py`` extracts them). Adding C to the core is adding a ``.c`` file,
+and exposing it to Python is marking its header's declarations and adding the
+header to that list. The forwarding code generated from the CUDA API table
+(``gen_cuda.py``) is written to ``cffi_build/generated`` first and compiled in
+with the rest.
 """
 
 from __future__ import annotations
@@ -18,23 +20,25 @@ HERE = pathlib.Path(__file__).resolve().parent
 SRC = HERE / "src"
 INCLUDE = HERE / "include"
 GENERATED = HERE / "generated"
+COMMON = HERE / "common"  # C that the interposer links too (build_interposer.py)
 
 sys.path.insert(0, str(HERE))
 from abi_version import abi_version  # noqa: E402
+from cdef import cdef_text  # noqa: E402
 from gen_cuda import generate  # noqa: E402
 
 generate(GENERATED)
 
-CDEF = (HERE / "native.cdef").read_bytes()
+CDEF = cdef_text()
 ffibuilder = FFI()
-ffibuilder.cdef(CDEF.decode())
+ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
     "gleam.peer._native",
     '#include "gleam_native.h"\n',
     # setuptools wants sources relative to the project root.
     sources=sorted(
         str(p.relative_to(HERE.parent))
-        for p in [*SRC.glob("*.c"), GENERATED / "gl_dispatch.c"]
+        for p in [*SRC.glob("*.c"), *COMMON.glob("*.c"), GENERATED / "gl_dispatch.c"]
     ),
     include_dirs=[str(SRC), str(INCLUDE), str(GENERATED)],
     define_macros=[("GL_NATIVE_ABI_VERSION", hex(abi_version(CDEF)))],

@@ -53,6 +53,15 @@ A row is ``Row(name, signature, cls, symbols, roles, ...)``:
 ``caller``
     True: the exported stubs record their return address, so the interposer
     can tell cudart's calls from the program's (interposer/caller.c).
+``ready``
+    True (rows with a hand-written ``gli_<name>``): the call needs the session.
+    The generator writes ``gli_<name>`` itself: it answers what ``gl_ready()``
+    says while there is no session (CUDA_ERROR_NOT_INITIALIZED before cuInit,
+    CUDA_ERROR_DEVICE_UNAVAILABLE once the server is lost) and otherwise calls
+    the hand-written ``gls_<name>``, which may then take the session as given.
+    Internal callers of ``gli_<name>`` (cudart's export tables) get the same
+    check. Rows without it answer before cuInit (cuInit, cuDriverGetVersion,
+    the error strings) or leave the check to what they call.
 
 Call ids are the wire rows' positions in ``ROWS``: append new rows at the end.
 """
@@ -91,6 +100,7 @@ class Row:
     base: str | None = None  # cuGetProcAddress base name (default: name)
     caller: bool = False  # the exported stub records its return address (caller.c)
     backend: bool = True  # False: the executor's gx_<name> alone answers (no backend slot)
+    ready: bool = False  # gli_<name> is generated: the session check, then gls_<name>
 
     @property
     def wire(self) -> bool:
@@ -124,7 +134,7 @@ ROWS: tuple[Row, ...] = (
       (s("cuGetErrorString", 6000),)),
     # ------------------------------------------------------------------ devices
     R("cuDeviceGet", "CUdevice *device, int ordinal", CACHED, (s("cuDeviceGet", 2000),)),
-    R("cuDeviceGetCount", "int *count", CACHED, (s("cuDeviceGetCount", 2000),)),
+    R("cuDeviceGetCount", "int *count", CACHED, (s("cuDeviceGetCount", 2000),), ready=True),
     R("cuDeviceGetName", "char *name, int len, CUdevice dev", CACHED,
       (s("cuDeviceGetName", 2000),)),
     R("cuDeviceGetAttribute", "int *pi, CUdevice_attribute attrib, CUdevice dev", CACHED,
@@ -138,51 +148,52 @@ ROWS: tuple[Row, ...] = (
     # ------------------------------------------------------ primary contexts
     R("cuDevicePrimaryCtxRetain", "CUcontext *pctx, CUdevice dev", ONEWAY,
       (s("cuDevicePrimaryCtxRetain", 7000),), {"pctx": "mint:ctx"}, client="custom",
-      driver="cuDevicePrimaryCtxRetain", ctx=False),
+      driver="cuDevicePrimaryCtxRetain", ctx=False, ready=True),
     R("cuDevicePrimaryCtxRelease", "CUdevice dev", ONEWAY,
       (s("cuDevicePrimaryCtxRelease", 7000), s("cuDevicePrimaryCtxRelease_v2", 11000)),
-      client="custom", driver="cuDevicePrimaryCtxRelease_v2", ctx=False),
+      client="custom", driver="cuDevicePrimaryCtxRelease_v2", ctx=False, ready=True),
     R("cuDevicePrimaryCtxSetFlags", "CUdevice dev, unsigned int flags", ONEWAY,
       (s("cuDevicePrimaryCtxSetFlags", 7000), s("cuDevicePrimaryCtxSetFlags_v2", 11000)),
-      client="custom", driver="cuDevicePrimaryCtxSetFlags_v2", ctx=False),
+      client="custom", driver="cuDevicePrimaryCtxSetFlags_v2", ctx=False, ready=True),
     R("cuDevicePrimaryCtxGetState", "CUdevice dev, unsigned int *flags, int *active", LOCAL,
-      (s("cuDevicePrimaryCtxGetState", 7000),)),
+      (s("cuDevicePrimaryCtxGetState", 7000),), ready=True),
     R("cuDevicePrimaryCtxReset", "CUdevice dev", ONEWAY,
       (s("cuDevicePrimaryCtxReset", 7000), s("cuDevicePrimaryCtxReset_v2", 11000)),
-      client="custom", driver="cuDevicePrimaryCtxReset_v2", ctx=False),
+      client="custom", driver="cuDevicePrimaryCtxReset_v2", ctx=False, ready=True),
     # ---------------------------------------------------------------- contexts
     R("cuCtxCreate", "CUcontext *pctx, unsigned int flags, CUdevice dev", ONEWAY,
       (s("cuCtxCreate_v2", 3020),), {"pctx": "mint:ctx"}, client="custom",
-      driver="cuCtxCreate_v2", ctx=False),
+      driver="cuCtxCreate_v2", ctx=False, ready=True),
     R("cuCtxCreate_v4", "CUcontext *pctx, CUctxCreateParams *ctxCreateParams, "
       "unsigned int flags, CUdevice dev", LOCAL, (s("cuCtxCreate_v4", 12050),),
       base="cuCtxCreate"),
     R("cuCtxDestroy", "CUcontext ctx", ONEWAY, (s("cuCtxDestroy_v2", 4000),),
-      {"ctx": "h:ctx!"}, client="custom", driver="cuCtxDestroy_v2", ctx=False),
+      {"ctx": "h:ctx!"}, client="custom", driver="cuCtxDestroy_v2", ctx=False, ready=True),
     R("glCtxSetCurrent", "CUcontext ctx", ONEWAY, (), {"ctx": "h:ctx"},
       driver="cuCtxSetCurrent", ctx=False),
-    R("cuCtxSetCurrent", "CUcontext ctx", LOCAL, (s("cuCtxSetCurrent", 4000),)),
-    R("cuCtxGetCurrent", "CUcontext *pctx", LOCAL, (s("cuCtxGetCurrent", 4000),)),
-    R("cuCtxPushCurrent", "CUcontext ctx", LOCAL, (s("cuCtxPushCurrent_v2", 4000),)),
-    R("cuCtxPopCurrent", "CUcontext *pctx", LOCAL, (s("cuCtxPopCurrent_v2", 4000),)),
-    R("cuCtxGetDevice", "CUdevice *device", LOCAL, (s("cuCtxGetDevice", 2000),)),
+    R("cuCtxSetCurrent", "CUcontext ctx", LOCAL, (s("cuCtxSetCurrent", 4000),), ready=True),
+    R("cuCtxGetCurrent", "CUcontext *pctx", LOCAL, (s("cuCtxGetCurrent", 4000),), ready=True),
+    R("cuCtxPushCurrent", "CUcontext ctx", LOCAL, (s("cuCtxPushCurrent_v2", 4000),), ready=True),
+    R("cuCtxPopCurrent", "CUcontext *pctx", LOCAL, (s("cuCtxPopCurrent_v2", 4000),), ready=True),
+    R("cuCtxGetDevice", "CUdevice *device", LOCAL, (s("cuCtxGetDevice", 2000),), ready=True),
     R("cuCtxSynchronize", "", WAITING, (s("cuCtxSynchronize", 2000),),
       driver="cuCtxSynchronize"),
     # ------------------------------------------------------------------ memory
-    R("cuMemAlloc", "CUdeviceptr *dptr, size_t bytesize", LOCAL, (s("cuMemAlloc_v2", 3020),)),
+    R("cuMemAlloc", "CUdeviceptr *dptr, size_t bytesize", LOCAL, (s("cuMemAlloc_v2", 3020),),
+      ready=True),
     R("glMemAlloc", "CUdeviceptr dptr, size_t bytesize", ONEWAY, (), server="exec"),
-    R("cuMemFree", "CUdeviceptr dptr", LOCAL, (s("cuMemFree_v2", 3020),)),
+    R("cuMemFree", "CUdeviceptr dptr", LOCAL, (s("cuMemFree_v2", 3020),), ready=True),
     R("glMemFree", "CUdeviceptr dptr", ONEWAY, (), server="exec"),
     R("cuMemGetInfo", "size_t *free, size_t *total", WAITING, (s("cuMemGetInfo_v2", 3020),),
       {"free": "out", "total": "out"}, driver="cuMemGetInfo_v2"),
     R("cuMemGetAddressRange", "CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr", LOCAL,
-      (s("cuMemGetAddressRange_v2", 3020),)),
+      (s("cuMemGetAddressRange_v2", 3020),), ready=True),
     R("cuMemAllocHost", "void **pp, size_t bytesize", LOCAL, (s("cuMemAllocHost_v2", 3020),)),
-    R("cuMemFreeHost", "void *p", LOCAL, (s("cuMemFreeHost", 2000),)),
+    R("cuMemFreeHost", "void *p", LOCAL, (s("cuMemFreeHost", 2000),), ready=True),
     R("cuMemHostAlloc", "void **pp, size_t bytesize, unsigned int Flags", LOCAL,
       (s("cuMemHostAlloc", 2020),)),
     R("cuPointerGetAttribute", "void *data, CUpointer_attribute attribute, CUdeviceptr ptr",
-      LOCAL, (s("cuPointerGetAttribute", 4000),)),
+      LOCAL, (s("cuPointerGetAttribute", 4000),), ready=True),
     # ------------------------------------------------------------------ copies
     R("cuMemcpyHtoD", "CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount", LOCAL,
       (ptds("cuMemcpyHtoD_v2", 3020),)),
@@ -265,12 +276,13 @@ ROWS: tuple[Row, ...] = (
     R("cuFuncGetParamInfo", "CUfunction func, size_t paramIndex, size_t *paramOffset, "
       "size_t *paramSize", WAITING, (s("cuFuncGetParamInfo", 12040),),
       {"func": "h:func", "paramOffset": "out", "paramSize": "out"}, client="custom",
-      driver="cuFuncGetParamInfo"),
+      driver="cuFuncGetParamInfo", ready=True),
     # --------------------------------------------------------------- launches
     R("cuLaunchKernel", "CUfunction f, unsigned int gridDimX, unsigned int gridDimY, "
       "unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, "
       "unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, "
-      "void **kernelParams, void **extra", LOCAL, (ptsz("cuLaunchKernel", 4000),), caller=True),
+      "void **kernelParams, void **extra", LOCAL, (ptsz("cuLaunchKernel", 4000),), caller=True,
+      ready=True),
     R("glLaunch", "CUfunction f, unsigned int gridDimX, unsigned int gridDimY, "
       "unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, "
       "unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, "
@@ -361,22 +373,24 @@ ROWS: tuple[Row, ...] = (
       driver="cuLibraryGetModule"),
     # cudaMemcpyToSymbol & co. on a library: its module's global (interposer/runtime.c).
     R("cuLibraryGetGlobal", "CUdeviceptr *dptr, size_t *bytes, CUlibrary library, "
-      "const char *name", LOCAL, (s("cuLibraryGetGlobal", 12000),)),
+      "const char *name", LOCAL, (s("cuLibraryGetGlobal", 12000),), ready=True),
     # cudart asks it of the primary context on each new thread (interposer/runtime.c).
     R("cuCtxGetApiVersion", "CUcontext ctx, unsigned int *version", LOCAL,
-      (s("cuCtxGetApiVersion", 3020),), ctx=False),
+      (s("cuCtxGetApiVersion", 3020),), ctx=False, ready=True),
     # Context and stream queries of cudaGetDeviceFlags, cudaDeviceGetLimit,
     # cudaDeviceGetStreamPriorityRange, cudaStreamGetPriority and
     # cudaPointerGetAttributes (interposer/runtime.c).
     R("cuCtxGetFlags", "unsigned int *flags", LOCAL, (s("cuCtxGetFlags", 7000),)),
-    R("cuCtxGetLimit", "size_t *pvalue, CUlimit limit", LOCAL, (s("cuCtxGetLimit", 3010),)),
-    R("cuCtxSetLimit", "CUlimit limit, size_t value", LOCAL, (s("cuCtxSetLimit", 3010),)),
+    R("cuCtxGetLimit", "size_t *pvalue, CUlimit limit", LOCAL, (s("cuCtxGetLimit", 3010),),
+      ready=True),
+    R("cuCtxSetLimit", "CUlimit limit, size_t value", LOCAL, (s("cuCtxSetLimit", 3010),),
+      ready=True),
     R("cuCtxGetStreamPriorityRange", "int *leastPriority, int *greatestPriority", LOCAL,
-      (s("cuCtxGetStreamPriorityRange", 5050),)),
+      (s("cuCtxGetStreamPriorityRange", 5050),), ready=True),
     R("cuStreamGetPriority", "CUstream hStream, int *priority", LOCAL,
-      (ptsz("cuStreamGetPriority", 5050),)),
+      (ptsz("cuStreamGetPriority", 5050),), ready=True),
     R("cuPointerGetAttributes", "unsigned int numAttributes, CUpointer_attribute *attributes, "
-      "void **data, CUdeviceptr ptr", LOCAL, (s("cuPointerGetAttributes", 7000),)),
+      "void **data, CUdeviceptr ptr", LOCAL, (s("cuPointerGetAttributes", 7000),), ready=True),
     # ------------------------- appended for CuPy and cudart's stream-ordered calls
     # Stream capture (CUDA graphs) is not supported: queries answer "not
     # capturing", beginning one is NOT_SUPPORTED with a line (interposer/capture.c).
@@ -413,26 +427,26 @@ ROWS: tuple[Row, ...] = (
     R("cuDeviceSetMemPool", "CUdevice dev, CUmemoryPool pool", LOCAL,
       (s("cuDeviceSetMemPool", 11020),), ctx=False),
     R("cuMemPoolCreate", "CUmemoryPool *pool, const CUmemPoolProps *poolProps", LOCAL,
-      (s("cuMemPoolCreate", 11020),), ctx=False),
-    R("cuMemPoolDestroy", "CUmemoryPool pool", LOCAL, (s("cuMemPoolDestroy", 11020),)),
+      (s("cuMemPoolCreate", 11020),), ctx=False, ready=True),
+    R("cuMemPoolDestroy", "CUmemoryPool pool", LOCAL, (s("cuMemPoolDestroy", 11020),), ready=True),
     R("cuMemPoolGetAttribute", "CUmemoryPool pool, CUmemPool_attribute attr, void *value", LOCAL,
       (s("cuMemPoolGetAttribute", 11020),), ctx=False),
     R("cuMemPoolSetAttribute", "CUmemoryPool pool, CUmemPool_attribute attr, void *value", LOCAL,
       (s("cuMemPoolSetAttribute", 11020),), ctx=False),
     R("cuMemPoolTrimTo", "CUmemoryPool pool, size_t minBytesToKeep", LOCAL,
-      (s("cuMemPoolTrimTo", 11020),), ctx=False),
+      (s("cuMemPoolTrimTo", 11020),), ctx=False, ready=True),
     R("cuMemAllocAsync", "CUdeviceptr *dptr, size_t bytesize, CUstream hStream", LOCAL,
       (ptsz("cuMemAllocAsync", 11020),)),
     R("cuMemAllocFromPoolAsync", "CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, "
-      "CUstream hStream", LOCAL, (ptsz("cuMemAllocFromPoolAsync", 11020),)),
+      "CUstream hStream", LOCAL, (ptsz("cuMemAllocFromPoolAsync", 11020),), ready=True),
     R("cuMemFreeAsync", "CUdeviceptr dptr, CUstream hStream", LOCAL,
-      (ptsz("cuMemFreeAsync", 11020),)),
+      (ptsz("cuMemFreeAsync", 11020),), ready=True),
     # Registered host memory is remembered like pinned memory (interposer/pinned.c).
     R("cuMemHostRegister", "void *p, size_t bytesize, unsigned int Flags", LOCAL,
-      (s("cuMemHostRegister", 4000), s("cuMemHostRegister_v2", 6050))),
-    R("cuMemHostUnregister", "void *p", LOCAL, (s("cuMemHostUnregister", 4000),)),
+      (s("cuMemHostRegister", 4000), s("cuMemHostRegister_v2", 6050)), ready=True),
+    R("cuMemHostUnregister", "void *p", LOCAL, (s("cuMemHostUnregister", 4000),), ready=True),
     R("cuMemHostGetFlags", "unsigned int *pFlags, void *p", LOCAL,
-      (s("cuMemHostGetFlags", 2030),)),
+      (s("cuMemHostGetFlags", 2030),), ready=True),
     # Images larger than one copy chunk (CuPy's CUB fatbin is 41 MB, PyTorch's
     # are larger) travel as parts that the executor stages, then one staged
     # load (interposer/module.c, src/exec_images.c): an envelope carries at
@@ -458,7 +472,8 @@ ROWS: tuple[Row, ...] = (
     R("cuKernelSetCacheConfig", "CUkernel kernel, CUfunc_cache config, CUdevice dev", LOCAL,
       (s("cuKernelSetCacheConfig", 12000),)),
     R("cuCtxSetCacheConfig", "CUfunc_cache config", LOCAL, (s("cuCtxSetCacheConfig", 3020),)),
-    R("cuCtxGetCacheConfig", "CUfunc_cache *pconfig", LOCAL, (s("cuCtxGetCacheConfig", 3020),)),
+    R("cuCtxGetCacheConfig", "CUfunc_cache *pconfig", LOCAL, (s("cuCtxGetCacheConfig", 3020),),
+      ready=True),
     # ------------------------------- appended for checkpoints (docs/consistency.md)
     # A checkpoint keeps the contents of every module's (or library's: handle is
     # either kind) variables and a replay writes them back: kernels name them by

@@ -26,7 +26,7 @@ BUILD = ROOT / "cffi_build"
 HARNESS_DIR = Path(__file__).resolve().parent / "interposer"
 
 sys.path.insert(0, str(BUILD))
-from build_interposer import SHARED_CORE  # noqa: E402
+from build_interposer import shared_sources  # noqa: E402
 from cuda_api import ROWS  # noqa: E402
 from gen_cuda import generate  # noqa: E402
 
@@ -42,7 +42,7 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Path:
     generate(out / "gen")
     exe = out / "harness"
     sources = [HARNESS_DIR / "harness.c", *sorted((BUILD / "interposer").glob("*.c")),
-               out / "gen" / "gl_stubs.c", *(BUILD / "src" / name for name in SHARED_CORE)]
+               out / "gen" / "gl_stubs.c", *shared_sources()]
     includes = ["include", "interposer", "src"]
     cmd = ["gcc", "-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
            *[f"-I{BUILD / d}" for d in includes], f"-I{out / 'gen'}",

@@ -32,8 +32,8 @@ def test_the_expected_native_abi_is_the_cdefs():
 
     current = abi_version()
     assert current == EXPECTED_ABI, (
-        f"cffi_build/native.cdef changed: set EXPECTED_ABI = 0x{current:07x} in "
-        "peer/native_abi.py"
+        "the cdef generated from the headers (cffi_build/cdef.py) changed: set "
+        f"EXPECTED_ABI = 0x{current:07x} in peer/native_abi.py"
     )
 
 

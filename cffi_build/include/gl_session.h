@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 /* Envelope: u32 body_len (LE), u8 type, u8 flags, u16 reserved, u64 session. */
+/* cdef: begin */
 #define GL_ENV_HEADER_SIZE 16
 enum { GL_ENV_BATCH = 1, GL_ENV_REPLY = 2, GL_ENV_HELLO = 3, GL_ENV_FAIL = 4 };
 
@@ -34,6 +35,7 @@ enum { GL_ENV_BATCH = 1, GL_ENV_REPLY = 2, GL_ENV_HELLO = 3, GL_ENV_FAIL = 4 };
 #define GL_MAX_DEVICES 8
 #define GL_DEVICE_ATTR_SLOTS 256
 #define GL_NAME_LEN 256
+/* cdef: end */
 
 typedef struct {
     char name[GL_NAME_LEN];      /* NUL-terminated */

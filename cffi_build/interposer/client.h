@@ -1,8 +1,8 @@
 /*
  * client.h — the interposer's core, as the generated stubs (gl_stubs.c) and
- * the hand-written client functions (gli_*) see it. The core owns the session
- * with the local agent, the batch being filled, minting, the device-memory
- * sub-allocator and the per-thread context stack.
+ * the hand-written client functions (gli_*, gls_*) see it. The core owns the
+ * session with the local agent, the batch being filled, minting, the
+ * device-memory sub-allocator and the per-thread context stack.
  *
  * Threading: every function here may be called from any application thread.
  * Emitting is serialized by one lock, so records from all threads form one

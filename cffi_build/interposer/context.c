@@ -63,12 +63,10 @@ static CUresult check_ctx(CUcontext ctx)
 
 /* ------------------------------------------------------------ the stack */
 
-CUresult gli_cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev, int ptds)
+CUresult gls_cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev, int ptds)
 {
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
-    if (r != CUDA_SUCCESS)
-        return r;
     if ((r = check_device(dev)) != CUDA_SUCCESS)
         return r;
     if (t_depth == GL_CTX_DEPTH)
@@ -93,14 +91,12 @@ CUresult gli_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
     return gli_cuCtxCreate(pctx, flags, dev, ptds);
 }
 
-CUresult gli_cuCtxDestroy(CUcontext ctx, int ptds)
+CUresult gls_cuCtxDestroy(CUcontext ctx, int ptds)
 {
     uint64_t c = (uint64_t)(uintptr_t)ctx;
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
     int k = 0;
 
-    if (r != CUDA_SUCCESS)
-        return r;
     if ((r = check_ctx(ctx)) != CUDA_SUCCESS)
         return r;
     gl_cls_context_gone(c);
@@ -116,13 +112,11 @@ CUresult gli_cuCtxDestroy(CUcontext ctx, int ptds)
     return CUDA_SUCCESS;
 }
 
-CUresult gli_cuCtxSetCurrent(CUcontext ctx, int ptds)
+CUresult gls_cuCtxSetCurrent(CUcontext ctx, int ptds)
 {
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (ctx == NULL) {
         if (t_depth > 0)
             t_depth--;
@@ -136,26 +130,20 @@ CUresult gli_cuCtxSetCurrent(CUcontext ctx, int ptds)
     return CUDA_SUCCESS;
 }
 
-CUresult gli_cuCtxGetCurrent(CUcontext *pctx, int ptds)
+CUresult gls_cuCtxGetCurrent(CUcontext *pctx, int ptds)
 {
-    CUresult r = gl_ready();
-
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (pctx == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *pctx = (CUcontext)(uintptr_t)gl_ctx_current();
     return CUDA_SUCCESS;
 }
 
-CUresult gli_cuCtxPushCurrent(CUcontext ctx, int ptds)
+CUresult gls_cuCtxPushCurrent(CUcontext ctx, int ptds)
 {
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if ((r = check_ctx(ctx)) != CUDA_SUCCESS)
         return r;
     if (t_depth == GL_CTX_DEPTH)
@@ -164,13 +152,9 @@ CUresult gli_cuCtxPushCurrent(CUcontext ctx, int ptds)
     return CUDA_SUCCESS;
 }
 
-CUresult gli_cuCtxPopCurrent(CUcontext *pctx, int ptds)
+CUresult gls_cuCtxPopCurrent(CUcontext *pctx, int ptds)
 {
-    CUresult r = gl_ready();
-
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (t_depth == 0)
         return CUDA_ERROR_INVALID_CONTEXT;
     t_depth--;
@@ -179,14 +163,11 @@ CUresult gli_cuCtxPopCurrent(CUcontext *pctx, int ptds)
     return CUDA_SUCCESS;
 }
 
-CUresult gli_cuCtxGetDevice(CUdevice *device, int ptds)
+CUresult gls_cuCtxGetDevice(CUdevice *device, int ptds)
 {
     uint64_t ctx = gl_ctx_current();
-    CUresult r = gl_ready();
 
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (device == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t v = ctx && g_devices ? (uintptr_t)gl_hmap_get(g_devices, ctx) : 0;
@@ -198,13 +179,11 @@ CUresult gli_cuCtxGetDevice(CUdevice *device, int ptds)
 
 /* ------------------------------------------------------ primary contexts */
 
-CUresult gli_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev, int ptds)
+CUresult gls_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev, int ptds)
 {
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (pctx == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = check_device(dev)) != CUDA_SUCCESS)
@@ -231,12 +210,10 @@ CUresult gli_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev, int ptds)
  * as auto (every release forwarded); once it is marked custom, the exported
  * symbols land here. Declared here until the generator declares it. */
 CUresult gli_cuDevicePrimaryCtxRelease(CUdevice dev, int ptds);
-CUresult gli_cuDevicePrimaryCtxRelease(CUdevice dev, int ptds)
+CUresult gls_cuDevicePrimaryCtxRelease(CUdevice dev, int ptds)
 {
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
-    if (r != CUDA_SUCCESS)
-        return r;
     if ((r = check_device(dev)) != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&g_plock);
@@ -258,12 +235,10 @@ CUresult gli_cuDevicePrimaryCtxRelease(CUdevice dev, int ptds)
     return r;
 }
 
-CUresult gli_cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags, int ptds)
+CUresult gls_cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags, int ptds)
 {
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
-    if (r != CUDA_SUCCESS)
-        return r;
     if ((r = check_device(dev)) != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&g_plock);
@@ -272,13 +247,11 @@ CUresult gli_cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags, int pt
     return glw_cuDevicePrimaryCtxSetFlags(dev, flags, ptds);
 }
 
-CUresult gli_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active, int ptds)
+CUresult gls_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active, int ptds)
 {
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (flags == NULL || active == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = check_device(dev)) != CUDA_SUCCESS)
@@ -290,13 +263,11 @@ CUresult gli_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *
     return CUDA_SUCCESS;
 }
 
-CUresult gli_cuDevicePrimaryCtxReset(CUdevice dev, int ptds)
+CUresult gls_cuDevicePrimaryCtxReset(CUdevice dev, int ptds)
 {
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if ((r = check_device(dev)) != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&g_plock);

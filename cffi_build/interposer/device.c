@@ -36,13 +36,9 @@ CUresult gli_cuDeviceGet(CUdevice *device_out, int ordinal, int ptds)
     return CUDA_SUCCESS;
 }
 
-CUresult gli_cuDeviceGetCount(int *count, int ptds)
+CUresult gls_cuDeviceGetCount(int *count, int ptds)
 {
-    CUresult r = gl_ready();
-
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (count == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *count = gl_session()->device_count;

@@ -74,7 +74,7 @@ uint64_t gl_ctx_current(void);
 typedef struct gl_hmap gl_hmap;
 gl_hmap *gl_hmap_new(void);
 void *gl_hmap_get(gl_hmap *m, uint64_t key);
-/* Replaces any previous value; returns 0, or -1 when out of memory. */
+/* Replaces any previous value; returns 0, or -1 when out of memory (or key is 0). */
 int gl_hmap_put(gl_hmap *m, uint64_t key, void *value);
 /* Removes key and returns its value (NULL if absent). */
 void *gl_hmap_take(gl_hmap *m, uint64_t key);

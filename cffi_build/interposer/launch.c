@@ -66,7 +66,7 @@ static CUresult check_launch_limits(unsigned gx, unsigned gy, unsigned gz, unsig
     return CUDA_SUCCESS;
 }
 
-CUresult gli_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+CUresult gls_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                             unsigned int gridDimZ, unsigned int blockDimX,
                             unsigned int blockDimY, unsigned int blockDimZ,
                             unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
@@ -76,10 +76,8 @@ CUresult gli_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gr
     const void *buf = NULL;
     uint8_t *packed = NULL;
     size_t size = 0;
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
-    if (r != CUDA_SUCCESS)
-        return r;
     uint64_t fh;
     if ((r = gl_launchable((uint64_t)(uintptr_t)f, &fh)) != CUDA_SUCCESS)
         return r;

@@ -10,13 +10,11 @@
 #include "gl_client_gen.h"
 #include "internal.h"
 
-CUresult gli_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize, int ptds)
+CUresult gls_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize, int ptds)
 {
     uint64_t d;
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
-    if (r != CUDA_SUCCESS)
-        return r;
     if (dptr == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     r = gl_va_alloc(bytesize, &d);
@@ -31,12 +29,10 @@ CUresult gli_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize, int ptds)
     return CUDA_SUCCESS;
 }
 
-CUresult gli_cuMemFree(CUdeviceptr dptr, int ptds)
+CUresult gls_cuMemFree(CUdeviceptr dptr, int ptds)
 {
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
-    if (r != CUDA_SUCCESS)
-        return r;
     if (!gl_va_is_base(dptr))
         return CUDA_ERROR_INVALID_VALUE;
     /* The free record goes out before the range can be handed out again, so
@@ -47,14 +43,11 @@ CUresult gli_cuMemFree(CUdeviceptr dptr, int ptds)
     return gl_va_free(dptr);
 }
 
-CUresult gli_cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr, int ptds)
+CUresult gls_cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr, int ptds)
 {
     uint64_t base, size;
-    CUresult r = gl_ready();
 
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (!gl_va_find(dptr, &base, &size))
         return CUDA_ERROR_NOT_FOUND;
     if (pbase)
@@ -147,17 +140,14 @@ static CUresult host_attribute(void *data, CUpointer_attribute attribute, uint64
     }
 }
 
-CUresult gli_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr,
+CUresult gls_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr,
                                    int ptds)
 {
     uint64_t base, size;
     uintptr_t hbase;
     size_t hsize;
-    CUresult r = gl_ready();
 
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (data == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if (gl_va_find(ptr, &base, &size))

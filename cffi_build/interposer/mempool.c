@@ -142,13 +142,9 @@ CUresult gli_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool, int ptds)
 /* The properties (allocation type, location, handle types) describe device
  * memory of the one device gleam serves; nothing in them changes how the
  * sub-allocator works, so they are only required to be given. */
-CUresult gli_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps, int ptds)
+CUresult gls_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps, int ptds)
 {
-    CUresult r = gl_ready();
-
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (pool == NULL || poolProps == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_lock);
@@ -162,13 +158,11 @@ CUresult gli_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps
 
 /* A default pool cannot be destroyed; a pool still current for a device
  * stops being so (the device falls back to its default, as CUDA does). */
-CUresult gli_cuMemPoolDestroy(CUmemoryPool pool, int ptds)
+CUresult gls_cuMemPoolDestroy(CUmemoryPool pool, int ptds)
 {
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     r = CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_lock);
     for (gl_pool **pp = &g_pools; *pp != NULL; pp = &(*pp)->next) {
@@ -249,14 +243,12 @@ CUresult gli_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, 
 }
 
 /* Nothing is held beyond what is in use, so there is nothing to trim. */
-CUresult gli_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep, int ptds)
+CUresult gls_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep, int ptds)
 {
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
     (void)minBytesToKeep;
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     pthread_mutex_lock(&g_lock);
     r = pool_find(pool) != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_unlock(&g_lock);
@@ -310,24 +302,18 @@ CUresult gli_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStrea
     return alloc_from(dptr, bytesize, (uint64_t)(uintptr_t)pool, hStream, ptds);
 }
 
-CUresult gli_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+CUresult gls_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                      CUstream hStream, int ptds)
 {
-    CUresult r = gl_ready();
-
-    if (r != CUDA_SUCCESS)
-        return r;
     return alloc_from(dptr, bytesize, (uint64_t)(uintptr_t)pool, hStream, ptds);
 }
 
 /* Any allocation may be freed in stream order, a cuMemAlloc one too. */
-CUresult gli_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream, int ptds)
+CUresult gls_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream, int ptds)
 {
     uint64_t base, size;
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
-    if (r != CUDA_SUCCESS)
-        return r;
     if ((r = gl_check_handle(GL_H_STREAM, (uint64_t)(uintptr_t)hStream)) != CUDA_SUCCESS)
         return r;
     if (!gl_va_is_base(dptr) || !gl_va_find(dptr, &base, &size))

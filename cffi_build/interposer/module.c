@@ -267,15 +267,13 @@ CUresult gl_func_layout(uint64_t h, const gl_layout **out)
     return r;
 }
 
-CUresult gli_cuFuncGetParamInfo(CUfunction func_h, size_t paramIndex, size_t *paramOffset,
+CUresult gls_cuFuncGetParamInfo(CUfunction func_h, size_t paramIndex, size_t *paramOffset,
                                 size_t *paramSize, int ptds)
 {
     const gl_layout *l;
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if ((r = gl_func_layout((uint64_t)(uintptr_t)func_h, &l)) != CUDA_SUCCESS)
         return r;
     if (paramIndex >= l->count)

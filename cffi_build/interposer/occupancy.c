@@ -157,13 +157,9 @@ CUresult gli_cuCtxSetCacheConfig(CUfunc_cache config, int ptds)
     return r;
 }
 
-CUresult gli_cuCtxGetCacheConfig(CUfunc_cache *pconfig, int ptds)
+CUresult gls_cuCtxGetCacheConfig(CUfunc_cache *pconfig, int ptds)
 {
-    CUresult r = gl_ready();
-
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (pconfig == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *pconfig = g_ctx_cache_config;

@@ -94,13 +94,9 @@ CUresult gli_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags, int 
     return host_alloc(pp, bytesize, Flags);
 }
 
-CUresult gli_cuMemFreeHost(void *p, int ptds)
+CUresult gls_cuMemFreeHost(void *p, int ptds)
 {
-    CUresult r = gl_ready();
-
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (!take_block(p, 1))
         return CUDA_ERROR_INVALID_VALUE;
     free(p);
@@ -128,13 +124,11 @@ int gl_pinned_find(const void *p, uintptr_t *base, size_t *size)
  * registering changes nothing but what the queries answer. */
 #define GL_HOST_REGISTER_FLAGS 0xfu
 
-CUresult gli_cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags, int ptds)
+CUresult gls_cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags, int ptds)
 {
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (p == NULL || bytesize == 0 || (Flags & ~GL_HOST_REGISTER_FLAGS)
         || (uintptr_t)p > UINTPTR_MAX - bytesize)
         return CUDA_ERROR_INVALID_VALUE;
@@ -149,23 +143,17 @@ CUresult gli_cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags, int
     return r;
 }
 
-CUresult gli_cuMemHostUnregister(void *p, int ptds)
+CUresult gls_cuMemHostUnregister(void *p, int ptds)
 {
-    CUresult r = gl_ready();
-
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     return take_block(p, 0) ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }
 
-CUresult gli_cuMemHostGetFlags(unsigned int *pFlags, void *p, int ptds)
+CUresult gls_cuMemHostGetFlags(unsigned int *pFlags, void *p, int ptds)
 {
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (pFlags == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     r = CUDA_ERROR_INVALID_VALUE;

@@ -61,14 +61,12 @@ static CUresult library_module(CUlibrary library, CUmodule *out)
 /* cudart 13 resolves __device__ and __constant__ variables in the library it
  * loaded; the global is its module's (which registers the range as the
  * session's memory). */
-CUresult gli_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
+CUresult gls_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library,
                                 const char *name, int ptds)
 {
     CUmodule mod;
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
-    if (r != CUDA_SUCCESS)
-        return r;
     if (name == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = gl_check_handle(GL_H_LIB, (uint64_t)(uintptr_t)library)) != CUDA_SUCCESS)
@@ -80,13 +78,9 @@ CUresult gli_cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary libr
 
 /* Every gleam context has the API of cuCtxCreate_v2, which the driver
  * reports as 3020 (the number in NVIDIA's documentation of this call). */
-CUresult gli_cuCtxGetApiVersion(CUcontext ctx, unsigned int *version, int ptds)
+CUresult gls_cuCtxGetApiVersion(CUcontext ctx, unsigned int *version, int ptds)
 {
-    CUresult r = gl_ready();
-
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (version == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t h = ctx != NULL ? (uint64_t)(uintptr_t)ctx : gl_ctx_current();
@@ -119,13 +113,9 @@ CUresult gli_cuCtxGetFlags(unsigned int *flags, int ptds)
 static size_t g_limits[GL_LIMITS] = {1024, 1 << 20, 8 << 20, 2, 2048, 32, 0};
 #define GL_CUDA_ERROR_UNSUPPORTED_LIMIT 215
 
-CUresult gli_cuCtxGetLimit(size_t *pvalue, CUlimit limit, int ptds)
+CUresult gls_cuCtxGetLimit(size_t *pvalue, CUlimit limit, int ptds)
 {
-    CUresult r = gl_ready();
-
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (pvalue == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if (limit < 0 || limit >= GL_LIMITS)
@@ -136,13 +126,9 @@ CUresult gli_cuCtxGetLimit(size_t *pvalue, CUlimit limit, int ptds)
     return CUDA_SUCCESS;
 }
 
-CUresult gli_cuCtxSetLimit(CUlimit limit, size_t value, int ptds)
+CUresult gls_cuCtxSetLimit(CUlimit limit, size_t value, int ptds)
 {
-    CUresult r = gl_ready();
-
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (limit < 0 || limit >= GL_LIMITS)
         return GL_CUDA_ERROR_UNSUPPORTED_LIMIT;
     pthread_mutex_lock(&g_lock);
@@ -154,13 +140,9 @@ CUresult gli_cuCtxSetLimit(CUlimit limit, size_t value, int ptds)
 /* The host device runs every stream in order on one executor thread: one
  * priority, 0 (NVIDIA's driver clamps a requested priority into the range,
  * so cudaStreamCreateWithPriority still works). */
-CUresult gli_cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority, int ptds)
+CUresult gls_cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority, int ptds)
 {
-    CUresult r = gl_ready();
-
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (gl_ctx_current() == 0)
         return CUDA_ERROR_INVALID_CONTEXT;
     if (leastPriority)
@@ -170,13 +152,11 @@ CUresult gli_cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriori
     return CUDA_SUCCESS;
 }
 
-CUresult gli_cuStreamGetPriority(CUstream hStream, int *priority, int ptds)
+CUresult gls_cuStreamGetPriority(CUstream hStream, int *priority, int ptds)
 {
-    CUresult r = gl_ready();
+    CUresult r = CUDA_SUCCESS;
 
     (void)ptds;
-    if (r != CUDA_SUCCESS)
-        return r;
     if (priority == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = gl_check_handle(GL_H_STREAM, (uint64_t)(uintptr_t)hStream)) != CUDA_SUCCESS)
@@ -196,13 +176,9 @@ static size_t pointer_attribute_size(CUpointer_attribute a)
 /* As the driver documents: a value that cannot be given (an address that is
  * no CUDA memory, an attribute gleam does not track) is zeroed, and the call
  * still succeeds. */
-CUresult gli_cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
+CUresult gls_cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
                                     void **data, CUdeviceptr ptr, int ptds)
 {
-    CUresult r = gl_ready();
-
-    if (r != CUDA_SUCCESS)
-        return r;
     if (numAttributes > 0 && (attributes == NULL || data == NULL))
         return CUDA_ERROR_INVALID_VALUE;
     for (unsigned int i = 0; i < numAttributes; i++) {

@@ -1,6 +1,7 @@
 /* ABI version of the native core: the build defines GL_NATIVE_ABI_VERSION from
- * the hash of cffi_build/native.cdef, and gleam.peer.nativelib refuses a module
- * whose number differs from the one it was written against. */
+ * the hash of the cdef (generated from the headers, cffi_build/cdef.py), and
+ * gleam.peer.nativelib refuses a module whose number differs from the one it
+ * was written against. */
 #include "gleam_native.h"
 
 #ifndef GL_NATIVE_ABI_VERSION

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* cdef: begin */
 #define GL_DIGEST_SIZE 32
 
 /* One cacheable payload of a batch. INLINE payloads: offset/len locate the
@@ -69,5 +70,6 @@ int gl_batch_rewrite_refs(const uint8_t *batch, size_t len, const gl_blob_seen *
 /* The benchmark's reference: memcpy throughput and SHA-256 throughput over
  * one buffer of n bytes, in GB/s (best of reps). */
 void gl_hash_speed(size_t n, int reps, double *sha_gbps, double *memcpy_gbps);
+/* cdef: end */
 
 #endif /* GLEAM_BLOBCACHE_H */

@@ -541,15 +541,12 @@ const gl_backend_ops gl_cuda_ops = {cuda_open, cuda_close, cuda_unmap, cuda_run_
 
 gl_backend *gl_backend_cuda_new(void *const *driver_fns, const gl_cuda_extra *extra, int device)
 {
-    /* Without these a session cannot even open; code loading and launches
-     * answer CUDA_ERROR_NOT_SUPPORTED when their entry point is missing. */
-    const void *need[] = {
-        extra->cuMemAddressReserve, extra->cuMemAddressFree, extra->cuMemCreate,
-        extra->cuMemRelease, extra->cuMemMap, extra->cuMemUnmap, extra->cuMemSetAccess,
-        extra->cuMemGetAllocationGranularity, extra->cuDevicePrimaryCtxRetain,
-        extra->cuDevicePrimaryCtxRelease_v2, extra->cuCtxSetCurrent, extra->cuCtxSynchronize,
-        extra->cuMemcpyDtoHAsync_v2, extra->cuStreamSynchronize,
-    };
+    /* Without the entries cuda_extra.py marks required a session cannot even
+     * open; code loading and launches answer CUDA_ERROR_NOT_SUPPORTED when
+     * their entry point is missing. */
+#define GL_NEED(symbol) extra->symbol,
+    const void *need[] = {GL_CUDA_EXTRA_REQUIRED(GL_NEED)};
+#undef GL_NEED
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
         if (need[i] == NULL)
             return NULL;

@@ -18,9 +18,11 @@
 /* OpenSSL's EVP_CTRL_GCM_* numbers (stable since 1.0.1). */
 enum { GL_EVP_GCM_SET_IVLEN = 0x9, GL_EVP_GCM_GET_TAG = 0x10, GL_EVP_GCM_SET_TAG = 0x11 };
 
+/* cdef: begin */
 /* Bytes a stream seals (or opens) between two writes (reads): large enough
  * that a syscall is cheap beside it, small enough to stay in L2. */
 #define GL_GCM_PIECE (128u * 1024u)
+/* cdef: end */
 
 typedef struct gl_evp_ctx gl_evp_ctx; /* EVP_CIPHER_CTX */
 
@@ -51,10 +53,12 @@ const char *gl_crypto_status(void);
 /* SHA-256 through libcrypto: 0, or GL_STREAM_E_CRYPTO (-5). */
 int gl_sha256(const uint8_t *data, size_t len, uint8_t *out);
 
+/* cdef: begin */
 /* Bytes per CPU-second (of the calling thread) that libcrypto's AES-256-GCM
  * seals (open 0) or opens (open 1) in place, in frames of `frame` bytes handled
  * `piece` bytes at a time, over at least `total` bytes; -1 when it cannot. The
  * cipher's share of a stream's cost without its sockets, for bench wire. */
 double gl_crypto_gcm_rate(uint32_t frame, uint32_t piece, uint64_t total, int open);
+/* cdef: end */
 
 #endif

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* cdef: begin */
 enum { GL_DIR_TO_SERVER = 0, GL_DIR_TO_CLIENT = 1 };
 enum { GL_STREAM_KEY_SIZE = 32, GL_STREAM_TAG_SIZE = 16, GL_STREAM_HEADER_SIZE = 4 };
 
@@ -69,6 +70,7 @@ void gl_stream_counters_get(gl_stream *s, gl_stream_counters *out);
 int gl_stream_errno(gl_stream *s);
 const char *gl_stream_strerror(int code);
 void gl_stream_free(gl_stream *s);
+/* cdef: end */
 
 /* SHA-256 through libcrypto: 0, or GL_STREAM_E_CRYPTO. */
 int gl_sha256(const uint8_t *data, size_t len, uint8_t *out);

@@ -12,7 +12,11 @@
 
 #include "blobcache.h"
 #include "gl_session.h"
+/* gl_cuda_extra: the driver entry points outside the forwarded table that the
+ * cuda backend needs (generated from cffi_build/cuda_extra.py). */
+#include "gl_cuda_extra.h"
 
+/* cdef: begin */
 struct gl_exec;
 typedef struct gl_exec gl_exec;
 typedef struct gl_backend gl_backend;
@@ -29,15 +33,6 @@ enum {
     GL_EXEC_E_ORDER = -103,   /* a waiting record that is not the last */
     GL_EXEC_E_REPLY = -104    /* reply buffer smaller than a reply header */
 };
-
-/* Driver entry points outside the forwarded table that the cuda backend needs. */
-typedef struct {
-    void *cuMemAddressReserve, *cuMemAddressFree, *cuMemCreate, *cuMemRelease;
-    void *cuMemMap, *cuMemUnmap, *cuMemSetAccess, *cuMemGetAllocationGranularity;
-    void *cuDevicePrimaryCtxRetain, *cuDevicePrimaryCtxRelease_v2, *cuCtxSetCurrent;
-    void *cuCtxSynchronize, *cuMemcpyDtoHAsync_v2, *cuStreamSynchronize;
-    void *cuModuleLoadData, *cuLibraryLoadData, *cuLaunchKernel, *cuModuleGetGlobal_v2;
-} gl_cuda_extra;
 
 /* A host kernel as the host backend sees it: a C builtin (native >= 0) or a
  * Python handle, and its parameter layout. */
@@ -101,6 +96,7 @@ const char *gl_cuda_driver_symbol(int id);
 
 /* Host kernels: C builtins by name (-1: none). */
 int gl_host_builtin(const char *name);
+/* cdef: end */
 
 /* Implemented in Python (native.py, cffi extern "Python+C"). resolve returns 1
  * and fills *out when `user`'s registry has NAME, else 0; run returns 0 or a

@@ -38,54 +38,6 @@ static int minted_kind(uint64_t key)
     return (key >> 56) == GL_MINT_TAG ? (int)((key >> 48) & 0xff) : -1;
 }
 
-static size_t hslot_of(const gl_exec *x, uint64_t key)
-{
-    /* Serials are sequential: a multiplicative hash spreads them. */
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & (x->hcap - 1);
-}
-
-static gl_hslot *hfind(gl_exec *x, uint64_t key)
-{
-    if (x->hcap == 0)
-        return NULL;
-    for (size_t i = hslot_of(x, key), n = 0; n < x->hcap; i = (i + 1) & (x->hcap - 1), n++) {
-        if (x->handles[i].key == key)
-            return &x->handles[i];
-        if (x->handles[i].key == 0)
-            return NULL;
-    }
-    return NULL;
-}
-
-static int hgrow(gl_exec *x)
-{
-    size_t ncap = x->hcap ? x->hcap * 2 : 64;
-    size_t live = 0;
-    for (size_t i = 0; i < x->hcap; i++)
-        live += x->handles[i].key > 1;
-    if (live * 4 < x->hcap)
-        ncap = x->hcap; /* mostly tombstones: rehash in place size */
-    gl_hslot *n = calloc(ncap, sizeof *n);
-    if (n == NULL)
-        return -1;
-    gl_hslot *old = x->handles;
-    size_t ocap = x->hcap;
-    x->handles = n;
-    x->hcap = ncap;
-    x->hused = 0;
-    for (size_t i = 0; i < ocap; i++) {
-        if (old[i].key <= 1)
-            continue;
-        size_t j = hslot_of(x, old[i].key);
-        while (n[j].key != 0)
-            j = (j + 1) & (ncap - 1);
-        n[j] = old[i];
-        x->hused++;
-    }
-    free(old);
-    return 0;
-}
-
 /* A primary context keeps its minted handle for the whole session (the
  * interposer mints one per device), so retaining it again after its count
  * dropped to zero binds the same handle anew; every other handle is fresh. */
@@ -96,7 +48,8 @@ static int rebindable(int kind)
 
 CUresult gl_exec_check_mint(gl_exec *x, int kind, uint64_t minted)
 {
-    if (minted_kind(minted) != kind || (hfind(x, minted) != NULL && !rebindable(kind)))
+    if (minted_kind(minted) != kind ||
+        (gl_htable_find(&x->handles, minted) != NULL && !rebindable(kind)))
         return CUDA_ERROR_INVALID_HANDLE;
     return CUDA_SUCCESS;
 }
@@ -106,21 +59,8 @@ CUresult gl_exec_bind(gl_exec *x, int kind, uint64_t minted, void *real)
     CUresult r = gl_exec_check_mint(x, kind, minted);
     if (r != CUDA_SUCCESS)
         return r;
-    gl_hslot *bound = hfind(x, minted);
-    if (bound != NULL) {
-        bound->val = real;
-        return CUDA_SUCCESS;
-    }
-    if ((x->hused + 1) * 2 > x->hcap && hgrow(x) != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    size_t i = hslot_of(x, minted);
-    while (x->handles[i].key > 1)
-        i = (i + 1) & (x->hcap - 1);
-    if (x->handles[i].key == 0)
-        x->hused++;
-    x->handles[i].key = minted;
-    x->handles[i].val = real;
-    return CUDA_SUCCESS;
+    return gl_htable_put(&x->handles, minted, real) == 0 ? CUDA_SUCCESS
+                                                          : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult gl_exec_handle(gl_exec *x, int kind, uint64_t minted, void **real)
@@ -131,7 +71,7 @@ CUresult gl_exec_handle(gl_exec *x, int kind, uint64_t minted, void **real)
     }
     if (minted_kind(minted) != kind)
         return CUDA_ERROR_INVALID_HANDLE;
-    gl_hslot *s = hfind(x, minted);
+    gl_hslot *s = gl_htable_find(&x->handles, minted);
     if (s == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     *real = s->val;
@@ -140,18 +80,25 @@ CUresult gl_exec_handle(gl_exec *x, int kind, uint64_t minted, void **real)
 
 void gl_exec_unbind(gl_exec *x, int kind, uint64_t minted)
 {
-    gl_hslot *s = minted_kind(minted) == kind ? hfind(x, minted) : NULL;
-    if (s != NULL) {
-        s->key = 1;
-        s->val = NULL;
-    }
+    if (minted_kind(minted) == kind)
+        gl_htable_take(&x->handles, minted);
+}
+
+typedef struct {
+    gl_exec *x;
+    void (*fn)(gl_exec *x, uint64_t key, void *val);
+} each_arg;
+
+static void each_one(uint64_t key, void *val, void *arg)
+{
+    each_arg *a = arg;
+    a->fn(a->x, key, val);
 }
 
 void gl_exec_each_handle(gl_exec *x, void (*fn)(gl_exec *x, uint64_t key, void *val))
 {
-    for (size_t i = 0; i < x->hcap; i++)
-        if (x->handles[i].key > 1)
-            fn(x, x->handles[i].key, x->handles[i].val);
+    each_arg a = {x, fn};
+    gl_htable_each(&x->handles, each_one, &a);
 }
 
 /* --------------------------------------------------------- allocations */
@@ -347,7 +294,7 @@ void gl_exec_free(gl_exec *x)
     gl_cur = x;
     x->be->ops->close(x);
     gl_cur = prev;
-    free(x->handles);
+    gl_htable_free(&x->handles);
     gl_ranges_free(&x->allocs);
     gl_ranges_free(&x->globals);
     gl_staged_free(&x->staged);

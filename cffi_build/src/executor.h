@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "gl_cuda.h"
+#include "gl_htable.h"
 #include "ranges.h"
 #include "records.h"
 #include "exec_api.h"
@@ -59,11 +60,6 @@ struct gl_backend {
     void *priv;               /* backend's own state */
 };
 
-typedef struct {
-    uint64_t key; /* minted handle; 0 empty, 1 deleted */
-    void *val;
-} gl_hslot;
-
 /* An image that arrives in parts (glImagePart) before its staged load. */
 typedef struct {
     uint8_t *bytes;
@@ -76,8 +72,7 @@ struct gl_exec {
     gl_backend *be;
     uint32_t last_max_inline; /* the largest inline payload of the last batch run */
     uint64_t va_base, va_size;
-    gl_hslot *handles;
-    size_t hcap, hused; /* hused counts live and deleted slots */
+    gl_htable handles;  /* minted handle -> the backend's object */
     gl_ranges allocs;   /* sorted by base, non-overlapping */
     uint64_t live_bytes;
     gl_ranges globals;  /* module globals (cuda backend); tag: the module */

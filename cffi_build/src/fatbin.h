@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* cdef: begin */
 #define GL_FATBIN_MAGIC 0xBA55ED50u
 /* The host-side __fatBinC_Wrapper_t that __cudaRegisterFatBinary receives. */
 #define GL_FATBIN_WRAPPER_MAGIC 0x466243B1u
@@ -46,5 +47,6 @@ long gl_fatbin_lz4(const uint8_t *src, size_t n, uint8_t *dst, size_t cap);
 
 const char *gl_fatbin_strerror(int rc);
 void gl_fatbin_free(void *p);
+/* cdef: end */
 
 #endif

@@ -1,7 +1,9 @@
 /* Umbrella header of gleam's native core: everything Python sees through cffi. */
 #ifndef GLEAM_NATIVE_H
 #define GLEAM_NATIVE_H
+/* cdef: begin */
 int gl_native_abi_version(void);
+/* cdef: end */
 #include "records.h"
 #include "hostspeed.h"
 #include "sketch.h"

@@ -10,6 +10,8 @@
 /* Run an n x n x n single-precision matrix product repeatedly for at least
  * min_seconds and return the rate in GFLOP/s (2*n^3 flops per product).
  * Returns a negative value if n is out of range (16..1024) or memory is short. */
+/* cdef: begin */
 double gl_host_sgemm_gflops(int n, double min_seconds);
+/* cdef: end */
 
 #endif

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* cdef: begin */
 typedef struct gl_jblock {
     uint32_t refs;  /* atomic */
     uint32_t waits; /* the batch ends with a waiting call */
@@ -65,5 +66,6 @@ gl_jblock *gl_jlog_entry(gl_jlog *j, size_t i);
 void gl_jlog_get(gl_jlog *j, gl_jlog_state *out);
 void gl_jlog_set_answered(gl_jlog *j, uint64_t answered);
 void gl_jlog_answered_add(gl_jlog *j, uint64_t n);
+/* cdef: end */
 
 #endif

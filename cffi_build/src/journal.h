@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* cdef: begin */
 typedef struct {
     uint32_t records;  /* records in the batch */
     int waits;         /* the last record is a waiting call (a reply will come) */
@@ -47,5 +48,6 @@ typedef struct {
 int gl_journal_compact(const uint8_t *batch, size_t len, const uint8_t *keep, size_t keep_len,
                        uint8_t *out, size_t cap, size_t *out_len, int *waits,
                        gl_journal_alloc *allocs, uint32_t max, uint32_t *n_allocs);
+/* cdef: end */
 
 #endif

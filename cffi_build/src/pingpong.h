@@ -11,6 +11,7 @@
 #ifndef GLEAM_PINGPONG_H
 #define GLEAM_PINGPONG_H
 
+/* cdef: begin */
 /* Answer every msg_size-byte message on `fd` with the same bytes until the peer
  * closes. Returns the messages answered (warm-up included), or -1 on bad
  * arguments or a socket error other than the peer's close. */
@@ -27,5 +28,6 @@ double gl_pingpong_time(int fd, int count, int msg_size);
  * chain program -> relay -> echo is the waiting call's path with nothing of
  * gleam on it. Returns the messages relayed toward down_fd, or -1. */
 long long gl_pingpong_relay(int up_fd, int down_fd, int msg_size);
+/* cdef: end */
 
 #endif /* GLEAM_PINGPONG_H */

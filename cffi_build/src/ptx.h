@@ -18,7 +18,9 @@
 
 #include "ranges.h"
 
+/* cdef: begin */
 typedef struct ptx_module ptx_module;
+/* cdef: end */
 typedef struct ptx_kernel ptx_kernel;
 
 /* Input bounds: anything larger is refused with a message. */
@@ -86,8 +88,9 @@ typedef struct {
 /* Runs the grid to completion; PTX_OK or a PTX_E_* (a CUresult). */
 int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a);
 
-/* ---- entry points for Python (native.cdef) ---- */
+/* ---- entry points for Python (in the cdef: cffi_build/cdef.py) ---- */
 
+/* cdef: begin */
 /* Parses and translates only: 0, or -1 with a message (fuzzing, `check`). */
 int gl_ptx_check(const char *text, size_t len, char *err, size_t err_len);
 /* Load once, run on caller-owned host buffers (benchmarks): the buffers the
@@ -98,5 +101,6 @@ int gl_ptx_run(ptx_module *m, const char *entry, const unsigned *grid3, const un
                unsigned dynamic_shared, const void *params, size_t params_len,
                const uint64_t *ranges, size_t nranges, unsigned threads, uint64_t *insns,
                char *err, size_t err_len);
+/* cdef: end */
 
 #endif /* GLEAM_PTX_H */

@@ -25,6 +25,7 @@
 #include "dpstream.h"
 #include "jlog.h"
 
+/* cdef: begin */
 enum {
     GL_PUMP_SLOW = 1,         /* an envelope for Python */
     GL_PUMP_END = 0,          /* a clean end of stream */
@@ -58,6 +59,7 @@ typedef struct gl_pump {
     uint64_t session;
     uint32_t max_body;
     int err;                 /* detail of the last error a lane returned */
+    /* cdef: partial */
     gl_jlog *journal;
     uint8_t *pre;            /* bytes read before the pump took the socket */
     size_t pre_len, pre_off;
@@ -87,5 +89,6 @@ int gl_pump_downlink(gl_pump *p, gl_stream *s, uint8_t **out, uint64_t *len);
 /* Writes a whole buffer to the program (the reply lock held by the caller):
  * 0, or -1 when the program's socket failed. */
 int gl_pump_write_program(gl_pump *p, const uint8_t *buf, size_t len);
+/* cdef: end */
 
 #endif

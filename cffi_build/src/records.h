@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* cdef: begin */
 #define GL_MAX_ARGS 16
 #define GL_BATCH_HEADER_SIZE 24
 #define GL_RECORD_HEADER_SIZE 16
@@ -163,5 +164,6 @@ int gl_batch_external_prefix(uint8_t *out, size_t cap, uint64_t seq, uint16_t ca
 
 /* Static message for a result code; never NULL. */
 const char *gl_strerror(int code);
+/* cdef: end */
 
 #endif /* GLEAM_RECORDS_H */

@@ -19,6 +19,7 @@
 #include "dpstream.h"
 #include "exec_api.h"
 
+/* cdef: begin */
 enum {
     GL_SERVE_SLOW = 1,          /* a batch for Python to run: *out, *len (the envelope) */
     GL_SERVE_STORE = 2,         /* a batch that ran, whose payloads the store may keep */
@@ -33,6 +34,7 @@ typedef struct gl_serve {
     uint64_t batches, records, replies, bytes_in, bytes_out;
     int error;
     uint32_t cache_min; /* inline payloads this large go to Python (0: none) */
+    /* cdef: partial */
     uint64_t session;
     gl_exec *x;
     gl_stream *s;
@@ -44,5 +46,6 @@ gl_serve *gl_serve_new(gl_exec *x, gl_stream *s, uint64_t session, uint32_t cach
                        size_t reply_body_cap);
 void gl_serve_free(gl_serve *v);
 int gl_serve_next(gl_serve *v, uint8_t **out, uint64_t *len);
+/* cdef: end */
 
 #endif

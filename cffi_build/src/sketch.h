@@ -65,13 +65,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* cdef: begin */
 #define GL_SKETCH_HASHES 3
 #define GL_SKETCH_WORD_BITS 64
 /* Coordinate ids inside a block are 32-bit; larger blocks are refused. */
 #define GL_SKETCH_MAX_BLOCK 16777216u
 /* Coordinates per call (2^40, 4 TiB of fp32). */
 #define GL_SKETCH_MAX_N 1099511627776ull
+/* cdef: end */
 #define GL_SKETCH_MAX_RATIO 64.0
+/* cdef: begin */
 #define GL_SKETCH_MAX_WORLD 65536u
 #define GL_SKETCH_MASK_BYTES 32 /* exponent mask per block */
 #define GL_SKETCH_SUM_BITS 62   /* every decoded integer sum is below 2^62 */
@@ -197,5 +200,6 @@ int gl_sketch_narrow(const uint32_t *words, uint64_t words_len, uint32_t width, 
                      uint64_t len);
 
 const char *gl_sketch_strerror(int code);
+/* cdef: end */
 
 #endif

@@ -108,7 +108,7 @@ def check_layout() -> None:
 
     try:
         native = ffi.sizeof("gl_session_hello")
-    except Exception:  # not declared in native.cdef: nothing to compare
+    except Exception:  # not declared in the native cdef: nothing to compare
         return
     if native != SIZE:
         raise RuntimeError(f"gl_session_hello is {native} bytes natively, {SIZE} here")

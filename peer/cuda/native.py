@@ -221,15 +221,13 @@ class HostBackend(_Backend):
         return [DeviceInfo(name, self.memory_limit, uuid, attrs)]
 
 
-# The driver calls the cuda backend makes itself besides the forwarded ones; argument
-# types are loose because only their addresses are handed to C.
-_EXTRA = (
-    "cuMemAddressReserve", "cuMemAddressFree", "cuMemCreate", "cuMemRelease", "cuMemMap",
-    "cuMemUnmap", "cuMemSetAccess", "cuMemGetAllocationGranularity",
-    "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuCtxSetCurrent",
-    "cuCtxSynchronize", "cuMemcpyDtoHAsync_v2", "cuStreamSynchronize", "cuModuleLoadData",
-    "cuLibraryLoadData", "cuLaunchKernel", "cuModuleGetGlobal_v2",
-)
+def _extra_symbols() -> list[str]:
+    """The driver calls the cuda backend makes itself besides the forwarded ones: the
+    fields of gl_cuda_extra, each named after its symbol (cffi_build/cuda_extra.py is
+    the one list). Their argument types are loose: only addresses are handed to C."""
+    return [name for name, _ in ffi.typeof("gl_cuda_extra").fields]
+
+
 _QUERY_CDEF = """
 CUresult cuInit(unsigned int flags);
 CUresult cuDriverGetVersion(int *v);
@@ -255,7 +253,8 @@ class CudaBackend(_Backend):
         for line in text.splitlines():
             if line.startswith("CUresult "):
                 declared.add(line.split()[1].split("(")[0])
-        extra = "".join(f"CUresult {n}(void);\n" for n in _EXTRA if n not in declared)
+        extras = _extra_symbols()
+        extra = "".join(f"CUresult {n}(void);\n" for n in extras if n not in declared)
         abi.cdef(text + _QUERY_CDEF + extra)
         try:
             self._dl = abi.dlopen(library)
@@ -278,7 +277,7 @@ class CudaBackend(_Backend):
             if sym != ffi.NULL:
                 self._fns[i] = self._address(ffi.string(sym).decode())
         self._extra = ffi.new("gl_cuda_extra *")
-        for n in _EXTRA:
+        for n in extras:
             setattr(self._extra, n, self._address(n))
         self._be = lib.gl_backend_cuda_new(self._fns, self._extra, device)
         if self._be == ffi.NULL:

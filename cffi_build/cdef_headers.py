@@ -1,0 +1,35 @@
+"""The headers whose marked declarations make up the native core's cffi cdef.
+
+Exposing a header to Python is one line here plus ``/* cdef: begin */`` and
+``/* cdef: end */`` around the declarations Python may use (``cdef.py`` says
+what may stand between them). Order matters: cffi reads the cdef top to
+bottom, so a header comes after the headers whose types it uses.
+
+Paths are relative to ``cffi_build``. A ``generated/`` path is produced in
+memory by the generator that writes it (``cdef.GENERATED``), so the cdef and its
+ABI number never depend on a build having run. A ``.cdef`` file is taken whole:
+it holds what cannot stand in a C header.
+"""
+
+from __future__ import annotations
+
+HEADERS: tuple[str, ...] = (
+    "src/gleam_native.h",
+    "src/records.h",
+    "src/hostspeed.h",
+    "src/sketch.h",
+    "src/blobcache.h",
+    "src/journal.h",
+    "include/gl_session.h",
+    "generated/gl_cuda_extra.h",
+    "src/exec_api.h",
+    "src/pingpong.h",
+    "src/fatbin.h",
+    "src/ptx.h",
+    "src/dpstream.h",
+    "src/dpcrypto.h",
+    "src/jlog.h",
+    "src/pump.h",
+    "src/serve.h",
+    "python_callbacks.cdef",
+)

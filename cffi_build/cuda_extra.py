@@ -1,0 +1,48 @@
+"""Driver entry points outside the forwarded table that the cuda backend calls itself.
+
+The rows of cuda_api.py are what a program may call; these are what the
+executor needs of the real driver around them: reserving and mapping the
+session's address range, the primary context, and the calls that load code and
+launch it once the backend has prepared them. Python resolves each symbol in
+the driver it opened and hands the addresses over in a ``gl_cuda_extra``
+struct; gen_cuda_extra.py writes that struct and the list of required entries
+from this table, so the three never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+# A NamedTuple, not a dataclass: cdef.py loads this file by path, outside sys.modules.
+class Extra(NamedTuple):
+    symbol: str  # the driver's exported name (and the struct field)
+    # True: without it a session cannot open, and the backend refuses to start.
+    # False: the calls that need it answer CUDA_ERROR_NOT_SUPPORTED.
+    required: bool = True
+
+
+EXTRAS: tuple[Extra, ...] = (
+    # The session's device address range (virtual memory management).
+    Extra("cuMemAddressReserve"),
+    Extra("cuMemAddressFree"),
+    Extra("cuMemCreate"),
+    Extra("cuMemRelease"),
+    Extra("cuMemMap"),
+    Extra("cuMemUnmap"),
+    Extra("cuMemSetAccess"),
+    Extra("cuMemGetAllocationGranularity"),
+    # The device's primary context, which every session shares.
+    Extra("cuDevicePrimaryCtxRetain"),
+    Extra("cuDevicePrimaryCtxRelease_v2"),
+    Extra("cuCtxSetCurrent"),
+    Extra("cuCtxSynchronize"),
+    # Reading device memory back for replies.
+    Extra("cuMemcpyDtoHAsync_v2"),
+    Extra("cuStreamSynchronize"),
+    # Code loading and launches on the backend's own terms (cudadev.c).
+    Extra("cuModuleLoadData", required=False),
+    Extra("cuLibraryLoadData", required=False),
+    Extra("cuLaunchKernel", required=False),
+    Extra("cuModuleGetGlobal_v2", required=False),
+)
