@@ -12,11 +12,13 @@ Of the agent it reads only what ``ChoosingAgent`` names.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from gleam.peer.cuda.choice import Choice, NoServer
 from gleam.peer.sched.inputs import CUDA_FIELD, DEFAULT_DEMAND, candidates_of
-from gleam.peer.sched.ranking import Ranking, rank_by_cost
+from gleam.peer.sched.ranking import rank_by_cost
+
+__all__ = ["Choice", "ChoosingAgent", "NoServer", "advert", "choose"]
 
 if TYPE_CHECKING:
     import pluggy
@@ -57,20 +59,6 @@ class ChoosingAgent(Protocol):
     @property
     def components(self) -> Components: ...
     def link_to(self, node_id_prefix: str) -> PeerLink | None: ...
-
-
-class NoServer(Exception):
-    """No agent can serve the session; the message says why."""
-
-
-@dataclass(frozen=True)
-class Choice:
-    link: PeerLink | None  # None: this agent serves
-    name: str
-    reason: str = ""  # why this server, for the status view and the demo
-    # The next-best servers, in order: where a denied lease falls back to.
-    fallbacks: tuple[PeerLink, ...] = field(default=())
-    ranking: Ranking | None = None
 
 
 def advert(backend: str | None, sessions: int, gflops: float | None) -> dict[str, Any]:

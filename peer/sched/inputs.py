@@ -20,6 +20,7 @@ import trio
 
 from gleam.peer.sched.cost import Candidate, Demand, LinkEstimate, Offer
 from gleam.peer.sched.lease import LoadBook
+from gleam.peer.sched.leasing import service_of
 
 if TYPE_CHECKING:
     from gleam.peer.agent import Agent
@@ -39,9 +40,6 @@ DEFAULT_DEMAND = Demand(unique_bytes=64 << 20, waits=2000, compute=1000.0)
 
 def book_of(agent: Agent) -> LoadBook | None:
     """The loads this agent heard in lease answers; None without the lease service."""
-    # Imported here: leasing imports peer/cuda/choose.py, which imports this module.
-    from gleam.peer.sched.leasing import service_of
-
     service = service_of(agent)
     return service.book if service is not None else None
 
