@@ -128,7 +128,8 @@ static int read_envelope(gl_pump *p, gl_jblock **out)
 
 /* What the fast lane must know of a batch before it forwards it. */
 typedef struct {
-    uint32_t max_inline; /* the largest inline payload */
+    uint32_t max_inline; /* the largest inline payload, copies aside */
+    uint32_t max_h2d;    /* the largest host-to-device copy */
     int refs;            /* blob references (only Python's cache writes them) */
     uint64_t h2d_inline; /* host-to-device bytes inline */
     uint32_t records;
@@ -152,10 +153,13 @@ static int scan(const gl_pump *p, const gl_jblock *b, scanned *out)
         if (out->denied < 0 && gl_jlog_denies(p->journal, rec.call_id))
             out->denied = rec.call_id;
         if (rec.flags & GL_REC_INLINE) {
-            if (rec.payload_len > out->max_inline)
-                out->max_inline = rec.payload_len;
-            if (rec.call_id == p->h2d_call)
+            if (rec.call_id == p->h2d_call) {
                 out->h2d_inline += rec.payload_len;
+                if (rec.payload_len > out->max_h2d)
+                    out->max_h2d = rec.payload_len;
+            } else if (rec.payload_len > out->max_inline) {
+                out->max_inline = rec.payload_len;
+            }
         }
         if (rec.flags & GL_REC_REF)
             out->refs++;
@@ -193,7 +197,8 @@ int gl_pump_uplink(gl_pump *p, gl_jblock **out)
         /* One pass says all the fast lane and the journal need to know. */
         scanned seen;
         int well_formed = scan(p, b, &seen) == GL_OK; /* else the executor refuses it */
-        if ((p->cache_min && seen.max_inline >= p->cache_min) || seen.refs) {
+        if ((p->cache_min && seen.max_inline >= p->cache_min)
+            || (p->h2d_min && seen.max_h2d >= p->h2d_min) || seen.refs) {
             p->slow_pending++;
             pthread_mutex_unlock(&p->route_mu);
             *out = b;

@@ -46,6 +46,7 @@ typedef struct gl_pump {
     int held;                /* a move is under way (or a send failed): Python journals */
     int slow_pending;        /* envelopes handed to Python and not forwarded yet */
     uint32_t cache_min;      /* an inline payload this large goes to Python (0: none) */
+    uint32_t h2d_min;        /* the same for host-to-device copies (0: none) */
     uint64_t checkpoint_at;  /* journal bytes past which the next safe point checkpoints */
     uint64_t batches, records, waits_out, bytes_to_server;
     uint64_t h2d_inline;     /* host-to-device payload bytes the fast lane sent */

@@ -162,7 +162,8 @@ class ClientSession:
         self._blobs = blobs
         # Envelopes with a payload the cache may take go to Python (the slow lane).
         policy = blobs.policy if blobs is not None else None
-        self._p.cache_min = min(policy.h2d_min, policy.image_min) if policy else 0
+        self._p.cache_min = policy.image_min if policy else 0
+        self._p.h2d_min = policy.h2d_min if policy else 0
 
     def use_data(self, conn: DataConnection,
                  on_lost: Callable[[ClientSession, str], None]) -> None:
