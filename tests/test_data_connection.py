@@ -204,3 +204,23 @@ def test_the_native_uplink_returns_each_envelope_whole_and_in_order():
     assert _uplink_verdict(reply) == [lib.GL_PUMP_E_KIND]
     huge = envelope.pack_header(envelope.BATCH, 0, envelope.MAX_BODY + 1)
     assert _uplink_verdict(huge) == [lib.GL_PUMP_E_SIZE]
+
+
+def test_a_cache_threshold_past_any_payload_means_the_fast_lane_takes_every_copy(
+        tmp_path, accumulate):
+    """GLEAM_CACHE_MIN_BYTES beyond a u32 (the remoting bench turns the cache off so)
+    is 'never', not an overflow that refuses the session."""
+    from gleam.peer.localmesh import LocalMesh
+
+    mesh = LocalMesh(tmp_path)
+    try:
+        server = mesh.start("server", extra=["--backend", "host"])
+        client = mesh.start("client", mesh_key=server.state.mesh_key(),
+                            peers=[f"127.0.0.1:{server.port}"], extra=["--backend", "none"],
+                            env={"GLEAM_CACHE_MIN_BYTES": str(1 << 50)})
+        wait_for(lambda: server.node_id in client.authenticated_peers(), 20, "the link")
+        lines = _run_accumulate(client, accumulate)
+        row = _last_finished(client)
+    finally:
+        mesh.close()
+    assert len(lines) >= STEPS and row["data_connection"] is True

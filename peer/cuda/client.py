@@ -51,6 +51,7 @@ _DEFERRED_AT = envelope.HEADER_SIZE + 4  # REPLY body: i32 result, i32 deferred,
 
 
 _REPLY_JOIN = 2.0
+_NEVER = 0xFFFFFFFF
 
 
 def _ignore_loss(client: ClientSession, reason: str) -> None:
@@ -162,8 +163,9 @@ class ClientSession:
         self._blobs = blobs
         # Envelopes with a payload the cache may take go to Python (the slow lane).
         policy = blobs.policy if blobs is not None else None
-        self._p.cache_min = policy.image_min if policy else 0
-        self._p.h2d_min = policy.h2d_min if policy else 0
+        # (A payload's length is a u32: a larger threshold means never.)
+        self._p.cache_min = min(policy.image_min, _NEVER) if policy else 0
+        self._p.h2d_min = min(policy.h2d_min, _NEVER) if policy else 0
 
     def use_data(self, conn: DataConnection,
                  on_lost: Callable[[ClientSession, str], None]) -> None:

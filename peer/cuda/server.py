@@ -223,7 +223,7 @@ class ServedSession:
 
     def _serve_data(self, reply: bytearray) -> None:
         """Serve the data connection until it ends (the executor thread)."""
-        cache_min = min(self.policy.h2d_min, self.policy.image_min) if self.store else 0
+        cache_min = min(self.policy.h2d_min, self.policy.image_min, 0xFFFFFFFF) if self.store else 0
         serve = lib.gl_serve_new(self.exec.native, self.data.stream, self.session, cache_min,
                                  self.reply_capacity)
         if serve == ffi.NULL:
