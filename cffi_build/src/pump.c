@@ -9,24 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "gl_bytes.h"
 #include "gl_session.h"
 #include "records.h"
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
 
 gl_pump *gl_pump_new(int program_fd, uint64_t session, uint32_t max_body, gl_jlog *journal)
 {
@@ -103,7 +88,7 @@ static int read_envelope(gl_pump *p, gl_jblock **out)
     int rc = read_exact(p, h, sizeof h);
     if (rc <= 0)
         return rc == 0 ? GL_PUMP_END : rc;
-    uint32_t body = get_u32(h);
+    uint32_t body = gl_get_u32(h);
     if (h[5] != 0 || h[6] != 0 || h[7] != 0 || h[4] == 0 || h[4] > 5)
         return GL_PUMP_E_HEADER;
     if (h[4] != GL_ENV_BATCH) {
@@ -170,7 +155,7 @@ static int scan(const gl_pump *p, const gl_jblock *b, scanned *out)
 /* The batch's record count, for the counters (the executor validates the batch). */
 static uint32_t record_count(const gl_jblock *b)
 {
-    return b->len >= GL_ENV_HEADER_SIZE + 24 ? get_u32(b->data + GL_ENV_HEADER_SIZE + 16) : 0;
+    return b->len >= GL_ENV_HEADER_SIZE + 24 ? gl_get_u32(b->data + GL_ENV_HEADER_SIZE + 16) : 0;
 }
 
 int gl_pump_uplink(gl_pump *p, gl_jblock **out)
@@ -209,7 +194,7 @@ int gl_pump_uplink(gl_pump *p, gl_jblock **out)
         p->batches++;
         p->records += record_count(b);
         p->h2d_inline += seen.h2d_inline;
-        put_u64(b->data + 8, p->session);
+        gl_put_u64(b->data + 8, p->session);
         p->bytes_to_server += b->len;
         if (waits)
             p->waits_out++;
@@ -252,9 +237,7 @@ int gl_pump_downlink(gl_pump *p, gl_stream *s, uint8_t **out, uint64_t *len)
             p->err = (int)n;
             return GL_PUMP_E_STREAM;
         }
-        if (n < GL_ENV_HEADER_SIZE || get_u32(env) != (uint64_t)n - GL_ENV_HEADER_SIZE
-            || env[4] != GL_ENV_REPLY || env[5] || env[6] || env[7]
-            || get_u64(env + 8) != p->session)
+        if (!gl_env_is(env, (uint64_t)n, GL_ENV_REPLY, p->session))
             return GL_PUMP_E_REPLY;
         pthread_mutex_lock(&p->reply_mu);
         if (p->divert) {

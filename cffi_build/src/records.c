@@ -20,6 +20,8 @@
 
 #include <string.h>
 
+#include "gl_bytes.h"
+
 _Static_assert(SIZE_MAX >= UINT32_MAX, "size_t must hold any u32 batch length");
 
 /* Batch header offsets. */
@@ -43,56 +45,6 @@ enum {
 };
 
 #define GL_REC_KNOWN_FLAGS (GL_REC_ONEWAY | GL_REC_INLINE | GL_REC_REF)
-
-static uint16_t get_u16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-/* On a little-endian host a load is one unaligned move (memcpy), else the
- * bytes are assembled one by one: the same value either way, at any address. */
-static uint32_t get_u32(const uint8_t *p)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-#else
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
-#endif
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-#else
-    return (uint64_t)get_u32(p) | ((uint64_t)get_u32(p + 4) << 32);
-#endif
-}
-
-static void put_u16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    put_u32(p, (uint32_t)v);
-    put_u32(p + 4, (uint32_t)(v >> 32));
-}
 
 /* Unpadded size of a record: header, arguments, payload. Fits easily in
  * 64 bits: at most 16 + 8 * 255 + (2^32 - 1). */
@@ -131,12 +83,12 @@ int gl_batch_writer_init(gl_batch_writer *w, uint8_t *buf, size_t cap, uint64_t 
     w->len = GL_BATCH_HEADER_SIZE;
     w->count = 0;
     w->seq = seq;
-    put_u32(buf + HDR_MAGIC, GL_BATCH_MAGIC);
-    put_u16(buf + HDR_VERSION, GL_BATCH_VERSION);
-    put_u16(buf + HDR_FLAGS, 0);
-    put_u64(buf + HDR_SEQ, seq);
-    put_u32(buf + HDR_COUNT, 0);
-    put_u32(buf + HDR_LENGTH, GL_BATCH_HEADER_SIZE);
+    gl_put_u32(buf + HDR_MAGIC, GL_BATCH_MAGIC);
+    gl_put_u16(buf + HDR_VERSION, GL_BATCH_VERSION);
+    gl_put_u16(buf + HDR_FLAGS, 0);
+    gl_put_u64(buf + HDR_SEQ, seq);
+    gl_put_u32(buf + HDR_COUNT, 0);
+    gl_put_u32(buf + HDR_LENGTH, GL_BATCH_HEADER_SIZE);
     return GL_OK;
 }
 
@@ -175,18 +127,18 @@ static int put_record(gl_batch_writer *w, uint16_t call_id, uint8_t flags,
         return GL_E_FULL;
 
     p = w->buf + w->len;
-    put_u32(p + REC_LENGTH, (uint32_t)size);
-    put_u16(p + REC_CALL_ID, call_id);
+    gl_put_u32(p + REC_LENGTH, (uint32_t)size);
+    gl_put_u16(p + REC_CALL_ID, call_id);
     p[REC_FLAGS] = (uint8_t)(flags | payload_flag);
     p[REC_NARGS] = nargs;
-    put_u32(p + REC_PAYLOAD_LEN, wire_len);
-    put_u32(p + REC_RESERVED, 0);
+    gl_put_u32(p + REC_PAYLOAD_LEN, wire_len);
+    gl_put_u32(p + REC_RESERVED, 0);
     p += GL_RECORD_HEADER_SIZE;
     for (i = 0; i < nargs; i++, p += 8)
-        put_u64(p, args[i]);
+        gl_put_u64(p, args[i]);
     if (payload_flag == GL_REC_REF) {
         memmove(p, payload, GL_REF_DIGEST_SIZE);
-        put_u64(p + GL_REF_DIGEST_SIZE, ref_size);
+        gl_put_u64(p + GL_REF_DIGEST_SIZE, ref_size);
     } else if (payload_len > 0) {
         /* memmove: a caller may re-append bytes taken from this very batch. */
         memmove(p, payload, payload_len);
@@ -236,8 +188,8 @@ int gl_batch_writer_finish(gl_batch_writer *w)
 {
     if (!writer_ok(w))
         return GL_E_INVALID;
-    put_u32(w->buf + HDR_COUNT, w->count);
-    put_u32(w->buf + HDR_LENGTH, (uint32_t)w->len);
+    gl_put_u32(w->buf + HDR_COUNT, w->count);
+    gl_put_u32(w->buf + HDR_LENGTH, (uint32_t)w->len);
     return GL_OK;
 }
 
@@ -266,18 +218,18 @@ int gl_batch_external_prefix(uint8_t *out, size_t cap, uint64_t seq, uint16_t ca
     /* The same header bytes as the writer's, then the same record header as
      * put_record's; only the payload and its padding are left to the caller. */
     gl_batch_writer_init(&w, out, cap, seq);
-    put_u32(out + HDR_COUNT, 1);
-    put_u32(out + HDR_LENGTH, (uint32_t)(GL_BATCH_HEADER_SIZE + size));
+    gl_put_u32(out + HDR_COUNT, 1);
+    gl_put_u32(out + HDR_LENGTH, (uint32_t)(GL_BATCH_HEADER_SIZE + size));
     p = out + GL_BATCH_HEADER_SIZE;
-    put_u32(p + REC_LENGTH, (uint32_t)size);
-    put_u16(p + REC_CALL_ID, call_id);
+    gl_put_u32(p + REC_LENGTH, (uint32_t)size);
+    gl_put_u16(p + REC_CALL_ID, call_id);
     p[REC_FLAGS] = (uint8_t)(flags | GL_REC_INLINE);
     p[REC_NARGS] = nargs;
-    put_u32(p + REC_PAYLOAD_LEN, payload_len);
-    put_u32(p + REC_RESERVED, 0);
+    gl_put_u32(p + REC_PAYLOAD_LEN, payload_len);
+    gl_put_u32(p + REC_RESERVED, 0);
     p += GL_RECORD_HEADER_SIZE;
     for (i = 0; i < nargs; i++, p += 8)
-        put_u64(p, args[i]);
+        gl_put_u64(p, args[i]);
     *prefix_len = GL_BATCH_HEADER_SIZE + head;
     *pad_len = size - head - payload_len;
     return GL_OK;
@@ -297,18 +249,18 @@ int gl_batch_reader_open(gl_batch_reader *r, const uint8_t *buf, size_t len)
         rc = GL_E_INVALID;
     else if (len < GL_BATCH_HEADER_SIZE)
         rc = GL_E_TRUNCATED;
-    else if (get_u32(buf + HDR_MAGIC) != GL_BATCH_MAGIC)
+    else if (gl_get_u32(buf + HDR_MAGIC) != GL_BATCH_MAGIC)
         rc = GL_E_MAGIC;
-    else if (get_u16(buf + HDR_VERSION) != GL_BATCH_VERSION)
+    else if (gl_get_u16(buf + HDR_VERSION) != GL_BATCH_VERSION)
         rc = GL_E_VERSION;
-    else if (get_u16(buf + HDR_FLAGS) != 0)
+    else if (gl_get_u16(buf + HDR_FLAGS) != 0)
         rc = GL_E_BATCH_FLAGS;
     if (rc != GL_OK) {
         r->error = rc;
         return rc;
     }
 
-    length = get_u32(buf + HDR_LENGTH);
+    length = gl_get_u32(buf + HDR_LENGTH);
     if (length > len)
         rc = GL_E_TRUNCATED;
     else if (length != len)
@@ -322,8 +274,8 @@ int gl_batch_reader_open(gl_batch_reader *r, const uint8_t *buf, size_t len)
     r->len = len;
     r->off = GL_BATCH_HEADER_SIZE;
     r->index = 0;
-    r->count = get_u32(buf + HDR_COUNT);
-    r->seq = get_u64(buf + HDR_SEQ);
+    r->count = gl_get_u32(buf + HDR_COUNT);
+    r->seq = gl_get_u64(buf + HDR_SEQ);
     return GL_OK;
 }
 
@@ -338,7 +290,7 @@ static int check_record(const uint8_t *p, size_t rem, uint32_t *length)
 
     if (rem < GL_RECORD_HEADER_SIZE)
         return GL_E_REC_OVERRUN;
-    len = get_u32(p + REC_LENGTH);
+    len = gl_get_u32(p + REC_LENGTH);
     if (len < GL_RECORD_HEADER_SIZE)
         return GL_E_REC_SHORT;
     if ((len & 7u) != 0)
@@ -348,14 +300,14 @@ static int check_record(const uint8_t *p, size_t rem, uint32_t *length)
 
     flags = p[REC_FLAGS];
     nargs = p[REC_NARGS];
-    payload_len = get_u32(p + REC_PAYLOAD_LEN);
+    payload_len = gl_get_u32(p + REC_PAYLOAD_LEN);
     if ((flags & ~GL_REC_KNOWN_FLAGS) != 0)
         return GL_E_REC_FLAGS;
     if ((flags & GL_REC_INLINE) && (flags & GL_REC_REF))
         return GL_E_REC_BOTH;
     if (nargs > GL_MAX_ARGS)
         return GL_E_NARGS;
-    if (get_u32(p + REC_RESERVED) != 0)
+    if (gl_get_u32(p + REC_RESERVED) != 0)
         return GL_E_RESERVED;
     if ((flags & GL_REC_REF) && payload_len != GL_REF_PAYLOAD_SIZE)
         return GL_E_REF_LEN;
@@ -382,7 +334,7 @@ static void fill_record(const uint8_t *p, gl_record *out)
     const uint8_t *q = p + GL_RECORD_HEADER_SIZE;
     uint8_t i;
 
-    out->call_id = get_u16(p + REC_CALL_ID);
+    out->call_id = gl_get_u16(p + REC_CALL_ID);
     out->flags = p[REC_FLAGS];
     out->nargs = p[REC_NARGS];
     out->payload = NULL;
@@ -390,15 +342,15 @@ static void fill_record(const uint8_t *p, gl_record *out)
     out->ref_digest = NULL;
     out->ref_size = 0;
     for (i = 0; i < out->nargs; i++, q += 8)
-        out->args[i] = get_u64(q);
+        out->args[i] = gl_get_u64(q);
     /* Arguments past nargs read as 0 (the whole record used to be cleared). */
     memset(out->args + out->nargs, 0, (GL_MAX_ARGS - out->nargs) * sizeof out->args[0]);
     if (out->flags & GL_REC_INLINE) {
         out->payload = q;
-        out->payload_len = get_u32(p + REC_PAYLOAD_LEN);
+        out->payload_len = gl_get_u32(p + REC_PAYLOAD_LEN);
     } else if (out->flags & GL_REC_REF) {
         out->ref_digest = q;
-        out->ref_size = get_u64(q + GL_REF_DIGEST_SIZE);
+        out->ref_size = gl_get_u64(q + GL_REF_DIGEST_SIZE);
     }
 }
 

@@ -128,15 +128,13 @@ def _started(cmd: list[str], what: str, timeout: float) -> tuple[subprocess.Pope
     return child, address
 
 
-def _stop(child: subprocess.Popen[str], timeout: float) -> None:
-    try:
-        child.wait(timeout)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-        if child.stdout is not None:
-            child.stdout.close()
+def _stop(child: subprocess.Popen[str]) -> None:
+    """The child is gone afterwards: killed if it has not ended (a failure on the way)."""
+    if child.poll() is None:
+        child.kill()
+        child.wait()
+    if child.stdout is not None:
+        child.stdout.close()
 
 
 def measure_chain(count: int, workdir: Path, timeout: float = 120) -> float:
@@ -151,10 +149,12 @@ def measure_chain(count: int, workdir: Path, timeout: float = 120) -> float:
                                   capture_output=True, text=True, timeout=timeout)
             if ping.returncode != 0:
                 raise RuntimeError(f"the relay chain failed: {ping.stderr.strip()[-500:]}")
+            relay.wait(timeout)
         finally:
-            _stop(relay, timeout)
+            _stop(relay)
+        echo.wait(timeout)
     finally:
-        _stop(echo, timeout)
+        _stop(echo)
         path.unlink(missing_ok=True)
     return float(json.loads(ping.stdout)["seconds"])
 
@@ -167,25 +167,18 @@ def measure(kind: str, count: int, workdir: Path, timeout: float = 120) -> PingP
     path = workdir / "pingpong.sock"
     path.unlink(missing_ok=True)
     where = str(path) if kind == "unix" else "127.0.0.1"
-    echo = subprocess.Popen([*CHILD, "echo", kind, where], stdout=subprocess.PIPE, text=True)
+    echo, address = _started([*CHILD, "echo", kind, where], f"{kind} ping-pong echo", timeout)
     try:
-        assert echo.stdout is not None
-        address = echo.stdout.readline().strip()
-        if not address:
-            raise RuntimeError(f"the {kind} ping-pong echo did not start ({echo.wait(timeout)})")
         target = [address] if kind == "unix" else ["127.0.0.1", address]
         ping = subprocess.run([*CHILD, "ping", kind, *target, str(count)],
                               capture_output=True, text=True, timeout=timeout)
         if ping.returncode != 0:
             raise RuntimeError(f"the {kind} ping-pong failed: {ping.stderr.strip()[-500:]}")
+        assert echo.stdout is not None
         echoed = json.loads(echo.stdout.readline())
         echo.wait(timeout)
     finally:
-        if echo.poll() is None:
-            echo.kill()
-            echo.wait()
-        if echo.stdout is not None:
-            echo.stdout.close()
+        _stop(echo)
         path.unlink(missing_ok=True)
     timed = json.loads(ping.stdout)
     return PingPong(timed["seconds"], tuple(echoed["affinity"]), tuple(timed["affinity"]))
