@@ -332,7 +332,7 @@ class ClientSession:
         with self._route_lock:
             if why_not is not None and not self._held:
                 journal.cannot_move(why_not)
-            elif snapshot is not None and not self._held and len(journal.entries) == len(entries):
+            elif snapshot is not None and not self._held and journal.count == len(entries):
                 pieces, variables = snapshot
                 folded, answered = checkpoint.fold(built.state, pieces, variables)
                 size = sum(len(d) for _p, d in pieces) + sum(len(d) for _h, d in variables)
@@ -479,14 +479,13 @@ class ClientSession:
             while channel.queued_bytes() > MAX_QUEUED and self.failed is None:
                 time.sleep(_BACKPRESSURE_POLL)
             with self._route_lock:
-                entries = self.journal.entries
                 if self.journal.broken is not None:
                     raise RuntimeError(self.journal.broken)
-                if done >= len(entries):
+                entry = self.journal.entry(done)
+                if entry is None:
                     self._held = False  # caught up: the reader forwards again
                     self._backlog = []
                     return done
-                entry = entries[done]
                 self._forward_locked(entry.envelope, entry.waits)
             done += 1
 

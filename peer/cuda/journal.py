@@ -162,12 +162,20 @@ class Journal:
     def entries(self) -> list[Entry]:
         """The journaled envelopes, in order (views of the native blocks)."""
         out = []
-        i = 0
-        while (block := lib.gl_jlog_entry(self._j, i)) != ffi.NULL:
-            waits = bool(block.waits)
-            out.append(Entry(block_view(block), waits))
-            i += 1
+        while (entry := self.entry(len(out))) is not None:
+            out.append(entry)
         return out
+
+    def entry(self, i: int) -> Entry | None:
+        """The ``i``-th journaled envelope (None past the end): a replay's step,
+        without building the whole list for each."""
+        block = lib.gl_jlog_entry(self._j, i)
+        return None if block == ffi.NULL else Entry(block_view(block), bool(block.waits))
+
+    @property
+    def count(self) -> int:
+        """Envelopes the journal holds now."""
+        return int(self._get().entries)
 
     def add(self, buf: builtins.bytes | bytearray | memoryview, body_at: int) -> bool:
         """Journal a copy of one envelope (its batch at ``body_at``); True when it
