@@ -161,7 +161,7 @@ class Journal:
     @property
     def entries(self) -> list[Entry]:
         """The journaled envelopes, in order (views of the native blocks)."""
-        out = []
+        out: list[Entry] = []
         while (entry := self.entry(len(out))) is not None:
             out.append(entry)
         return out
