@@ -83,7 +83,8 @@ async def test_two_agents_in_one_process_keep_their_own_state(state_factory, mes
         assert service_of(a) is not service_of(b)
         assert isinstance(service_of(a), LeaseService) and service_of(a).agent is a
 
-        served, _ = await open_local(fa, 7, "only-on-a")
+        served, _, data = await open_local(fa, 7, "only-on-a")
+        assert data is not None  # its own program's session has the native lanes too
         assert fa.server.get(7) is served and fb.server.get(7) is None
         assert [r["id"] for r in a.session_rows()] == [f"{7:016x}"]
         assert b.session_rows() == []
@@ -91,7 +92,8 @@ async def test_two_agents_in_one_process_keep_their_own_state(state_factory, mes
         assert _globals_holding([a, b, fa, fb, service_of(a), service_of(b)]) == []
 
         refs = [weakref.ref(x) for x in (a, b, fa, fb)]
-        del a, b, fa, fb, served
+        data.close()
+        del a, b, fa, fb, served, data
         nursery.cancel_scope.cancel()
     # Both stopped: no module global (of a plugin or its helpers) keeps them alive.
     del starter
@@ -122,7 +124,7 @@ async def test_local_and_remote_openings_refuse_and_release_through_one_method(
 
     # The one place is had locally; a peer's open is then refused as full, and a
     # second local one too, without taking a place.
-    served, _ = await open_local(fw, 3, "t")
+    served, _, data = await open_local(fw, 3, "t")
     with pytest.raises(OpenFailed, match="srv refused: server is full"):
         await open_remote(_fw(client), link, 4, "t")
     with pytest.raises(OpenFailed, match="srv refused: server is full"):
@@ -132,6 +134,8 @@ async def test_local_and_remote_openings_refuse_and_release_through_one_method(
     # Once it ends, the place is free for a peer's session.
     served.stop("done")
     await wait_until(lambda: fw.server.count() == 0, timeout=10)
+    if data is not None:
+        data.close()
     opened = await open_remote(_fw(client), link, 6, "t")
     assert opened.session == 6 and fw.server.get(6) is not None
     assert sorted(openings) == [1, 2, 3, 4, 5, 6]

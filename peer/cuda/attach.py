@@ -100,7 +100,7 @@ class Attach(Handoff):
                      program: str, pid: int) -> None:
         fw = self.fw
         try:
-            served, channel = await open_local(fw, session, program)
+            served, channel, data = await open_local(fw, session, program)
         except OpenFailed as exc:
             raise AttachFailed(str(exc)) from None
         hello = _hello_of(fw.opened(session, served))
@@ -111,11 +111,15 @@ class Attach(Handoff):
         finally:  # cancelled or failed: the started session must not outlive its program
             if not sent:
                 served.stop("the program went away")
+                if data is not None:
+                    data.close()
         if not sent:
             return
         client = self._client(stream, buffered, session, channel, program, pid, hello.backend,
-                              forward=to_executor(served))
+                              forward=data.send if data is not None else to_executor(served))
         channel.client = client
+        if data is not None:  # the native lanes, as for a peer's server
+            client.use_data(data, fw.data_lost)
         fw.add_route(session, Route(client, None, served))
         client.start()
 

@@ -7,8 +7,9 @@ the session's data connection (``dataconn.py``). Its downlink thread loops in
 C too, writing the server's replies to the program under a lock shared with
 FAIL. Python sees an envelope only when it needs Python (a cacheable payload,
 a checkpoint, a move, a reply a checkpoint or replay must see: the slow lane
-below), and never per call. A session served by this agent itself, or over a
-link without a data connection, takes the slow lane for every envelope.
+below), and never per call. A session this agent serves itself has a data
+connection too (an in-process socket pair); one over a link without a data
+connection takes the slow lane for every envelope.
 
 Every batch also goes into the session's journal (the same buffer, no copy),
 from which a move rebuilds the session on another server: the session is

@@ -73,7 +73,8 @@ class DataConnection:
 
     def __init__(self, sock: socket.socket, send_key: bytes, send_dir: int,
                  recv_key: bytes, recv_dir: int) -> None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sock.family != socket.AF_UNIX:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(None)  # blocking: the C threads own the waits
         try:
             self.sealed = SealedStream(sock.fileno(), send_key, send_dir, recv_key, recv_dir,
@@ -194,6 +195,29 @@ def connect(link: PeerLink, session: int, port: int, salt: bytes) -> DataConnect
         conn.close()
         raise
     return conn
+
+
+def local_pair() -> tuple[DataConnection, DataConnection]:
+    """(client end, server end) of a data connection inside this agent, for a
+    session it serves for its own interposer: the same native lanes as a peer's
+    session, on a socket pair nobody else can reach. The keys are random and
+    never leave the process (the sealing costs little beside the software
+    device, and keeps one code path)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    to_server, to_client = os.urandom(32), os.urandom(32)
+    ends: list[DataConnection] = []
+    try:
+        ends.append(DataConnection(ours, to_server, lib.GL_DIR_TO_SERVER, to_client,
+                                   lib.GL_DIR_TO_CLIENT))
+        ends.append(DataConnection(theirs, to_client, lib.GL_DIR_TO_CLIENT, to_server,
+                                   lib.GL_DIR_TO_SERVER))
+    except OSError:
+        for end in ends:
+            end.close()
+        ours.close()  # (a second close of a closed socket does nothing)
+        theirs.close()
+        raise
+    return ends[0], ends[1]
 
 
 def enabled() -> bool:

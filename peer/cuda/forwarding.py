@@ -228,9 +228,12 @@ class CudaForwarding:
         (``on_peer_lost``), a ``cuda_close`` ends it with the server's reason; a
         link that stays up with neither ends it with ``reason``."""
         route = self.routes.get(client.session)
-        if route is None or route.link is None or client.moving or client.failed is not None:
+        if route is None or client.moving or client.failed is not None:
             return
         link = route.link
+        if link is None:  # this agent serves it: no link will say more
+            client.fail(reason)
+            return
         await trio.to_thread.run_sync(client.hold)
         with trio.move_on_after(DATA_LOSS_GRACE):
             while (not link.closed and self.routes.get(client.session) is route
@@ -327,7 +330,7 @@ class CudaForwarding:
     # ------------------------------------------------------------ serving
 
     async def open_served(self, session: int, channel: Channel, program: str, client: str,
-                          *, cached: bool = False,
+                          *, cached: bool = False, own: bool = False,
                           va: tuple[int, int] = (0, 0)) -> ServedSession:
         """Open and start a served session on this agent's backend; raises ServeRefused.
 
@@ -335,6 +338,9 @@ class CudaForwarding:
         program, a session moving here): admit it, make its backend session in a
         worker thread, give the place back if that fails, else add it. ``va`` is
         the (base, size) a moving session keeps, (0, 0) to let the backend choose.
+        ``cached``: a peer's session (the blob store serves it); ``own``: this
+        agent's own interposer's. Both are served from a data connection unless
+        ``GLEAM_DATA_CONNECTION=0``.
         A caller that cannot use the session after all stops it (``served.stop``).
         """
         from gleam.peer.cuda import native
@@ -361,8 +367,9 @@ class CudaForwarding:
             exec=exec_session, reply_capacity=native.REPLY_CAPACITY,
             batch_error=native.BatchError, on_end=self._served_ended,
             store=self.store if cached else None, policy=self.policy,
-            # A peer's session is served from its data connection (dataconn.py).
-            awaits_data=cached and dataconn.enabled(),
+            # Served from its data connection (dataconn.py): a peer's over TCP,
+            # this agent's own program's over an in-process socket pair.
+            awaits_data=(cached or own) and dataconn.enabled(),
         )
         self.server.add(served)
         return served

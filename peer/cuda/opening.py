@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from gleam.peer.cuda import envelope
+from gleam.peer.cuda import dataconn, envelope
 from gleam.peer.cuda.channel import LoopbackChannel
 from gleam.peer.cuda.forwarding import PendingOpen, ServeRefused
 from gleam.peer.cuda.messages import CudaClose, CudaOpen, CudaOpened
 
 if TYPE_CHECKING:
+    from gleam.peer.cuda.dataconn import DataConnection
     from gleam.peer.cuda.forwarding import CudaForwarding
     from gleam.peer.cuda.server import ServedSession
     from gleam.peer.link import PeerLink
@@ -52,15 +53,27 @@ async def open_remote(fw: CudaForwarding, link: PeerLink, session: int, program:
 
 
 async def open_local(fw: CudaForwarding, session: int, program: str,
-                     va: tuple[int, int] = (0, 0)) -> tuple[ServedSession, LoopbackChannel]:
+                     va: tuple[int, int] = (0, 0)
+                     ) -> tuple[ServedSession, LoopbackChannel, DataConnection | None]:
     """A session on this agent's own backend, started (its channel's client is not
-    set yet: no batch comes before it is); raises OpenFailed."""
+    set yet: no batch comes before it is), and the client's end of its data
+    connection (None with ``GLEAM_DATA_CONNECTION=0``: batches go through
+    ``to_executor``); raises OpenFailed."""
     channel = LoopbackChannel(fw.agent.node_id, fw.agent.config.name)
     try:
-        served = await fw.open_served(session, channel, program, fw.agent.config.name, va=va)
+        served = await fw.open_served(session, channel, program, fw.agent.config.name, va=va,
+                                      own=True)
     except ServeRefused as exc:
         raise OpenFailed(f"{fw.agent.config.name} refused: {exc}") from None
-    return served, channel
+    if not served.awaits_data:
+        return served, channel, None
+    try:
+        data, server_end = dataconn.local_pair()
+    except OSError as exc:
+        served.stop("no data connection")
+        raise OpenFailed(f"cannot open the session's data connection: {exc}") from None
+    served.attach_data(server_end)
+    return served, channel, data
 
 
 def to_executor(served: ServedSession) -> Callable[[memoryview], None]:

@@ -71,10 +71,10 @@ async def _open(fw: CudaForwarding, client: ClientSession, choice: Choice) -> _T
     """The session's server side on ``choice``, at the session's own range."""
     va = (client.va_base, client.va_size)
     if choice.link is None:
-        served, loop = await open_local(fw, client.session, client.program, va)
+        served, loop, data = await open_local(fw, client.session, client.program, va)
         loop.client = client
-        return _Target(choice.name, fw.agent.node_id, None, served, loop, to_executor(served),
-                       None)
+        return _Target(choice.name, fw.agent.node_id, None, served, loop,
+                       data.send if data is not None else to_executor(served), None, data)
     answer = await open_remote(fw, choice.link, client.session, client.program, va)
     try:
         data = await dataconn.open_client(choice.link, client.session, answer)
