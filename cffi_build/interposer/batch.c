@@ -3,8 +3,8 @@
  * a batch buffer (with room for the envelope header in front, so a batch goes
  * out with one send and no copy); waiting calls flush it and read the reply.
  * A flusher thread sends a batch that has been idle for GLEAM_CUDA_FLUSH_US
- * microseconds, so one-way work never sits in the buffer while the program
- * computes on the host.
+ * microseconds (at most twice that), so one-way work never sits in the buffer
+ * while the program computes on the host.
  *
  * Locks: g_emit guards the buffer and the record of the context last sent;
  * g_wait (taken before g_emit) keeps one waiting call outstanding, which is
@@ -29,7 +29,9 @@ static gl_batch_writer g_w;
 static int g_open;          /* g_w holds a batch */
 static uint64_t g_seq;
 static uint64_t g_sent_ctx; /* the executor's current context as we left it */
-static struct timespec g_last; /* when the last record was appended */
+/* Records appended so far: the flusher's sign that the program is still busy
+ * (a counter, not a clock read per record: one-way calls are the hot path). */
+static uint64_t g_appended;
 static long g_flush_us = 200;
 
 /* ---------------------------------------------------------- under g_emit */
@@ -104,7 +106,7 @@ static CUresult append_locked(uint16_t call, uint8_t flags, const uint64_t *args
         if (rc == GL_OK) {
             if (g_w.count == 1)
                 pthread_cond_signal(&g_cond);
-            clock_gettime(CLOCK_MONOTONIC, &g_last);
+            g_appended++;
             return CUDA_SUCCESS;
         }
         if (rc != GL_E_FULL)
@@ -269,20 +271,34 @@ static long us_until(const struct timespec *deadline)
 static void *flusher(void *unused)
 {
     (void)unused;
+    struct timespec deadline = {0, 0};
+    uint64_t seen = 0;
+    int armed = 0; /* deadline is a quiet period's end, begun when seen was read */
+
     pthread_mutex_lock(&g_emit);
     while (gl_ready() == CUDA_SUCCESS) {
         if (!g_open || g_w.count == 0) {
+            armed = 0;
             pthread_cond_wait(&g_cond, &g_emit);
             continue;
         }
-        struct timespec deadline = g_last;
-        deadline.tv_nsec += g_flush_us * 1000L;
-        deadline.tv_sec += deadline.tv_nsec / 1000000000L;
-        deadline.tv_nsec %= 1000000000L;
-        if (us_until(&deadline) <= 0)
+        if (!armed || g_appended != seen) {
+            /* Records came since the last look: the quiet period starts now. A
+             * batch therefore goes out between one and two periods after its
+             * last record (a lone record: exactly one, as the first record of
+             * a batch wakes this thread). */
+            seen = g_appended;
+            clock_gettime(CLOCK_MONOTONIC, &deadline);
+            deadline.tv_nsec += g_flush_us * 1000L;
+            deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+            deadline.tv_nsec %= 1000000000L;
+            armed = 1;
+        } else if (us_until(&deadline) <= 0) {
             flush_locked();
-        else
-            pthread_cond_timedwait(&g_cond, &g_emit, &deadline);
+            armed = 0;
+            continue;
+        }
+        pthread_cond_timedwait(&g_cond, &g_emit, &deadline);
     }
     pthread_mutex_unlock(&g_emit);
     return NULL;
