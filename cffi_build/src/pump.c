@@ -158,6 +158,16 @@ static uint32_t record_count(const gl_jblock *b)
     return b->len >= GL_ENV_HEADER_SIZE + 24 ? gl_get_u32(b->data + GL_ENV_HEADER_SIZE + 16) : 0;
 }
 
+/* Hands b to Python (the route lock held, and let go here). */
+static int to_python(gl_pump *p, gl_jblock *b, gl_jblock **out)
+{
+    p->slow_pending++;
+    p->slow_lane++;
+    pthread_mutex_unlock(&p->route_mu);
+    *out = b;
+    return GL_PUMP_SLOW;
+}
+
 int gl_pump_uplink(gl_pump *p, gl_jblock **out)
 {
     for (;;) {
@@ -171,35 +181,42 @@ int gl_pump_uplink(gl_pump *p, gl_jblock **out)
         gl_jlog_get(p->journal, &js);
         int checkpoint_due = js.broken == GL_JLOG_KEEPING && js.bytes > p->checkpoint_at
                              && in_flight == 0;
-        if (!p->out || p->held || p->slow_pending || checkpoint_due) {
-            p->slow_pending++;
-            pthread_mutex_unlock(&p->route_mu);
-            *out = b;
-            return GL_PUMP_SLOW;
-        }
-        /* Journaled first (the journal decides whether it waits); a cacheable
-         * payload still goes to Python, which journals it there instead. */
+        if (!p->out || p->held || p->slow_pending || checkpoint_due)
+            return to_python(p, b, out);
         /* One pass says all the fast lane and the journal need to know. */
         scanned seen;
         int well_formed = scan(p, b, &seen) == GL_OK; /* else the executor refuses it */
-        if ((p->cache_min && seen.max_inline >= p->cache_min)
-            || (p->h2d_min && seen.max_h2d >= p->h2d_min) || seen.refs) {
-            p->slow_pending++;
-            pthread_mutex_unlock(&p->route_mu);
-            *out = b;
-            return GL_PUMP_SLOW;
-        }
+        int cacheable = (p->cache_min && seen.max_inline >= p->cache_min)
+                        || (p->h2d_min && seen.max_h2d >= p->h2d_min);
+        /* References the program wrote itself: Python's business. */
+        if (seen.refs || (cacheable && !p->blobref))
+            return to_python(p, b, out);
         int waits = well_formed && seen.waits;
+        /* The cache work (blobref.c): hashing, references for what the server
+         * holds, their bytes kept until a reply confirms them. */
+        gl_jblock *send = b;
+        if (cacheable && gl_blobref_outgoing(p->blobref, b, &send) != GL_OK) {
+            gl_jblock_unref(b);
+            pthread_mutex_unlock(&p->route_mu);
+            return GL_PUMP_E_NOMEM;
+        }
+        if (!cacheable) {
+            gl_jblock_ref(send);
+            p->h2d_inline += seen.h2d_inline; /* (the cache work counts its own) */
+            if (p->blobref)
+                gl_blobref_sent(p->blobref, waits);
+        }
+        /* The journal keeps what the program sent, whatever went instead. */
         gl_jlog_keep(p->journal, b, well_formed, waits, seen.denied);
         p->batches++;
         p->records += record_count(b);
-        p->h2d_inline += seen.h2d_inline;
-        gl_put_u64(b->data + 8, p->session);
-        p->bytes_to_server += b->len;
+        gl_jblock_unref(b); /* the journal keeps its own reference */
+        gl_put_u64(send->data + 8, p->session);
+        p->bytes_to_server += send->len;
         if (waits)
             p->waits_out++;
-        int sent = gl_stream_send(p->out, b->data, (size_t)b->len);
-        gl_jblock_unref(b); /* the journal keeps its own reference */
+        int sent = gl_stream_send(p->out, send->data, (size_t)send->len);
+        gl_jblock_unref(send);
         if (sent != 0) {
             /* Journaled: the link's loss starts the failover that replays it. */
             p->held = 1;
@@ -248,6 +265,8 @@ int gl_pump_downlink(gl_pump *p, gl_stream *s, uint8_t **out, uint64_t *len)
         }
         if (!p->closed) {
             __atomic_add_fetch(&p->replies_in, 1, __ATOMIC_RELAXED);
+            if (p->blobref) /* the batches up to this reply's ran: their references hold */
+                gl_blobref_replied(p->blobref);
             p->replies++;
             gl_jlog_answered_add(p->journal, 1);
             p->bytes_from_server += (uint64_t)n;

@@ -5,10 +5,13 @@
  * The uplink reads the program's envelopes from its Unix socket; the downlink
  * reads the server's replies from the session's data connection (dpstream.h)
  * and writes them to the program. Each runs on its own thread and loops in C;
- * it returns to Python only for an envelope that needs Python (a cacheable
- * payload, a checkpoint due, a move under way, a reply a checkpoint or a
- * replay must see: the "slow lane"), at the end, or on an error. Nothing runs
- * in Python per call on the fast lane, and the counters Python shows are these.
+ * it returns to Python only for an envelope that needs Python (a checkpoint
+ * due, a move under way, a reply a checkpoint or a replay must see: the "slow
+ * lane"), at the end, or on an error. Nothing runs in Python per call on the
+ * fast lane, and the counters Python shows are these. With the blob cache on,
+ * the uplink does the session's cache work (blobref.h) itself: a cacheable
+ * payload the server holds goes as a reference, and the downlink confirms
+ * references on each reply.
  *
  * Locks: the route lock orders the uplink's forwarding against a move (Python's
  * hold / replay / checkpoint take it too); the reply lock orders writes to the
@@ -23,6 +26,7 @@
 #include <stdint.h>
 
 #include "dpstream.h"
+#include "blobref.h"
 #include "jlog.h"
 
 /* cdef: begin */
@@ -45,8 +49,10 @@ typedef struct gl_pump {
     gl_stream *out;          /* the fast lane's server; NULL: every envelope goes to Python */
     int held;                /* a move is under way (or a send failed): Python journals */
     int slow_pending;        /* envelopes handed to Python and not forwarded yet */
-    uint32_t cache_min;      /* an inline payload this large goes to Python (0: none) */
+    uint32_t cache_min;      /* an inline payload this large is cacheable (0: none) */
     uint32_t h2d_min;        /* the same for host-to-device copies (0: none) */
+    gl_blobref *blobref;     /* the session's cache work (NULL: none); set with both locks */
+    uint64_t slow_lane;      /* envelopes handed to Python */
     uint64_t checkpoint_at;  /* journal bytes past which the next safe point checkpoints */
     uint64_t batches, records, waits_out, bytes_to_server;
     uint64_t h2d_inline;     /* host-to-device payload bytes the fast lane sent */
