@@ -164,3 +164,63 @@ def test_garbage_envelopes_and_digests_never_crash(noise, digest, cut):
     known.forget(digest)
     known.knows(noise)
     blobs.replied()
+
+
+def test_the_native_uplink_does_the_cache_work_in_order_and_journals_the_originals():
+    """A program's envelopes through a real pump onto a sealed stream: the
+    cacheable ones are hashed on the pump's hashing thread, the rest pass it,
+    and the server receives them in order; none goes to Python."""
+    import secrets
+    import socket
+    import threading
+
+    from gleam.peer.cuda.journal import Journal
+    from gleam.peer.cuda.lanes import new_pump
+    from gleam.peer.cuda.stream import TO_CLIENT, TO_SERVER, SealedStream
+
+    data = os.urandom(70_000)
+    known, blobs = _knowing()
+    program, agent = socket.socketpair()
+    a, b = socket.socketpair()
+    up, down = secrets.token_bytes(32), secrets.token_bytes(32)
+    client = SealedStream(a.fileno(), up, TO_SERVER, down, TO_CLIENT, 1 << 22)
+    server = SealedStream(b.fileno(), down, TO_CLIENT, up, TO_SERVER, 1 << 22)
+    journal = Journal(1 << 24)
+    pump = new_pump(agent.fileno(), 5, journal.native, b"", IDS["glMemcpyHtoD"])
+    pump.out, pump.blobref = client.native, blobs.native
+    pump.cache_min, pump.h2d_min = 4096, 65536
+    sent = [_envelope(_h2d(data), SYNC), _envelope(SYNC), _envelope(_h2d(data), SYNC),
+            _envelope(SYNC)] * 3
+    codes: list[int] = []
+    slot = ffi.new("gl_jblock **")
+    uplink = threading.Thread(target=lambda: codes.append(lib.gl_pump_uplink(pump, slot)))
+    try:
+        uplink.start()
+        program.sendall(b"".join(sent))
+        program.shutdown(socket.SHUT_WR)
+        got = [server.recv() for _ in sent]
+        uplink.join(30)
+        assert codes == [lib.GL_PUMP_END] and pump.slow_lane == 0
+    finally:
+        program.close()
+        agent.close()
+        client.close()
+        server.close()
+        a.close()
+        b.close()
+    records = [decode_batch(env[envelope.HEADER_SIZE:]).records for env in got]
+    assert records[0][0].payload == data  # unknown to the server: bytes
+    for i in range(1, len(sent)):
+        if i % 2:
+            assert list(records[i]) == [SYNC]
+        else:  # known from then on: a reference
+            assert records[i][0].ref is not None and records[i][0].ref.digest == sha256(data)
+    assert all(env[8:16] == (5).to_bytes(8, "little") for env in got)
+    assert pump.batches == len(sent) and pump.bytes_to_server == sum(map(len, got))
+    assert [bytes(e.envelope[16:]) for e in journal.entries] == [s[16:] for s in sent]
+    counts = _counts(blobs)
+    assert counts.sent == len(sent) and counts.waiting == len(sent) and counts.pending == 1
+    for _ in sent:
+        blobs.replied()
+    assert _counts(blobs).pending_bytes == 0 and blobs.resend(sha256(data)) is None
+    assert blobs.refs == 5 and known.knows(sha256(data))
