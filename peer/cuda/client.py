@@ -45,7 +45,7 @@ log = logging.getLogger("gleam.cuda.client")
 # fast program cannot make the agent buffer without bound.
 MAX_QUEUED = 64 * 1024 * 1024
 _BACKPRESSURE_POLL = 0.002
-_PIPE_DEPTH = 4  # envelopes between the reader and the hashing thread
+_PIPE_DEPTH = 4  # envelopes between the reader and the slow lane's hashing thread
 # How long a checkpoint waits for each snapshot read before it gives up (the
 # session goes on, with the journal it had).
 SNAPSHOT_WAIT = 30.0
@@ -506,8 +506,10 @@ class ClientSession:
                            "why": why, "at": time.time(), "seconds": seconds})
 
     def _hash_loop(self, pipe: queue.Queue[tuple[memoryview, Any] | None]) -> None:
-        """With the blob cache, hashing (in C, GIL released) runs here while the
-        reader receives the next envelope: one chunk hashed while the next arrives."""
+        """With the blob cache, the slow lane's envelopes are forwarded here, so that
+        hashing (in C, GIL released) overlaps the reader receiving the next: what a
+        session without a data connection needs. (On a data connection the pump's
+        own hashing thread does it natively, and few envelopes come here.)"""
         try:
             while (item := pipe.get()) is not None:
                 if self.failed is None:
