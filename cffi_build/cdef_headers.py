@@ -29,6 +29,7 @@ HEADERS: tuple[str, ...] = (
     "src/dpstream.h",
     "src/dpcrypto.h",
     "src/jlog.h",
+    "src/blobref.h",
     "src/pump.h",
     "src/serve.h",
     "python_callbacks.cdef",

@@ -106,6 +106,24 @@ def test_second_run_sends_under_one_percent_and_disk_serves_after_restart(tmp_pa
         mesh.close()
 
 
+def test_the_native_uplink_sends_references_without_handing_envelopes_to_python(
+        tmp_path, mlp):
+    """With the data connection on, the cache work runs in the native uplink:
+    no envelope of either run went to Python, yet the second run's weights
+    went as references (cffi_build/src/blobref.c)."""
+    mesh = LocalMesh(tmp_path)
+    try:
+        client, _server = _pair(mesh)
+        first = _run(client, mlp)
+        second = _run(client, mlp)
+    finally:
+        mesh.close()
+    for row in (first, second):
+        assert row["data_connection"] is True and row["slow_lane"] == 0, row
+    assert second["refs"] > first["refs"] and second["bytes_saved"] >= 800_000
+    assert second["h2d_sent"] < first["h2d_sent"] / 100 and second["ref_misses"] == 0
+
+
 def test_a_bad_resend_never_enters_the_store_and_the_program_is_right(tmp_path, mlp):
     mesh = LocalMesh(tmp_path)
     try:

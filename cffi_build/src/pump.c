@@ -25,6 +25,7 @@ gl_pump *gl_pump_new(int program_fd, uint64_t session, uint32_t max_body, gl_jlo
     p->checkpoint_at = UINT64_MAX;
     pthread_mutex_init(&p->route_mu, NULL);
     pthread_mutex_init(&p->reply_mu, NULL);
+    pthread_cond_init(&p->hash_cv, NULL);
     return p;
 }
 
@@ -32,7 +33,16 @@ void gl_pump_free(gl_pump *p)
 {
     if (!p)
         return;
+    if (p->hasher_on) {
+        pthread_mutex_lock(&p->route_mu);
+        p->hasher_quit = 1;
+        pthread_cond_broadcast(&p->hash_cv);
+        pthread_mutex_unlock(&p->route_mu);
+        pthread_join(p->hasher, NULL);
+    }
+    gl_jblock_unref(p->stash);
     free(p->pre);
+    pthread_cond_destroy(&p->hash_cv);
     pthread_mutex_destroy(&p->route_mu);
     pthread_mutex_destroy(&p->reply_mu);
     free(p);
@@ -51,7 +61,6 @@ int gl_pump_prefill(gl_pump *p, const uint8_t *buf, size_t len)
     return 0;
 }
 
-void gl_pump_route_lock(gl_pump *p) { pthread_mutex_lock(&p->route_mu); }
 void gl_pump_route_unlock(gl_pump *p) { pthread_mutex_unlock(&p->route_mu); }
 void gl_pump_reply_lock(gl_pump *p) { pthread_mutex_lock(&p->reply_mu); }
 void gl_pump_reply_unlock(gl_pump *p) { pthread_mutex_unlock(&p->reply_mu); }
@@ -158,56 +167,178 @@ static uint32_t record_count(const gl_jblock *b)
     return b->len >= GL_ENV_HEADER_SIZE + 24 ? gl_get_u32(b->data + GL_ENV_HEADER_SIZE + 16) : 0;
 }
 
+/* Hands b to Python (the route lock held, and let go here). */
+static int to_python(gl_pump *p, gl_jblock *b, gl_jblock **out)
+{
+    p->slow_pending++;
+    p->slow_lane++;
+    pthread_mutex_unlock(&p->route_mu);
+    *out = b;
+    return GL_PUMP_SLOW;
+}
+
+/* Journals b, counts it and seals send (b itself, or what the cache work made
+ * of it) onto the server's stream; the route lock held. Takes the caller's
+ * references on both. 0, or GL_PUMP_LOST_SEND with the session now held. */
+static int forward(gl_pump *p, gl_jblock *b, gl_jblock *send, int well_formed, int waits,
+                   int denied)
+{
+    /* The journal keeps what the program sent, whatever went instead. */
+    gl_jlog_keep(p->journal, b, well_formed, waits, denied);
+    p->batches++;
+    p->records += record_count(b);
+    gl_jblock_unref(b); /* the journal keeps its own reference */
+    gl_put_u64(send->data + 8, p->session);
+    p->bytes_to_server += send->len;
+    if (waits)
+        p->waits_out++;
+    int sent = gl_stream_send(p->out, send->data, (size_t)send->len);
+    gl_jblock_unref(send);
+    if (sent != 0) {
+        /* Journaled: the link's loss starts the failover that replays it. */
+        p->held = 1;
+        p->err = sent;
+        return GL_PUMP_LOST_SEND;
+    }
+    return 0;
+}
+
+/* The cache work of one cacheable envelope, then its forwarding. Called with
+ * the route mutex held and hash_busy set, so that the route stays this
+ * envelope's while the mutex is let go for hashing; returns with the mutex
+ * held (the caller clears hash_busy). 0, GL_PUMP_LOST_SEND or GL_PUMP_E_NOMEM. */
+static int forward_cached(gl_pump *p, gl_jblock *b, int well_formed, int waits, int denied)
+{
+    gl_jblock *send = NULL;
+    pthread_mutex_unlock(&p->route_mu);
+    int rc = gl_blobref_outgoing(p->blobref, b, &send);
+    pthread_mutex_lock(&p->route_mu);
+    if (rc != GL_OK) {
+        gl_jblock_unref(b);
+        return GL_PUMP_E_NOMEM;
+    }
+    return forward(p, b, send, well_formed, waits, denied);
+}
+
+static void hash_done(gl_pump *p, int rc)
+{
+    p->hash_rc = rc;
+    p->hash_busy = 0;
+    pthread_cond_broadcast(&p->hash_cv);
+}
+
+/* The hashing thread: it does the cache work of one envelope at a time while
+ * the uplink reads the next. From the hand-over until hash_busy clears, it
+ * owns the route: gl_pump_route_lock and the uplink wait for it. */
+static void *hasher_main(void *arg)
+{
+    gl_pump *p = arg;
+    pthread_mutex_lock(&p->route_mu);
+    for (;;) {
+        while (!p->hash_job && !p->hasher_quit)
+            pthread_cond_wait(&p->hash_cv, &p->route_mu);
+        gl_jblock *b = p->hash_job;
+        if (!b)
+            break;
+        p->hash_job = NULL;
+        hash_done(p, forward_cached(p, b, p->job_well_formed, p->job_waits, p->job_denied));
+    }
+    pthread_mutex_unlock(&p->route_mu);
+    return NULL;
+}
+
+/* Takes the route mutex once the hashing thread is done with its envelope. */
+static void route_lock_idle(gl_pump *p)
+{
+    pthread_mutex_lock(&p->route_mu);
+    while (p->hash_busy)
+        pthread_cond_wait(&p->hash_cv, &p->route_mu);
+}
+
+void gl_pump_route_lock(gl_pump *p) { route_lock_idle(p); }
+
+/* Gives b to the hashing thread (started on first use; route lock held, and
+ * let go here): 1, or 0 when no thread could start (the caller hashes). */
+static int hand_over(gl_pump *p, gl_jblock *b, int well_formed, int waits, int denied)
+{
+    if (!p->hasher_on) {
+        if (pthread_create(&p->hasher, NULL, hasher_main, p) != 0)
+            return 0;
+        p->hasher_on = 1;
+    }
+    p->hash_job = b;
+    p->job_well_formed = well_formed;
+    p->job_waits = waits;
+    p->job_denied = denied;
+    p->hash_busy = 1;
+    pthread_cond_broadcast(&p->hash_cv);
+    pthread_mutex_unlock(&p->route_mu);
+    return 1;
+}
+
+/* The next envelope: one set aside by the last call, or one read. */
+static int next_envelope(gl_pump *p, gl_jblock **b)
+{
+    if (p->stash) {
+        *b = p->stash;
+        p->stash = NULL;
+        return 1;
+    }
+    return read_envelope(p, b);
+}
+
 int gl_pump_uplink(gl_pump *p, gl_jblock **out)
 {
     for (;;) {
         gl_jblock *b = NULL;
-        int rc = read_envelope(p, &b);
-        if (rc != 1)
+        int rc = next_envelope(p, &b);
+        route_lock_idle(p); /* what the hashing thread had goes first */
+        if (rc != 1) {
+            pthread_mutex_unlock(&p->route_mu);
             return rc;
-        pthread_mutex_lock(&p->route_mu);
+        }
+        if (p->hash_rc) {
+            /* The thread's envelope failed (or its send did): say so, then go on. */
+            rc = p->hash_rc;
+            p->hash_rc = 0;
+            p->stash = b;
+            pthread_mutex_unlock(&p->route_mu);
+            return rc;
+        }
         uint64_t in_flight = p->waits_out - __atomic_load_n(&p->replies_in, __ATOMIC_RELAXED);
         gl_jlog_state js;
         gl_jlog_get(p->journal, &js);
         int checkpoint_due = js.broken == GL_JLOG_KEEPING && js.bytes > p->checkpoint_at
                              && in_flight == 0;
-        if (!p->out || p->held || p->slow_pending || checkpoint_due) {
-            p->slow_pending++;
-            pthread_mutex_unlock(&p->route_mu);
-            *out = b;
-            return GL_PUMP_SLOW;
-        }
-        /* Journaled first (the journal decides whether it waits); a cacheable
-         * payload still goes to Python, which journals it there instead. */
+        if (!p->out || p->held || p->slow_pending || checkpoint_due)
+            return to_python(p, b, out);
         /* One pass says all the fast lane and the journal need to know. */
         scanned seen;
         int well_formed = scan(p, b, &seen) == GL_OK; /* else the executor refuses it */
-        if ((p->cache_min && seen.max_inline >= p->cache_min)
-            || (p->h2d_min && seen.max_h2d >= p->h2d_min) || seen.refs) {
-            p->slow_pending++;
-            pthread_mutex_unlock(&p->route_mu);
-            *out = b;
-            return GL_PUMP_SLOW;
-        }
+        int cacheable = (p->cache_min && seen.max_inline >= p->cache_min)
+                        || (p->h2d_min && seen.max_h2d >= p->h2d_min);
+        /* References the program wrote itself: Python's business. */
+        if (seen.refs || (cacheable && !p->blobref))
+            return to_python(p, b, out);
         int waits = well_formed && seen.waits;
-        gl_jlog_keep(p->journal, b, well_formed, waits, seen.denied);
-        p->batches++;
-        p->records += record_count(b);
-        p->h2d_inline += seen.h2d_inline;
-        gl_put_u64(b->data + 8, p->session);
-        p->bytes_to_server += b->len;
-        if (waits)
-            p->waits_out++;
-        int sent = gl_stream_send(p->out, b->data, (size_t)b->len);
-        gl_jblock_unref(b); /* the journal keeps its own reference */
-        if (sent != 0) {
-            /* Journaled: the link's loss starts the failover that replays it. */
-            p->held = 1;
-            p->err = sent;
-            pthread_mutex_unlock(&p->route_mu);
-            return GL_PUMP_LOST_SEND;
+        if (cacheable) {
+            /* The cache work (blobref.c): hashing, references for what the
+             * server holds, their bytes kept until a reply confirms them. */
+            if (hand_over(p, b, well_formed, waits, seen.denied))
+                continue;
+            p->hash_busy = 1; /* no thread: the uplink hashes */
+            rc = forward_cached(p, b, well_formed, waits, seen.denied);
+            hash_done(p, 0);
+        } else {
+            p->h2d_inline += seen.h2d_inline; /* (the cache work counts its own) */
+            if (p->blobref)
+                gl_blobref_sent(p->blobref, waits);
+            gl_jblock_ref(b);
+            rc = forward(p, b, b, well_formed, waits, seen.denied);
         }
         pthread_mutex_unlock(&p->route_mu);
+        if (rc != 0)
+            return rc;
     }
 }
 
@@ -248,6 +379,8 @@ int gl_pump_downlink(gl_pump *p, gl_stream *s, uint8_t **out, uint64_t *len)
         }
         if (!p->closed) {
             __atomic_add_fetch(&p->replies_in, 1, __ATOMIC_RELAXED);
+            if (p->blobref) /* the batches up to this reply's ran: their references hold */
+                gl_blobref_replied(p->blobref);
             p->replies++;
             gl_jlog_answered_add(p->journal, 1);
             p->bytes_from_server += (uint64_t)n;

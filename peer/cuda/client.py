@@ -5,11 +5,14 @@ thread loops in C (``cffi_build/src/pump.c``): it reads each envelope into a
 block of its own size, journals it, stamps the session id and seals it onto
 the session's data connection (``dataconn.py``). Its downlink thread loops in
 C too, writing the server's replies to the program under a lock shared with
-FAIL. Python sees an envelope only when it needs Python (a cacheable payload,
-a checkpoint, a move, a reply a checkpoint or replay must see: the slow lane
-below), and never per call. A session this agent serves itself has a data
-connection too (an in-process socket pair); one over a link without a data
-connection takes the slow lane for every envelope.
+FAIL. With the blob cache on, the uplink also does the session's cache work
+(hashing, references, holding their bytes: ``cffi_build/src/blobref.c``) and
+the downlink confirms references on each reply. Python sees an envelope only
+when it needs Python (a checkpoint, a move, a reply a checkpoint or replay must
+see: the slow lane below), and never per call. A session this agent serves
+itself has a data connection too (an in-process socket pair); one over a link
+without a data connection takes the slow lane for every envelope (and calls
+the same native cache work once per envelope).
 
 Every batch also goes into the session's journal (the same buffer, no copy),
 from which a move rebuilds the session on another server: the session is
@@ -43,7 +46,7 @@ log = logging.getLogger("gleam.cuda.client")
 # fast program cannot make the agent buffer without bound.
 MAX_QUEUED = 64 * 1024 * 1024
 _BACKPRESSURE_POLL = 0.002
-_PIPE_DEPTH = 4  # envelopes between the reader and the hashing thread
+_PIPE_DEPTH = 4  # envelopes between the reader and the slow lane's hashing thread
 # How long a checkpoint waits for each snapshot read before it gives up (the
 # session goes on, with the journal it had).
 SNAPSHOT_WAIT = 30.0
@@ -82,6 +85,7 @@ class ClientSession:
     _held = PumpField("held", bool)
     _closed = PumpField("closed", bool)
     _checkpoint_at = PumpField("checkpoint_at")
+    slow_lane = PumpField("slow_lane")  # envelopes the native uplink handed to Python
 
     def __init__(
         self,
@@ -161,12 +165,15 @@ class ClientSession:
 
     @blobs.setter
     def blobs(self, blobs: Any) -> None:
-        self._blobs = blobs
-        # Envelopes with a payload the cache may take go to Python (the slow lane).
+        """(Before start, or with the route lock held: the uplink is out of the pump.)"""
+        # Envelopes with a payload the cache may take get the native cache work.
         policy = blobs.policy if blobs is not None else None
-        # (A payload's length is a u32: a larger threshold means never.)
-        self._p.cache_min = min(policy.image_min, _NEVER) if policy else 0
-        self._p.h2d_min = min(policy.h2d_min, _NEVER) if policy else 0
+        with self._send_lock:  # the downlink confirms references under it
+            self._blobs = blobs
+            self._p.blobref = blobs.native if blobs is not None else ffi.NULL
+            # (A payload's length is a u32: a larger threshold means never.)
+            self._p.cache_min = min(policy.image_min, _NEVER) if policy else 0
+            self._p.h2d_min = min(policy.h2d_min, _NEVER) if policy else 0
 
     def use_data(self, conn: DataConnection,
                  on_lost: Callable[[ClientSession, str], None]) -> None:
@@ -218,12 +225,11 @@ class ClientSession:
 
     def _update_divert(self) -> None:
         """Whether replies must come through ``deliver`` (the send lock held): a
-        checkpoint's reads, replies to drop or swallow, a deferred error owed, or
-        cached blobs waiting for a reply to confirm them."""
+        checkpoint's reads, replies to drop or swallow, or a deferred error owed.
+        (References awaiting a reply are confirmed by the native downlink.)"""
         self._p.divert = int(
             self._capture is not None or self._swallow > 0 or self._drop > 0
-            or bool(self._owed_deferred)
-            or (self.blobs is not None and self.blobs.awaiting_reply()))
+            or bool(self._owed_deferred))
 
     def _with_deferred(self, buf: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
         """The reply carrying the deferred error a snapshot read took (send lock held)."""
@@ -266,10 +272,10 @@ class ClientSession:
                 self.batches += 1
                 self.records += envelope.record_count(buf, envelope.HEADER_SIZE)
                 if self._held:  # the move under way sends it from the journal
-                    self._backlog.append(Entry(buf, waits))
+                    self._backlog.append(Entry(buf, waits, block))
                     return
                 try:
-                    self._forward_locked(buf, waits)
+                    self._forward_locked(buf, waits, block)
                 except OSError as exc:
                     self._lost_under_us(exc)
         finally:
@@ -291,14 +297,13 @@ class ClientSession:
         while self.channel.queued_bytes() > MAX_QUEUED and self.failed is None and not self._held:
             time.sleep(_BACKPRESSURE_POLL)
 
-    def _forward_locked(self, buf: memoryview, waits: bool) -> None:
+    def _forward_locked(self, buf: memoryview, waits: bool, block: Any) -> None:
         """To the current server, under the route lock (so a move sees every batch
-        either as sent to the old server or as still to replay, never both)."""
+        either as sent to the old server or as still to replay, never both).
+        ``block``: the native block ``buf`` views (the cache work holds it)."""
         out = buf
         if self.blobs is not None:
-            out = self.blobs.outgoing(buf)
-            with self._send_lock:  # before it leaves: its reply may confirm blobs
-                self._update_divert()
+            out = self.blobs.outgoing(buf, block)
         envelope.stamp_session(out, self.session)
         self.bytes_to_server += len(out)
         if waits:
@@ -435,7 +440,7 @@ class ClientSession:
             self._held = False
             try:
                 for entry in self._backlog:
-                    self._forward_locked(entry.envelope, entry.waits)
+                    self._forward_locked(entry.envelope, entry.waits, entry.block)
             except OSError as exc:
                 self._lost_under_us(exc)
             else:
@@ -487,7 +492,7 @@ class ClientSession:
                     self._held = False  # caught up: the reader forwards again
                     self._backlog = []
                     return done
-                self._forward_locked(entry.envelope, entry.waits)
+                self._forward_locked(entry.envelope, entry.waits, entry.block)
             done += 1
 
     def note_move(self, kind: str, old: str, new: str, batches: int, why: str,
@@ -502,8 +507,10 @@ class ClientSession:
                            "why": why, "at": time.time(), "seconds": seconds})
 
     def _hash_loop(self, pipe: queue.Queue[tuple[memoryview, Any] | None]) -> None:
-        """With the blob cache, hashing (in C, GIL released) runs here while the
-        reader receives the next envelope: one chunk hashed while the next arrives."""
+        """With the blob cache, the slow lane's envelopes are forwarded here, so that
+        hashing (in C, GIL released) overlaps the reader receiving the next: what a
+        session without a data connection needs. (On a data connection the pump's
+        own hashing thread does it natively, and few envelopes come here.)"""
         try:
             while (item := pipe.get()) is not None:
                 if self.failed is None:
@@ -624,7 +631,7 @@ class ClientSession:
             "waiting": self.replies, "bytes": self.bytes_to_server + self.bytes_from_server,
             "bytes_to_server": self.bytes_to_server,
             "bytes_from_server": self.bytes_from_server,
-            "data_connection": self.data is not None,
+            "data_connection": self.data is not None, "slow_lane": self.slow_lane,
             **self.journal.row(), "in_flight": self.in_flight(),
             "migrations": self.migrations, "failovers": self.failovers,
             "moves": list(self.moves[-8:]),

@@ -69,10 +69,12 @@ def _name_of(call_id: int) -> str:
 
 @dataclass(frozen=True)
 class Entry:
-    """One journaled envelope (header included) and whether a reply answers it."""
+    """One journaled envelope (header included), whether a reply answers it, and
+    the native block it views (None: not a block), which the blob cache holds."""
 
     envelope: memoryview
     waits: bool
+    block: Any = None
 
 
 def block_view(block: Any) -> memoryview:
@@ -170,7 +172,7 @@ class Journal:
         """The ``i``-th journaled envelope (None past the end): a replay's step,
         without building the whole list for each."""
         block = lib.gl_jlog_entry(self._j, i)
-        return None if block == ffi.NULL else Entry(block_view(block), bool(block.waits))
+        return None if block == ffi.NULL else Entry(block_view(block), bool(block.waits), block)
 
     @property
     def count(self) -> int:
