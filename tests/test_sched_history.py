@@ -179,14 +179,18 @@ def test_learned_demand_ranks_a_transfer_and_a_compute_job_differently():
 
 
 def test_a_program_is_keyed_by_its_executable_and_arguments():
-    script = "import time; time.sleep(30)"
-    procs = [subprocess.Popen([sys.executable, "-c", script, arg]) for arg in ("a", "a", "b")]
+    # Each says it is up: right after exec the kernel may not show the new cmdline yet
+    # (the interposer connects from a running program, never in that window).
+    script = "import time; print('up', flush=True); time.sleep(30)"
+    procs = [subprocess.Popen([sys.executable, "-c", script, arg], stdout=subprocess.PIPE,
+                              text=True) for arg in ("a", "a", "b")]
     try:
+        assert [p.stdout.readline() for p in procs] == ["up\n"] * 3
         keys = [program_key(p.pid, "python") for p in procs]
     finally:
         for p in procs:
             p.kill()
-            p.wait()
+            p.communicate()
     assert keys[0] == keys[1] != keys[2]
     assert program_of(keys[0]) == program_of(keys[2]) == os.path.realpath(sys.executable)
     # A process that is gone (or no /proc): the name the interposer gave.
@@ -222,3 +226,48 @@ def test_re_evaluation_weighs_what_is_left_of_the_learned_demand():
                                        demand_note="demand learned from 3 runs"), [here, there])
     assert fresh.migrate and fresh.target == "there"
     assert decide(base, [here, there]).reason.endswith("[default demand]")
+
+
+def _run(y: float, per_gflop: float) -> Demand:
+    """A run whose unexplained time was ``y`` s on a server taking ``per_gflop`` s a GFLOP."""
+    return Demand(unique_bytes=1000, waits=4, compute=y / per_gflop)
+
+
+def test_time_no_server_shortens_is_not_learned_as_compute():
+    h = DemandHistory()
+    # A transfer: 1 s of CPU work around its bytes whatever the server's speed.
+    for per_gflop in (0.25, 1.0, 0.25, 0.5):
+        h.record("transfer", _run(1.0, per_gflop), per_gflop=per_gflop)
+    assert h.demand_for("transfer", DEFAULT)[0].compute == pytest.approx(0.0, abs=1e-9)
+    # A compute job: 20 GFLOP and 0.5 s fixed, on the same servers.
+    for per_gflop in (0.25, 1.0, 0.25, 0.5):
+        h.record("train", _run(0.5 + 20 * per_gflop, per_gflop), per_gflop=per_gflop)
+    assert h.demand_for("train", DEFAULT)[0].compute == pytest.approx(20.0)
+
+
+def test_runs_on_one_speed_cannot_tell_fixed_time_from_compute():
+    h = DemandHistory()
+    h.record("p", _run(1.0, 0.25), per_gflop=0.25)
+    h.record("p", _run(3.0, 0.25), per_gflop=0.25)
+    # The weighted mean of the runs' own compute (4 and 12 GFLOP), all time as compute.
+    assert h.demand_for("p", DEFAULT)[0].compute == pytest.approx(8.0)
+    h.record("p", _run(2.0, 2.0), per_gflop=2.0)  # a run on a slow server: the fit decides
+    assert h.demand_for("p", DEFAULT)[0].compute < 8.0
+
+
+def test_the_fit_survives_the_file_and_a_bad_fit_is_only_dropped(tmp_path: Path):
+    path = tmp_path / "demand.json"
+    h = DemandHistory(path)
+    for per_gflop in (0.25, 1.0):
+        h.record("t", _run(1.0, per_gflop), per_gflop=per_gflop)
+    h.save()
+    again = DemandHistory(path)
+    again.load()
+    assert again.demand_for("t", DEFAULT) == h.demand_for("t", DEFAULT)
+    doc = json.loads(path.read_text())
+    for bad in ("x", {"n": 2, "mx": "1"}, {"n": True}, {"n": 2, "mx": float("inf")}):
+        doc["programs"][0]["fit"] = bad
+        path.write_text(json.dumps(doc))
+        again.load()
+        entry = again.get("t")
+        assert entry is not None and entry.fit.n == 0
