@@ -23,7 +23,7 @@ from gleam.peer.cuda.program_key import program_of
 from gleam.peer.sched.cost import Candidate, Demand
 from gleam.peer.sched.history import DEFAULT_NOTE, FILE_NAME, DemandHistory
 from gleam.peer.sched.inputs import DEFAULT_DEMAND, candidates_of
-from gleam.peer.sched.measured import learnable, measured_demand, seconds_per_gflop
+from gleam.peer.sched.measured import learnable, measured_demand
 
 if TYPE_CHECKING:
     from gleam.peer.agent import Agent
@@ -92,12 +92,11 @@ class DemandLearning:
         if found is None or not found.program.key or run is None or candidate is None:
             return None
         seconds, sent, waits = run
-        speed, sharing = candidate.offer.speed, 1.0 + (found.others + _others(candidate)) / 2
         sample = measured_demand(seconds=seconds, bytes_sent=sent, waits=waits,
-                                 link=candidate.link, speed=speed, sharing=sharing)
+                                 link=candidate.link, speed=candidate.offer.speed,
+                                 sharing=1.0 + (found.others + _others(candidate)) / 2)
         key = found.program.key
-        learned = self.history.record(key, sample, program_of(key),
-                                      per_gflop=seconds_per_gflop(speed, sharing))
+        learned = self.history.record(key, sample, program_of(key))
         if learned is None:
             return None
         log.info("%s: %s (this run: %d bytes, %d waits, %.3g GFLOP)", key, learned.note(),

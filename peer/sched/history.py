@@ -22,12 +22,11 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gleam.peer.sched.cost import Demand
-from gleam.peer.sched.speedfit import SpeedFit, fit_of
 
 log = logging.getLogger("gleam.sched")
 
@@ -35,7 +34,7 @@ FILE_NAME = "demand.json"
 FORMAT = 1
 MAX_ENTRIES = 256  # programs remembered per agent
 MAX_KEY = 512  # characters of a program key
-MAX_FILE = 1 << 20  # bytes: a larger file is not ours (256 entries take ~100 kB)
+MAX_FILE = 1 << 20  # bytes: a larger file is not ours (256 entries take ~60 kB)
 WEIGHT = 0.5  # of the newest run in the running estimate
 # Bounds of a remembered figure: larger ones are nonsense, not demand.
 MAX_BYTES = 1 << 50
@@ -47,45 +46,30 @@ DEFAULT_NOTE = "default demand"
 
 @dataclass(frozen=True)
 class Learned:
-    """A program's running estimate and the number of runs behind it.
-
-    ``compute`` is the weighted mean of the runs' compute, each run's whole
-    unexplained time taken as compute; ``fit`` tells the part a faster server
-    shortens once the runs were on servers of different speed (speedfit.py)."""
+    """A program's running estimate and the number of runs behind it."""
 
     unique_bytes: float
     waits: float
     compute: float
     runs: int
-    fit: SpeedFit = field(default_factory=SpeedFit)
 
     def demand(self) -> Demand:
-        fitted = self.fit.compute()
         return Demand(unique_bytes=round(self.unique_bytes), waits=round(self.waits),
-                      compute=fitted if fitted is not None else self.compute)
+                      compute=self.compute)
 
     def note(self) -> str:
         return f"demand learned from {self.runs} run{'s' if self.runs != 1 else ''}"
 
-    def updated(self, sample: Demand, per_gflop: float | None,
-                weight: float = WEIGHT) -> Learned:
+    def updated(self, sample: Demand, weight: float = WEIGHT) -> Learned:
         def mix(old: float, new: float) -> float:
             return (1 - weight) * old + weight * new
 
         return Learned(mix(self.unique_bytes, sample.unique_bytes), mix(self.waits, sample.waits),
-                       mix(self.compute, sample.compute), min(self.runs + 1, MAX_RUNS),
-                       _fitted(self.fit, sample, per_gflop, weight))
+                       mix(self.compute, sample.compute), min(self.runs + 1, MAX_RUNS))
 
     def as_dict(self) -> dict[str, Any]:
         return {"unique_bytes": self.unique_bytes, "waits": self.waits,
-                "compute": self.compute, "runs": self.runs, "fit": self.fit.as_dict()}
-
-
-def _fitted(fit: SpeedFit, sample: Demand, per_gflop: float | None, weight: float) -> SpeedFit:
-    """``fit`` with one more run: its seconds per GFLOP and unexplained seconds."""
-    if per_gflop is None:
-        return fit
-    return fit.updated(per_gflop, sample.compute * per_gflop, weight)
+                "compute": self.compute, "runs": self.runs}
 
 
 def _figure(value: Any, limit: float) -> float | None:
@@ -106,7 +90,7 @@ def learned_of(doc: Any) -> Learned | None:
             or not 1 <= runs <= MAX_RUNS:
         return None
     unique_bytes, waits, compute = (f or 0.0 for f in figures)
-    return Learned(unique_bytes, waits, compute, runs, fit_of(doc.get("fit")))
+    return Learned(unique_bytes, waits, compute, runs)
 
 
 def _any_arguments(program: str) -> str:
@@ -147,22 +131,19 @@ class DemandHistory:
             return learned.demand(), f"{learned.note()} of the program with other arguments"
         return default, DEFAULT_NOTE
 
-    def record(self, key: str, sample: Demand, program: str = "",
-               per_gflop: float | None = None) -> Learned | None:
+    def record(self, key: str, sample: Demand, program: str = "") -> Learned | None:
         """Fold one finished run into ``key``'s estimate (and ``program``'s, the
-        estimate over any arguments); None when nothing was kept. ``per_gflop``
-        is the run's seconds per GFLOP (sharing / speed of its server), for the fit."""
+        estimate over any arguments); None when nothing was kept."""
         if program and program != key:
-            self._record(_any_arguments(program), sample, per_gflop)
-        return self._record(key, sample, per_gflop)
+            self._record(_any_arguments(program), sample)
+        return self._record(key, sample)
 
-    def _record(self, key: str, sample: Demand, per_gflop: float | None) -> Learned | None:
+    def _record(self, key: str, sample: Demand) -> Learned | None:
         if not key or len(key) > MAX_KEY or not _sample_ok(sample):
             return None
         old = self._entries.pop(key, None)
-        new = (old.updated(sample, per_gflop) if old is not None else
-               Learned(float(sample.unique_bytes), float(sample.waits), sample.compute, 1,
-                       _fitted(SpeedFit(), sample, per_gflop, WEIGHT)))
+        new = (old.updated(sample) if old is not None else
+               Learned(float(sample.unique_bytes), float(sample.waits), sample.compute, 1))
         self._entries[key] = new
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)

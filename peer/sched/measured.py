@@ -28,15 +28,8 @@ def measured_demand(*, seconds: float, bytes_sent: int, waits: int, link: LinkEs
     link_time = bytes_sent / max(link.bandwidth, MIN_BANDWIDTH) + waits * max(link.rtt, 0.0)
     seconds = seconds if math.isfinite(seconds) else 0.0
     compute_s = max(seconds - link_time, 0.0)
-    return Demand(unique_bytes=bytes_sent, waits=waits,
-                  compute=compute_s / seconds_per_gflop(speed, sharing))
-
-
-def seconds_per_gflop(speed: float, sharing: float) -> float:
-    """How long a GFLOP took on a server of ``speed`` shared by ``sharing`` sessions."""
-    if not math.isfinite(sharing):
-        return 1.0 / MIN_SPEED
-    return max(sharing, 1.0) / max(speed, MIN_SPEED)
+    share = max(speed, MIN_SPEED) / max(sharing, 1.0) if math.isfinite(sharing) else MIN_SPEED
+    return Demand(unique_bytes=bytes_sent, waits=waits, compute=compute_s * share)
 
 
 def _count(row: Mapping[str, Any], key: str) -> int | None:
