@@ -35,6 +35,17 @@ def measure_host_gflops(seconds: float = SPEED_SECONDS) -> float:
     return rate
 
 
+def host_gflops() -> float:
+    """The host device's speed before ``--host-slowdown``: ``GLEAM_HOST_GFLOPS`` when
+    it is a positive number (the LAN lab measures once for all of its hosts, which
+    would otherwise measure at once on shared cores and disagree), else measured."""
+    try:
+        fixed = float(os.environ.get("GLEAM_HOST_GFLOPS", "") or 0.0)
+    except ValueError:
+        fixed = 0.0
+    return fixed if 0.0 < fixed < 1e9 else measure_host_gflops()
+
+
 def _memory_total() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -57,7 +68,17 @@ def host_device(gflops: float, load: float = 0.0) -> GpuInfo:
 
 
 def _cpu_load() -> float:
-    """Run-queue load as a percentage of the cores (the host device's utilization)."""
+    """Run-queue load as a percentage of the cores (the host device's utilization).
+
+    ``GLEAM_HOST_LOAD`` (a percentage) replaces the measurement: the LAN lab's
+    hosts are namespaces of one machine, and each would report the whole
+    machine's load as its own device's (docs/scheduler.md, the lab mode)."""
+    fixed = os.environ.get("GLEAM_HOST_LOAD", "")
+    if fixed:
+        try:
+            return min(max(float(fixed), 0.0), 100.0)
+        except ValueError:
+            pass  # not a number: measure
     try:
         return 100.0 * os.getloadavg()[0] / (os.cpu_count() or 1)
     except OSError:

@@ -12,7 +12,7 @@ import trio
 from gleam.peer.addresses import PeerAddress
 from gleam.peer.agent import Agent, AgentConfig, AgentStartError
 from gleam.peer.discovering import IdentityChanged
-from gleam.peer.gpus import GpuInventory, measure_host_gflops
+from gleam.peer.gpus import GpuInventory, host_gflops
 from gleam.peer.memory import tune_allocator_for_bulk
 from gleam.peer.plugin_manager import make_plugin_manager
 from gleam.peer.state import StateDir, StateError
@@ -57,7 +57,7 @@ async def _run(config: AgentConfig, tui: bool) -> None:
     pm = make_plugin_manager()
     slowdown = config.host_slowdown
     # The measured speed reflects --host-slowdown, so what is gossiped is what is served.
-    inventory = GpuInventory(measure=lambda: measure_host_gflops() / slowdown)
+    inventory = GpuInventory(measure=lambda: host_gflops() / slowdown)
     current: list[Agent] = []
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:

@@ -67,3 +67,17 @@ def test_no_driver_means_the_host_device_with_its_measured_speed():
 
 def test_the_real_measurement_runs_native_code():
     assert measure_host_gflops(0.02) > 0.05
+
+
+def test_the_lab_can_fix_the_host_speed_and_load(monkeypatch):
+    from gleam.peer.gpus import _cpu_load, host_gflops
+
+    monkeypatch.setenv("GLEAM_HOST_GFLOPS", "12.5")
+    monkeypatch.setenv("GLEAM_HOST_LOAD", "0")
+    assert host_gflops() == 12.5 and _cpu_load() == 0.0
+    monkeypatch.setenv("GLEAM_HOST_LOAD", "250")
+    assert _cpu_load() == 100.0
+    # Nonsense is measured instead.
+    monkeypatch.setenv("GLEAM_HOST_GFLOPS", "fast")
+    monkeypatch.setenv("GLEAM_HOST_LOAD", "busy")
+    assert host_gflops() > 0 and _cpu_load() >= 0.0

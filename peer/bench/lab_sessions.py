@@ -49,11 +49,13 @@ class SessionRun:
     verified: bool = False
     rc: int | None = None
     error: str = ""
+    reason: str = ""  # the client agent's: why that server, by which demand
 
     def as_dict(self) -> dict[str, Any]:
         return {"session": self.name, "host": self.host, "kind": self.kind,
                 "pinned": self.pinned, "server": self.server, "seconds": self.seconds,
-                "verified": self.verified, "rc": self.rc, "error": self.error}
+                "verified": self.verified, "rc": self.rc, "error": self.error,
+                "reason": self.reason}
 
 
 class Lab:
@@ -108,7 +110,7 @@ class Lab:
         """Which server each session ran on, from its client agent's finished sessions."""
         deadline = time.monotonic() + 10.0
         while True:
-            rows: dict[int, str] = {}
+            rows: dict[int, tuple[str, str]] = {}
             for host in self.clients:
                 entry = self.record.host(host)
                 try:
@@ -117,9 +119,10 @@ class Lab:
                 except (control.AgentNotRunning, control.ControlError, OSError):
                     continue
                 for row in doc.get("finished", []):
-                    rows[int(row.get("pid") or 0)] = str(row.get("peer"))
+                    rows[int(row.get("pid") or 0)] = (str(row.get("peer")),
+                                                      str(row.get("reason") or ""))
             for run, proc in zip(runs, procs, strict=False):
-                run.server = rows.get(proc.pid, run.server)
+                run.server, run.reason = rows.get(proc.pid, (run.server, run.reason))
             if all(r.server for r in runs) or time.monotonic() > deadline:
                 return
             time.sleep(0.2)

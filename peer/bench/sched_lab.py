@@ -15,7 +15,10 @@ for transfer. A program exits 0 only when its results checked against the
 CPU; the report keeps each one's verdict.
 
 The built-in scheduler is the agents' own: the program runs without
-``--peer`` and the client agent ranks (``gleam_rank_servers``) and leases.
+``--peer`` and the client agent ranks (``gleam_rank_servers``) and leases,
+by each program's demand as the agent learned it from the seed's warm-up
+(each session run once, alone, before the measured policies) and from the
+policies' runs before it.
 Every other policy, and the offline best, is computed by
 ``gleam.peer.sched.policies`` on the lab's *measured* inputs (link RTT and
 bandwidth from the agents, device speed from a calibration run, the
@@ -36,6 +39,7 @@ from typing import Any
 
 from gleam.peer.bench.lab_sessions import Lab, Program
 from gleam.peer.cuda.examples import KERNELS_PTX, build_example
+from gleam.peer.gpus import measure_host_gflops
 from gleam.peer.lab.agents import describe
 from gleam.peer.lab.build import running_lab
 from gleam.peer.lab.spec import LinkSpec
@@ -159,6 +163,20 @@ def assignment_of(sc: Scenario, policy: str, seed: int) -> list[str | None]:
     return [sc.servers[j].name for j in combo]
 
 
+def warm_up(lab: Lab, sc: Scenario, progs: Sequence[Program]) -> list[dict[str, Any]]:
+    """Each session's program once, alone and unpinned, before the measured runs.
+
+    The client agents learn a program's demand from its finished sessions
+    (docs/scheduler.md, "Learned demand"); this is the user's first run, so
+    the built-in scheduler ranks every measured session as it would a second
+    run, whichever policy the shuffle puts first. One at a time: a session
+    that shares no server measures its compute cleanly."""
+    # A failed warm-up run is kept in the report (its verdict), not fatal: the
+    # agent then ranks that program by the default demand, as on a first run.
+    return [lab.batch([spec], [prog], [None])[0].as_dict()
+            for spec, prog in zip(sc.sessions, progs, strict=True)]
+
+
 def run_lab_policies(seeds: int, quick: bool) -> tuple[dict[str, list[tuple[int, SimResult]]],
                                                         dict[str, Any]]:
     """Every policy on every seed in one lab: lab results per policy, and the record."""
@@ -169,6 +187,15 @@ def run_lab_policies(seeds: int, quick: bool) -> tuple[dict[str, list[tuple[int,
     # The comparison is of placements made at the start: the lab's agents (which
     # inherit this environment) do not move sessions, unless the caller says so.
     os.environ.setdefault("GLEAM_REEVALUATE_S", "0")
+    # The lab's hosts share one machine, so each host device would report the whole
+    # machine's load (the other servers' sessions, other work) as its own foreign
+    # utilisation; the cost model counts that only on a server without sessions,
+    # which made every idle server look 20 times slower than a busy one (the
+    # pile-on measured). The lab's servers report none, unless the caller says so.
+    os.environ.setdefault("GLEAM_HOST_LOAD", "0")
+    # Measured once here, not by five agents at once on shared cores: every server
+    # then gossips this speed over its slowdown, the ratios the calibration assumes.
+    os.environ.setdefault("GLEAM_HOST_GFLOPS", f"{measure_host_gflops():.3f}")
     base = small_scenario(0)
     names = [*CLIENTS, *(s.name for s in base.servers)]
     policies = [*POLICIES, OFFLINE]
@@ -192,7 +219,8 @@ def run_lab_policies(seeds: int, quick: bool) -> tuple[dict[str, list[tuple[int,
                 model = lab_scenario(sc, progs, pass_seconds, links)
                 order = list(policies)
                 random.Random(seed).shuffle(order)  # no policy always runs first
-                seed_doc: dict[str, Any] = {"seed": seed, "policies": {}}
+                seed_doc: dict[str, Any] = {"seed": seed, "policies": {},
+                                            "warm_up": warm_up(lab, sc, progs)}
                 for policy in order:
                     pinned = assignment_of(model, policy, seed)
                     runs = lab.batch(sc.sessions, progs, pinned)

@@ -12,7 +12,8 @@ added up, so one easy seed cannot carry the others; random placement counts
 
 Without ``--sim`` the same workloads run on real agents in the LAN lab
 (``run_lab``, gleam.peer.bench.sched_lab; root only): real CUDA programs
-through ``gleam-peer run``, the built-in scheduler in the agents, the other
+through ``gleam-peer run``, the built-in scheduler in the agents (ranking by
+the demand they learned from a warm-up run of each session), the other
 policies and the offline best computed on the lab's measured inputs and
 pinned with ``--peer``.
 """
@@ -164,8 +165,10 @@ LAB_LIMITS = (
     "every agent, delay line and program shares this machine's {cores} cores: a server's "
     "speed factor holds only while the CPU is not saturated, and the shared CPU slows "
     "every server together (provisional figures when the cores are shared)",
-    "the agents rank with DEFAULT_DEMAND (the interposer reports no demand yet), so the "
-    "built-in scheduler cannot tell a transfer from a compute-heavy session",
+    "the agents rank by each program's demand learned from its earlier runs (the seed's "
+    "warm-up and the policies before), whose compute counts all the session's time the "
+    "link does not explain, the programs' and agents' own CPU work too, which a faster "
+    "server does not shorten",
     "each session's time includes gleam-peer run's start (a Python process), the same for "
     "every policy, which compresses every ratio towards 1",
 )

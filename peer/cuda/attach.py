@@ -20,10 +20,12 @@ from gleam.peer.cuda import dataconn, envelope
 from gleam.peer.cuda.channel import LinkChannel
 from gleam.peer.cuda.choose import NoServer, choose
 from gleam.peer.cuda.client import ClientSession
+from gleam.peer.cuda.demand import ProgramDemand
 from gleam.peer.cuda.forwarding import Route
 from gleam.peer.cuda.hello import Hello, HelloDevice, pack_hello
 from gleam.peer.cuda.messages import MAX_PROGRAM, CudaClose, CudaOpened
 from gleam.peer.cuda.opening import OpenFailed, open_local, open_remote, to_executor
+from gleam.peer.cuda.program_key import peer_pid, program_key
 from gleam.peer.sched.leasing import leased
 
 if TYPE_CHECKING:
@@ -55,6 +57,7 @@ class Attach(Handoff):
         self.args = args
         self.reason = ""
         self.va_base = self.va_size = 0
+        self.program = ProgramDemand("")  # what the session is ranked by (cuda/demand.py)
 
     async def take(self, stream: trio.SocketStream, buffered: bytes) -> None:
         try:
@@ -70,12 +73,16 @@ class Attach(Handoff):
         program = _text(self.args, "program", MAX_PROGRAM)
         pid = self.args.get("pid", 0)
         pid = pid if isinstance(pid, int) and 0 <= pid < 2**31 else 0
+        # The kernel's word for who connected beats the request's (program_key.py).
+        self.program = fw.demands.for_program(
+            program_key(peer_pid(stream.socket) or pid, program))
         with trio.move_on_after(BACKEND_WAIT):
             await fw.ready.wait()
         deadline = trio.current_time() + SERVER_WAIT
         while True:
             try:
-                where = choose(fw.agent, peer, fw.backend_name)
+                where = choose(fw.agent, peer, fw.backend_name, demand=self.program.demand,
+                               demand_note=self.program.note)
                 break
             except NoServer as exc:
                 if trio.current_time() >= deadline:
@@ -155,6 +162,7 @@ class Attach(Handoff):
         if data is not None:
             client.use_data(data, fw.data_lost)
         fw.add_route(session, Route(client, link, None))
+        fw.demands.opened(session, self.program, link.node_id)
         client.start()
 
     def _client(self, stream: trio.SocketStream, buffered: bytes, session: int, channel: Any,

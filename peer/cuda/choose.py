@@ -11,10 +11,13 @@ Of the agent it reads only what ``ChoosingAgent`` names.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gleam.peer.cuda.choice import Choice, NoServer
+from gleam.peer.sched.cost import Demand
+from gleam.peer.sched.history import DEFAULT_NOTE
 from gleam.peer.sched.inputs import CUDA_FIELD, DEFAULT_DEMAND, candidates_of
 from gleam.peer.sched.ranking import rank_by_cost
 
@@ -70,9 +73,12 @@ def advert(backend: str | None, sessions: int, gflops: float | None) -> dict[str
 
 
 def choose(agent: ChoosingAgent, wanted: str, local_backend: str | None,
-           exclude: frozenset[str] = frozenset()) -> Choice:
+           exclude: frozenset[str] = frozenset(), *, demand: Demand = DEFAULT_DEMAND,
+           demand_note: str = DEFAULT_NOTE) -> Choice:
     """The server for a session, never one of the nodes in ``exclude`` (a server
-    being left or lost); raises NoServer."""
+    being left or lost); raises NoServer. ``demand`` is what the program is
+    ranked by (its learned demand, docs/scheduler.md), and ``demand_note`` the
+    words the reason ends with to say where it came from."""
     if wanted:
         return _named(agent, wanted, local_backend)
     # candidates_of still names the whole Agent (its scheduler module is not narrowed
@@ -81,9 +87,11 @@ def choose(agent: ChoosingAgent, wanted: str, local_backend: str | None,
     pairs = [(c, link) for c, link in found if c.node_id not in exclude]
     if pairs:
         candidates = [c for c, _ in pairs]
-        ranking = agent.pm.hook.gleam_rank_servers(session=DEFAULT_DEMAND, candidates=candidates)
+        ranking = agent.pm.hook.gleam_rank_servers(session=demand, candidates=candidates)
         if ranking is None:  # the scheduler plugin is blocked: the same model, no leases
-            ranking = rank_by_cost(DEFAULT_DEMAND, candidates)
+            ranking = rank_by_cost(demand, candidates)
+        if ranking.estimates:  # it ranked by a demand: say which (a plugin's own words stay)
+            ranking = dataclasses.replace(ranking, reason=f"{ranking.reason} [{demand_note}]")
         links = {c.node_id: link for c, link in pairs}
         ranked = [links[n] for n in ranking.order if n in links]
         if ranked:

@@ -35,6 +35,7 @@ from gleam.peer.cuda.backend import OpenedBackend, kernel_registry, open_backend
 from gleam.peer.cuda.channel import Channel, LinkChannel
 from gleam.peer.cuda.choose import advert
 from gleam.peer.cuda.client import ClientSession
+from gleam.peer.cuda.demand import DemandLearning
 from gleam.peer.cuda.messages import (
     CudaBlobWant,
     CudaClose,
@@ -111,6 +112,8 @@ class CudaForwarding:
             self._token = None
         self.stop_join = STOP_JOIN
         self._nursery: trio.Nursery | None = None
+        # Each program's demand, learned from its finished sessions (docs/scheduler.md).
+        self.demands = DemandLearning(agent, self.spawn)
 
     @property
     def backend_name(self) -> str | None:
@@ -202,14 +205,25 @@ class CudaForwarding:
             return
         log.info("session %016x (%s) ended: %s", client.session, client.program, reason)
         row = client.row()
-        row.update(ended=time.time(), end_reason=reason)
+        row.update(ended=time.time(), end_reason=reason, failed=client.failed is not None)
         if route.served is not None:
             row["server_stats"] = dict(route.served.stats)
         self.finished.append(row)
+        if self._token is not None and not self.stopped:
+            server = route.link.node_id if route.link is not None else None
+            with contextlib.suppress(trio.RunFinishedError):
+                self._token.run_sync_soon(self._learn, client.session, server, row)
         if route.served is not None:
             route.served.stop(reason)
         elif route.link is not None and not route.link.closed and client.failed is None:
             route.link.io.submit(CudaClose(session=client.session, reason=short_reason(reason)))
+
+    def _learn(self, session: int, server: str | None, row: dict[str, Any]) -> None:
+        """The Trio thread's part of a session's end: learn its program's demand."""
+        sample = self.demands.ended(session, server, row)
+        if sample is not None:
+            row["measured_demand"] = {"unique_bytes": sample.unique_bytes,
+                                      "waits": sample.waits, "compute": sample.compute}
 
     # ------------------------------------------------------------ data connections
 

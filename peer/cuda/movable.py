@@ -11,6 +11,8 @@ import time
 from typing import TYPE_CHECKING
 
 from gleam.peer.cuda.relocate import migrate
+from gleam.peer.sched.history import DEFAULT_NOTE
+from gleam.peer.sched.measured import remaining_demand
 from gleam.peer.sched.reevaluate import RunningSession
 
 if TYPE_CHECKING:
@@ -28,9 +30,14 @@ def movable_sessions(fw: CudaForwarding) -> list[RunningSession]:
                 or client.journal.broken is not None):
             continue
         last = client.moves[-1]["at"] if client.moves else client.started
+        program = fw.demands.of(client.session)
+        # A learned demand less what the session did already; else the default.
+        left = (remaining_demand(program.demand, client.bytes_to_server, client.replies)
+                if program.key and program.note != DEFAULT_NOTE else None)
         out.append(RunningSession(session=client.session, server=link.node_id,
                                   journal_bytes=client.journal.bytes,
-                                  since_move=max(now - last, 0.0)))
+                                  since_move=max(now - last, 0.0), remaining=left,
+                                  demand_note=program.note))
     return out
 
 

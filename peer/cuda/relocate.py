@@ -200,7 +200,9 @@ async def failover(fw: CudaForwarding, client: ClientSession, lost: str, why: st
         client.fail(f"{why}; the session cannot move: {client.journal.broken}")
         return
     try:
-        choice = choose(fw.agent, "", fw.backend_name, exclude=frozenset({lost}))
+        program = fw.demands.of(client.session)  # ranked as at its open
+        choice = choose(fw.agent, "", fw.backend_name, exclude=frozenset({lost}),
+                        demand=program.demand, demand_note=program.note)
     except NoServer as exc:
         client.fail(f"{why}; no other server to move the session to ({exc})")
         return

@@ -53,9 +53,11 @@ def decide(state: RunningSession, candidates: Sequence[Candidate], *,
     fair = [dataclasses.replace(c, offer=dataclasses.replace(
                 c.offer, sessions=max(c.offer.sessions - 1, 0)))
             if c.node_id == state.server else c for c in candidates]
-    remaining = [estimate(demand, c) for c in fair]
+    left = state.remaining if state.remaining is not None else demand
+    remaining = [estimate(left, c) for c in fair]
     links = {c.node_id: c.link for c in fair}
-    return should_migrate(state, remaining, links, cooldown=cooldown)
+    decision = should_migrate(state, remaining, links, cooldown=cooldown)
+    return dataclasses.replace(decision, reason=f"{decision.reason} [{state.demand_note}]")
 
 
 class Rebalancer:

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gleam.peer.sched.cost import Estimate, LinkEstimate
+from gleam.peer.sched.cost import Demand, Estimate, LinkEstimate
 
 MARGIN = 0.25  # the move must save a quarter of the remaining time...
 MIN_GAIN = 2.0  # ...and at least this many seconds
@@ -38,6 +38,10 @@ class RunningSession:
     # Bytes of that state each server already holds (the blob cache summary).
     journal_cached: Mapping[str, int] = field(default_factory=dict)
     since_move: float = float("inf")  # seconds since the session last moved (or opened)
+    # The work it has left, from its program's learned demand (None: not known,
+    # the caller's default), and the words that say where that came from.
+    remaining: Demand | None = None
+    demand_note: str = "default demand"
 
 
 @dataclass(frozen=True)
