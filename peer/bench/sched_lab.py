@@ -66,6 +66,11 @@ MLP_PASS_BYTES = 4 * 64 * 256  # one input batch per forward pass
 WAITS = 4  # the few waiting calls of either program (synchronize, final copies)
 CALIBRATION_PASSES = (4, 204)  # two runs: their difference is the passes' time alone
 OFFLINE = "offline best"
+# Every server's slowdown is this times its scenario's: the fastest host device then
+# sleeps two thirds of its kernels' time, so the three servers together keep under
+# one of the machine's cores busy, and the lab measures placements, not the shared
+# cores (the calibration measures the fastest server at this factor).
+BASE_SLOWDOWN = 3.0
 
 
 class LabRunError(Exception):
@@ -196,14 +201,20 @@ def run_lab_policies(seeds: int, quick: bool) -> tuple[dict[str, list[tuple[int,
     # Measured once here, not by five agents at once on shared cores: every server
     # then gossips this speed over its slowdown, the ratios the calibration assumes.
     os.environ.setdefault("GLEAM_HOST_GFLOPS", f"{measure_host_gflops():.3f}")
+    # A GPU runs one kernel at a time for every context that shares it: so do the
+    # lab's host devices (docs/lab.md, "The speed knob"), or sessions sharing a
+    # slowed server would sleep side by side and never slow each other.
+    os.environ.setdefault("GLEAM_HOST_EXCLUSIVE", "1")
     base = small_scenario(0)
     names = [*CLIENTS, *(s.name for s in base.servers)]
     policies = [*POLICIES, OFFLINE]
     results: dict[str, list[tuple[int, SimResult]]] = {p: [] for p in policies}
-    meta: dict[str, Any] = {"seeds_run": [], "scale": scale}
+    meta: dict[str, Any] = {"seeds_run": [], "scale": scale, "base_slowdown": BASE_SLOWDOWN,
+                            "exclusive_devices": os.environ["GLEAM_HOST_EXCLUSIVE"]}
     with tempfile.TemporaryDirectory(prefix="gleam-schedlab-") as tmp:
         binaries = {n: build_example(n, Path(tmp)) for n in ("mlp_infer", "bench_calls")}
-        with running_lab(names, HOST_LINKS, slowdowns(base), probe_interval=5.0,
+        factors = {name: f * BASE_SLOWDOWN for name, f in slowdowns(base).items()}
+        with running_lab(names, HOST_LINKS, factors, probe_interval=5.0,
                          clients=CLIENTS) as record:
             lab = Lab(record, binaries, CLIENTS)
             meta["lab_tag"] = record.tag

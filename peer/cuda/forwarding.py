@@ -46,7 +46,7 @@ from gleam.peer.cuda.messages import (
     short_reason,
 )
 from gleam.peer.cuda.server import ServedSession, SessionServer
-from gleam.peer.cuda.slowdown import slowed_kernels
+from gleam.peer.cuda.slowdown import exclusive_from_env, slowed_kernels
 
 if TYPE_CHECKING:
     from gleam.peer.agent import Agent
@@ -148,7 +148,7 @@ class CudaForwarding:
 
     async def open_backend(self) -> None:
         kernels = slowed_kernels(kernel_registry(self.agent.pm),
-                                 self.agent.config.host_slowdown)
+                                 self.agent.config.host_slowdown, exclusive_from_env())
         backend, self.note = await trio.to_thread.run_sync(open_backend, self.choice, kernels)
         if self.stopped:  # the agent stopped while the backend was opening
             if backend is not None:
