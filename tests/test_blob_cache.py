@@ -109,9 +109,10 @@ def test_second_run_sends_under_one_percent_and_disk_serves_after_restart(tmp_pa
 def test_a_bad_resend_never_enters_the_store_and_the_program_is_right(tmp_path, mlp):
     mesh = LocalMesh(tmp_path)
     try:
-        # A RAM tier whose probation (50 kB) cannot hold the 64 KiB input: the
-        # references of forward passes 2..5 miss, and the first resend is corrupted.
-        client, server = _pair(mesh, server_env={"GLEAM_CACHE_RAM_MB": "0.2"},
+        # RAM and disk tiers whose probation (50 kB each) cannot hold the 64 KiB input:
+        # the references of forward passes 2..5 miss, and the first resend is corrupted.
+        client, server = _pair(mesh, server_env={"GLEAM_CACHE_RAM_MB": "0.2",
+                                                 "GLEAM_CACHE_DISK_MB": "0.2"},
                                client_env={"GLEAM_FAULT_CORRUPT_RESENDS": "1"})
         after = _run(client, mlp)
         assert after["ref_misses"] >= 2 and after["bytes_resent"] > 0
@@ -137,7 +138,7 @@ def test_an_evicted_blob_is_resent_transparently(tmp_path, mlp):
         first = _run(client, mlp)
         assert first["ref_misses"] >= 4  # the input of forward passes 2..5
         assert server.request("cache")["store"]["entries"] == {
-            "probation": 0, "protected": 0, "disk": 0}
+            "probation": 0, "protected": 0, "disk": 0, "disk_probation": 0}
     finally:
         mesh.close()
 
@@ -255,7 +256,8 @@ def test_disk_tier_survives_restart_and_never_serves_a_torn_file(tmp_path):
 
 
 def test_disk_cap_evicts_the_least_recently_used(tmp_path):
-    store = BlobStore(tmp_path / "b", ram_cap=1 << 20, disk_cap=25_000)
+    # The protected segment: 25,500 B (the rest of 34,000 is disk probation's).
+    store = BlobStore(tmp_path / "b", ram_cap=1 << 20, disk_cap=34_000)
     blobs = [_blob(10_000, i) for i in range(3)]
     for d, b in blobs:
         store.offer(d, b, image=True)

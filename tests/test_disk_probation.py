@@ -1,0 +1,177 @@
+"""First sightings survive beyond RAM probation, on disk (docs/cache.md, issue 13).
+
+Weights several times larger than the RAM tier are written to the disk tier's
+probation segment on their first run, so their second run sends almost
+nothing; one-off payloads still never push out protected blobs, in RAM or on
+disk; a restarted server serves from disk. End to end with real agents, then
+the store's own rules.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gleam.peer.bench.calls import _run_example
+from gleam.peer.cache.blobs import sha256
+from gleam.peer.cache.store import PREFIX, BlobStore
+from gleam.peer.localmesh import LocalMesh, wait_for
+
+MIB = 1 << 20
+WEIGHTS = 8 * MIB  # eight 1 MiB copy chunks
+# RAM probation 1 MiB (the weights are 8x that), RAM protected 3 MiB; disk
+# probation 10 MiB (holds the weights once), disk protected 30 MiB.
+SERVER_ENV = {"GLEAM_CACHE_RAM_MB": "4", "GLEAM_CACHE_DISK_MB": "40"}
+
+
+def _upload(client, binary: Path, seed: int = 0) -> dict:
+    """WEIGHTS bytes host to device (other bytes for another seed); the session's record."""
+    seen = len(client.request("cuda_sessions")["finished"])
+    result = _run_example(binary, client.state.path,
+                          ["h2d", str(WEIGHTS), str(2 * MIB), str(seed)], timeout=120)
+    assert result["bytes"] == WEIGHTS
+    finished = wait_for(
+        lambda: (f := client.request("cuda_sessions")["finished"])[seen:] and f, 10,
+        "the session to be accounted")
+    return finished[seen]
+
+
+def _start_server(mesh: LocalMesh, client=None):
+    peers = [f"127.0.0.1:{client.port}"] if client is not None else []
+    return mesh.start("server", extra=["--backend", "host"], env=SERVER_ENV, peers=peers)
+
+
+def test_weights_larger_than_ram_are_cached_from_their_second_run(tmp_path, bench_calls):
+    mesh = LocalMesh(tmp_path)
+    try:
+        server = _start_server(mesh)
+        client = mesh.start("client", mesh_key=server.state.mesh_key(),
+                            peers=[f"127.0.0.1:{server.port}"], extra=["--backend", "none"])
+        wait_for(lambda: server.node_id in client.authenticated_peers(), 20, "the link")
+        cold = _upload(client, bench_calls)
+        assert cold["h2d_sent"] == WEIGHTS
+        store = wait_for(lambda: (s := server.request("cache")["store"])["write_backlog"] == 0
+                         and s, 10, "the disk writes")
+        assert store["entries"]["disk_probation"] == 8 and store["entries"]["disk"] == 0
+        warm = _upload(client, bench_calls)
+        print("h2d bytes sent: cold", cold["h2d_sent"], "warm", warm["h2d_sent"])
+        assert warm["h2d_sent"] < WEIGHTS / 100 and warm["ref_misses"] == 0, warm
+        assert warm["bytes_saved"] == WEIGHTS
+        store = server.request("cache")["store"]
+        assert store["entries"]["disk"] == 8 and store["entries"]["disk_probation"] == 0
+
+        # One-off uploads of three times the whole RAM tier and twice disk
+        # probation: they cycle through both probation segments only.
+        for seed in (1, 2, 3):
+            assert _upload(client, bench_calls, seed)["h2d_sent"] == WEIGHTS
+        wait_for(lambda: server.request("cache")["store"]["write_backlog"] == 0, 10,
+                 "the disk writes")
+        store = server.request("cache")["store"]
+        assert store["entries"]["disk"] == 8 and store["bytes"]["disk_probation"] <= 10 * MIB
+        again = _upload(client, bench_calls)
+        assert again["h2d_sent"] < WEIGHTS / 100 and again["ref_misses"] == 0, again
+
+        # A restart: the weights come from the protected segment on disk.
+        mesh.stop(server)
+        server = _start_server(mesh, client)
+        wait_for(lambda: server.node_id in client.authenticated_peers(), 20, "the relink")
+        store = wait_for(lambda: server.request("cache")["store"], 20, "the store to open")
+        assert store["entries"]["disk"] == 8
+        after = _upload(client, bench_calls)
+        assert after["h2d_sent"] < WEIGHTS / 100 and after["ref_misses"] == 0, after
+        assert server.request("cache")["store"]["hits_disk"] >= 8
+    finally:
+        mesh.close()
+
+
+# ------------------------------------------------------------ the store
+
+
+def _blob(n: int, seed: int) -> tuple[bytes, bytes]:
+    data = seed.to_bytes(4, "little") * (n // 4)
+    return sha256(data), data
+
+
+def _store(root: Path | None, **kw) -> BlobStore:
+    # RAM probation 25 kB, RAM protected 75 kB; disk probation 100 kB, protected 300 kB.
+    return BlobStore(root, ram_cap=kw.pop("ram_cap", 100_000),
+                     disk_cap=kw.pop("disk_cap", 400_000), **kw)
+
+
+def test_a_first_sighting_larger_than_ram_probation_is_held_on_disk(tmp_path):
+    store = _store(tmp_path / "b")
+    weights = [_blob(20_000, i) for i in range(4)]  # 80 kB: over three times RAM probation
+    for d, b in weights:
+        store.offer(d, b)
+    # Announced, and served, even before the writer had them on disk.
+    summary = store.summary()
+    assert all(d[:PREFIX] in summary for d, _ in weights)
+    assert all(store.get(d, len(b)) == b for d, b in weights[:2])
+    store.flush()
+    stats = store.stats()
+    assert stats["entries"]["disk"] == 2 and stats["entries"]["disk_probation"] == 2
+    assert all(store.get(d, len(b)) == b for d, b in weights[2:])  # from disk: promoted
+    stats = store.stats()
+    assert stats["entries"]["disk"] == 4 and stats["entries"]["disk_probation"] == 0
+    assert stats["hits_disk"] >= 1
+    for d, _b in weights:  # a promotion is a rename: the file now lives in the protected tree
+        assert (tmp_path / "b" / d.hex()[:2] / d.hex()).is_file()
+        assert not (tmp_path / "b" / "probation" / d.hex()[:2] / d.hex()).exists()
+    store.close()
+
+
+def test_one_off_payloads_never_push_out_protected_blobs_on_disk(tmp_path):
+    store = _store(tmp_path / "b")
+    weights = [_blob(20_000, i) for i in range(10)]  # 200 kB: protected on disk only
+    for d, b in weights:
+        store.offer(d, b)
+        store.offer(d, b)  # second sighting
+    store.flush()
+    for i in range(100, 160):  # 1.2 MB of activations: three disk caps, twelve RAM caps
+        store.offer(*_blob(20_000, i))
+    store.flush()
+    stats = store.stats()
+    assert stats["entries"]["disk"] == 10
+    assert stats["bytes"]["disk_probation"] <= 100_000 and stats["bytes"]["probation"] <= 25_000
+    assert all(store.get(d, len(b)) == b for d, b in weights)
+    assert stats["evicted"] > 0
+    store.close()
+
+
+def test_both_disk_segments_survive_a_restart(tmp_path):
+    root = tmp_path / "b"
+    store = _store(root)
+    once, twice = _blob(30_000, 1), _blob(30_000, 2)
+    store.offer(*once)
+    store.offer(*twice)
+    store.offer(*twice)
+    store.close()
+    again = _store(root)
+    stats = again.stats()
+    assert stats["entries"]["disk_probation"] == 1 and stats["entries"]["disk"] == 1
+    assert once[0][:PREFIX] in again.summary() and twice[0][:PREFIX] in again.summary()
+    assert again.get(once[0], len(once[1])) == once[1]  # the second sighting: promoted
+    assert again.stats()["entries"]["disk"] == 2
+    # A torn probation file is deleted, never served.
+    torn_d, torn_b = _blob(30_000, 3)
+    again.offer(torn_d, torn_b)
+    again.flush()
+    path = root / "probation" / torn_d.hex()[:2] / torn_d.hex()
+    path.write_bytes(torn_b[:1000])
+    # (30 kB is over RAM probation's 25 kB: the read goes to the file.)
+    assert again.get(torn_d, len(torn_b)) is None and not path.exists()
+    assert again.stats()["torn"] == 1
+    again.close()
+
+
+def test_a_second_sighting_during_the_write_ends_in_the_protected_segment(tmp_path):
+    store = _store(tmp_path / "b", ram_cap=0)  # nothing in RAM: only the queue and the disk
+    blobs = [_blob(30_000, i) for i in range(3)]
+    for d, b in blobs:
+        store.offer(d, b)
+        # Served from the writer's queue or from disk probation, whichever holds it now.
+        assert store.get(d, len(b)) == b
+    store.flush()
+    stats = store.stats()
+    assert stats["entries"]["disk"] == 3 and stats["entries"]["disk_probation"] == 0
+    assert stats["write_backlog"] == 0
+    store.close()
