@@ -18,9 +18,9 @@ from gleam.peer.localmesh import LocalMesh, wait_for
 
 MIB = 1 << 20
 WEIGHTS = 8 * MIB  # eight 1 MiB copy chunks
-# RAM probation 1 MiB (the weights are 8x that), RAM protected 3 MiB; disk
-# probation 10 MiB (holds the weights once), disk protected 30 MiB.
-SERVER_ENV = {"GLEAM_CACHE_RAM_MB": "4", "GLEAM_CACHE_DISK_MB": "40"}
+# RAM 4 MiB (the weights are twice that; protected 3 MiB, probation the rest); disk
+# 20 MiB (protected 15 MiB; probation at least 5 MiB and what protected does not use).
+SERVER_ENV = {"GLEAM_CACHE_RAM_MB": "4", "GLEAM_CACHE_DISK_MB": "20"}
 
 
 def _upload(client, binary: Path, seed: int = 0) -> dict:
@@ -58,15 +58,17 @@ def test_weights_larger_than_ram_are_cached_from_their_second_run(tmp_path, benc
         assert warm["bytes_saved"] == WEIGHTS
         store = server.request("cache")["store"]
         assert store["entries"]["disk"] == 8 and store["entries"]["disk_probation"] == 0
+        assert store["hits_disk"] >= 4  # what RAM could not hold came from disk probation
 
-        # One-off uploads of three times the whole RAM tier and twice disk
-        # probation: they cycle through both probation segments only.
+        # One-off uploads of six times the RAM tier and twice disk probation's room:
+        # they cycle through both probation segments only.
         for seed in (1, 2, 3):
             assert _upload(client, bench_calls, seed)["h2d_sent"] == WEIGHTS
         wait_for(lambda: server.request("cache")["store"]["write_backlog"] == 0, 10,
                  "the disk writes")
         store = server.request("cache")["store"]
-        assert store["entries"]["disk"] == 8 and store["bytes"]["disk_probation"] <= 10 * MIB
+        assert store["entries"]["disk"] == 8 and store["bytes"]["disk_probation"] <= 12 * MIB
+        assert store["evicted"] > 0
         again = _upload(client, bench_calls)
         assert again["h2d_sent"] < WEIGHTS / 100 and again["ref_misses"] == 0, again
 
@@ -92,14 +94,15 @@ def _blob(n: int, seed: int) -> tuple[bytes, bytes]:
 
 
 def _store(root: Path | None, **kw) -> BlobStore:
-    # RAM probation 25 kB, RAM protected 75 kB; disk probation 100 kB, protected 300 kB.
+    # RAM protected 75 kB, probation 25 kB and what protected does not use; disk
+    # protected 300 kB, probation 100 kB and what protected does not use.
     return BlobStore(root, ram_cap=kw.pop("ram_cap", 100_000),
                      disk_cap=kw.pop("disk_cap", 400_000), **kw)
 
 
 def test_a_first_sighting_larger_than_ram_probation_is_held_on_disk(tmp_path):
-    store = _store(tmp_path / "b")
-    weights = [_blob(20_000, i) for i in range(4)]  # 80 kB: over three times RAM probation
+    store = _store(tmp_path / "b", ram_cap=30_000)
+    weights = [_blob(20_000, i) for i in range(4)]  # 80 kB: over twice the whole RAM tier
     for d, b in weights:
         store.offer(d, b)
     # Announced, and served, even before the writer had them on disk.
@@ -131,7 +134,9 @@ def test_one_off_payloads_never_push_out_protected_blobs_on_disk(tmp_path):
     store.flush()
     stats = store.stats()
     assert stats["entries"]["disk"] == 10
-    assert stats["bytes"]["disk_probation"] <= 100_000 and stats["bytes"]["probation"] <= 25_000
+    # Each probation segment kept to the room its protected segment left.
+    assert stats["bytes"]["disk_probation"] <= 400_000 - 200_000
+    assert stats["bytes"]["probation"] <= 100_000 - stats["bytes"]["protected"]
     assert all(store.get(d, len(b)) == b for d, b in weights)
     assert stats["evicted"] > 0
     store.close()
@@ -139,13 +144,13 @@ def test_one_off_payloads_never_push_out_protected_blobs_on_disk(tmp_path):
 
 def test_both_disk_segments_survive_a_restart(tmp_path):
     root = tmp_path / "b"
-    store = _store(root)
+    store = _store(root, ram_cap=20_000)  # nothing of 30 kB fits in RAM: reads go to files
     once, twice = _blob(30_000, 1), _blob(30_000, 2)
     store.offer(*once)
     store.offer(*twice)
     store.offer(*twice)
     store.close()
-    again = _store(root)
+    again = _store(root, ram_cap=20_000)
     stats = again.stats()
     assert stats["entries"]["disk_probation"] == 1 and stats["entries"]["disk"] == 1
     assert once[0][:PREFIX] in again.summary() and twice[0][:PREFIX] in again.summary()
@@ -157,7 +162,6 @@ def test_both_disk_segments_survive_a_restart(tmp_path):
     again.flush()
     path = root / "probation" / torn_d.hex()[:2] / torn_d.hex()
     path.write_bytes(torn_b[:1000])
-    # (30 kB is over RAM probation's 25 kB: the read goes to the file.)
     assert again.get(torn_d, len(torn_b)) is None and not path.exists()
     assert again.stats()["torn"] == 1
     again.close()

@@ -40,13 +40,13 @@ def render(doc: dict[str, Any]) -> str:
         hit = store["hit_rate"]
         lines += [
             f"RAM probation  {e['probation']:6d} blobs  {_mib(b['probation'])} of "
-            f"{_mib(store['probation_cap'])}",
+            f"{_mib(store['probation_room'])}",
             f"RAM protected  {e['protected']:6d} blobs  {_mib(b['protected'])} of "
             f"{_mib(store['ram_cap'] - store['probation_cap'])}",
             f"disk probation {e['disk_probation']:6d} blobs  {_mib(b['disk_probation'])} of "
-            f"{_mib(store['disk_probation_cap'])}  ({store['root']})",
+            f"{_mib(store['disk_probation_room'])}  ({store['root']})",
             f"disk protected {e['disk']:6d} blobs  {_mib(b['disk'])} of "
-            f"{_mib(store['disk_cap'] - store['disk_probation_cap'])}",
+            f"{_mib(store['disk_protected_cap'])}",
             f"lookups: {store['hits_ram']} RAM hits, {store['hits_disk']} disk hits, "
             f"{store['misses']} misses (hit rate {'-' if hit is None else f'{hit:.0%}'}); "
             f"{store['refused']} refused (bad digest), {store['torn']} torn files dropped, "

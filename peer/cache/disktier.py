@@ -3,9 +3,9 @@
 ``<root>/ab/abcd…`` are *protected* blobs (seen at least twice, or module
 images); ``<root>/probation/ab/abcd…`` are first sightings. A second sighting
 renames a probation file into the protected segment (one ``rename``, no second
-write). Each segment has its own cap (probation a share of the disk cap, as in
-the RAM tier), so first sightings only ever push out first sightings: one-off
-payloads never evict a protected blob. The segment a file is in is its
+write). As in the RAM tier, protected keeps to its share of the cap; probation
+has the rest and borrows what protected does not use, and is trimmed only from
+itself: one-off payloads never evict a protected blob. The segment a file is in is its
 directory, so it survives a restart.
 
 A file is written to ``<root>/tmp/``, fsynced, then renamed into place, so a
@@ -40,8 +40,7 @@ class DiskTier:
     def __init__(self, root: Path, cap: int, probation_share: float) -> None:
         self.root = root
         self.cap = cap
-        self.caps = {PROBATION: int(cap * probation_share)}
-        self.caps[PROTECTED] = cap - self.caps[PROBATION]
+        self.protected_cap = cap - int(cap * probation_share)
         self.index: dict[str, OrderedDict[bytes, int]] = {s: OrderedDict() for s in SEGMENTS}
         self.bytes = dict.fromkeys(SEGMENTS, 0)
         self.tmp = root / TMP_DIR
@@ -66,8 +65,15 @@ class DiskTier:
             if digest in self.index[segment]:
                 self.index[segment].move_to_end(digest)
 
+    def room(self, segment: str) -> int:
+        """What a segment may hold now: protected keeps to its share; probation
+        has its own share and borrows what protected does not use (as in RAM)."""
+        if segment == PROTECTED:
+            return self.protected_cap
+        return self.cap - min(self.bytes[PROTECTED], self.protected_cap)
+
     def fits(self, segment: str, length: int) -> bool:
-        return length <= self.caps[segment]
+        return length <= self.room(segment)
 
     def path(self, digest: bytes, segment: str) -> Path:
         h = digest.hex()
@@ -96,7 +102,6 @@ class DiskTier:
                     if len(digest) == 32 and f.name[:2] == sub.name:
                         st = f.stat()
                         found[segment].append((st.st_mtime, digest, st.st_size))
-        evicted: list[bytes] = []
         for segment in (PROTECTED, PROBATION):
             for _mtime, digest, size in sorted(found[segment]):
                 if segment == PROBATION and digest in self.index[PROTECTED]:
@@ -105,8 +110,7 @@ class DiskTier:
                     continue
                 self.index[segment][digest] = size
                 self.bytes[segment] += size
-            evicted += self._evict_locked(segment)
-        return evicted
+        return self._trim_locked()
 
     # ------------------------------------------------------------ file I/O (no lock)
 
@@ -146,7 +150,7 @@ class DiskTier:
         if self.segment_of(digest) is None:
             self.index[segment][digest] = length
             self.bytes[segment] += length
-        return self._evict_locked(segment)
+        return self._trim_locked()
 
     def promote_locked(self, digest: bytes) -> list[bytes]:
         """A second sighting of a probation file: into the protected segment."""
@@ -163,7 +167,7 @@ class DiskTier:
             return []
         self.index[PROTECTED][digest] = size
         self.bytes[PROTECTED] += size
-        return self._evict_locked(PROTECTED)
+        return self._trim_locked()
 
     def drop_locked(self, digest: bytes) -> None:
         """Forgets a file that is torn or changed, and deletes it."""
@@ -173,15 +177,19 @@ class DiskTier:
                 self.bytes[segment] -= size
                 self.path(digest, segment).unlink(missing_ok=True)
 
-    def _evict_locked(self, segment: str) -> list[bytes]:
+    def _trim_locked(self) -> list[bytes]:
+        """Deletes the least recently used files over a segment's room; their digests.
+        Probation is trimmed last and only from itself: a first sighting never
+        pushes out a protected file."""
         evicted = []
-        tier = self.index[segment]
-        while self.bytes[segment] > self.caps[segment] and tier:
-            digest, size = tier.popitem(last=False)
-            self.bytes[segment] -= size
-            evicted.append(digest)
-            with contextlib.suppress(OSError):
-                self.path(digest, segment).unlink()
+        for segment in (PROTECTED, PROBATION):
+            tier = self.index[segment]
+            while self.bytes[segment] > self.room(segment) and tier:
+                digest, size = tier.popitem(last=False)
+                self.bytes[segment] -= size
+                evicted.append(digest)
+                with contextlib.suppress(OSError):
+                    self.path(digest, segment).unlink()
         return evicted
 
     def clear_locked(self) -> list[Path]:

@@ -35,10 +35,10 @@ from typing import Any
 
 from gleam.peer.cache.blobs import sha256
 from gleam.peer.cache.disktier import PROBATION, PROTECTED, DiskTier
+from gleam.peer.cache.env import MIB, env_mib
 
 log = logging.getLogger("gleam.cache")
 
-MIB = 1 << 20
 DEFAULT_RAM = 1024 * MIB
 DEFAULT_DISK = 8192 * MIB
 PROBATION_SHARE = 0.25
@@ -53,14 +53,6 @@ WRITE_BACKLOG = 512 * MIB
 
 class BlobMismatch(ValueError):
     """Bytes that do not hash to the digest they were sent under."""
-
-
-def _env_mib(name: str, default: int) -> int:
-    try:
-        value = float(os.environ.get(name, "").strip())
-    except ValueError:
-        return default
-    return int(value * MIB) if value >= 0 else default
 
 
 class _Pending:
@@ -79,12 +71,15 @@ class BlobStore:
                  disk_probation_share: float = DISK_PROBATION_SHARE) -> None:
         """``root`` None: RAM only. Caps default to GLEAM_CACHE_RAM_MB / GLEAM_CACHE_DISK_MB."""
         self.root = root
-        self.ram_cap = _env_mib("GLEAM_CACHE_RAM_MB", DEFAULT_RAM) if ram_cap is None else ram_cap
-        self.disk_cap = (_env_mib("GLEAM_CACHE_DISK_MB", DEFAULT_DISK) if disk_cap is None
+        self.ram_cap = env_mib("GLEAM_CACHE_RAM_MB", DEFAULT_RAM) if ram_cap is None else ram_cap
+        self.disk_cap = (env_mib("GLEAM_CACHE_DISK_MB", DEFAULT_DISK) if disk_cap is None
                          else disk_cap)
         if root is None:
             self.disk_cap = 0
         self.probation_cap = int(self.ram_cap * probation_share)
+        # A fault knob for tests (docs/cache.md): keep no first sighting, so a
+        # reference to one misses and is resent.
+        self._forget_first = os.environ.get("GLEAM_FAULT_FORGET_FIRST_SIGHTINGS", "") == "1"
         self._probation: OrderedDict[bytes, bytes] = OrderedDict()
         self._protected: OrderedDict[bytes, bytes] = OrderedDict()
         self._ghosts: OrderedDict[bytes, None] = OrderedDict()
@@ -163,7 +158,9 @@ class BlobStore:
                 return
             # A first sighting: RAM probation, and a write into disk probation
             # (one copy of the bytes serves both).
-            in_ram = len(data) <= self.probation_cap
+            if self._forget_first:
+                return
+            in_ram = len(data) <= self._room_locked("probation")
             to_disk = self._writer is not None and self._disk is not None and self._disk.fits(
                 PROBATION, len(data))
             if not in_ram and not to_disk:
@@ -215,8 +212,7 @@ class BlobStore:
 
     def _insert_locked(self, tier: OrderedDict[bytes, bytes], name: str, digest: bytes,
                        data: bytes) -> None:
-        cap = self.probation_cap if name == "probation" else self.ram_cap - self.probation_cap
-        if len(data) > cap:
+        if len(data) > self._room_locked(name):
             return
         if digest in tier:
             tier.move_to_end(digest)
@@ -224,12 +220,27 @@ class BlobStore:
         tier[digest] = data
         self._bytes[name] += len(data)
         self.counts["admitted"] += 1
-        while self._bytes[name] > cap:
-            old, gone = tier.popitem(last=False)
-            self._bytes[name] -= len(gone)
-            self.counts["evicted"] += 1
-            if name == "probation":
-                self._ghost_locked(old)
+        self._trim_locked()
+
+    def _room_locked(self, name: str) -> int:
+        """What a segment may hold now. Protected keeps to its share; probation
+        has its own share and borrows what protected does not use (a server that
+        just started keeps a whole first run in RAM), and yields it back first."""
+        protected_cap = self.ram_cap - self.probation_cap
+        if name == "protected":
+            return protected_cap
+        return self.ram_cap - min(self._bytes["protected"], protected_cap)
+
+    def _trim_locked(self) -> None:
+        # Probation is trimmed last and only ever from itself: a first sighting
+        # never pushes out a protected blob.
+        for name, tier in (("protected", self._protected), ("probation", self._probation)):
+            while self._bytes[name] > self._room_locked(name) and tier:
+                old, gone = tier.popitem(last=False)
+                self._bytes[name] -= len(gone)
+                self.counts["evicted"] += 1
+                if name == "probation":
+                    self._ghost_locked(old)
 
     def _ghost_locked(self, digest: bytes) -> None:
         self._ghosts[digest] = None
@@ -341,9 +352,13 @@ class BlobStore:
                 entries[segment] = len(disk.index[segment]) if disk else 0
                 sizes[segment] = disk.bytes[segment] if disk else 0
             return {
+                # A probation segment's room: its share of the cap and what
+                # protected does not use.
                 "ram_cap": self.ram_cap, "probation_cap": self.probation_cap,
+                "probation_room": self._room_locked("probation"),
                 "disk_cap": self.disk_cap,
-                "disk_probation_cap": disk.caps[PROBATION] if disk else 0,
+                "disk_protected_cap": disk.protected_cap if disk else 0,
+                "disk_probation_room": disk.room(PROBATION) if disk else 0,
                 "root": str(self.root) if self.root else None,
                 "entries": entries, "bytes": sizes, "write_backlog": self._backlog,
                 **self.counts, "hit_rate": hits / lookups if lookups else None,
