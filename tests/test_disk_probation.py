@@ -179,3 +179,65 @@ def test_a_second_sighting_during_the_write_ends_in_the_protected_segment(tmp_pa
     assert stats["entries"]["disk"] == 3 and stats["entries"]["disk_probation"] == 0
     assert stats["write_backlog"] == 0
     store.close()
+
+
+def test_concurrent_sightings_keep_every_index_true_to_the_files(tmp_path):
+    """Sessions offering, referencing and resending the same blobs at once, while
+    the writer writes, renames and evicts: afterwards every index matches the files."""
+    import random
+    import threading
+
+    from gleam.peer.cache.disktier import PROBATION_DIR, TMP_DIR
+
+    root = tmp_path / "b"
+    store = _store(root, ram_cap=120_000, disk_cap=300_000)
+    blobs = [_blob(10_000 + 97 * i, i) for i in range(60)]  # 600 kB: twice the disk cap
+    wrong: list[bytes] = []
+
+    def session(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(400):
+            d, b = rng.choice(blobs)
+            action = rng.random()
+            if action < 0.4:
+                store.offer(d, b, image=rng.random() < 0.05)
+            elif action < 0.9:
+                got = store.get(d, len(b))
+                if got is not None and got != b:
+                    wrong.append(d)
+            else:
+                store.put_verified(d, b)
+
+    # Twice: the second round also reads what the first left on disk while it is
+    # promoted, renamed and evicted under it.
+    for round_ in range(2):
+        threads = [threading.Thread(target=session, args=(4 * round_ + s,)) for s in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        store.flush()
+    assert not wrong
+    stats = store.stats()
+    assert stats["write_backlog"] == 0 and stats["evicted"] > 0
+    assert stats["bytes"]["protected"] <= 90_000
+    assert stats["bytes"]["probation"] + stats["bytes"]["protected"] <= 120_000
+    assert stats["bytes"]["disk"] + stats["bytes"]["disk_probation"] <= 300_000
+    indexed = {}
+    for row in store.entries():
+        for tier in row["tiers"]:
+            if tier.startswith("disk"):
+                indexed[row["digest"]] = tier
+    on_disk = {}
+    for f in root.rglob("*"):
+        if f.is_file():
+            assert f.parent.name != TMP_DIR, f"a temporary file was left: {f}"
+            tier = "disk_probation" if f.parent.parent.name == PROBATION_DIR else "disk"
+            assert sha256(f.read_bytes()).hex() == f.name
+            on_disk[f.name] = tier
+    assert on_disk == indexed
+    sizes = {d.hex(): len(b) for d, b in blobs}
+    for segment in ("disk", "disk_probation"):
+        assert stats["bytes"][segment] == sum(
+            sizes[d] for d, t in indexed.items() if t == segment)
+    store.close()
