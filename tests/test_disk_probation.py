@@ -241,3 +241,22 @@ def test_concurrent_sightings_keep_every_index_true_to_the_files(tmp_path):
         assert stats["bytes"][segment] == sum(
             sizes[d] for d, t in indexed.items() if t == segment)
     store.close()
+
+
+def test_a_writer_behind_loses_no_first_sighting_ram_still_holds(tmp_path):
+    """A link faster than the disk overruns the writer's backlog: a chunk RAM kept
+    is queued again when RAM probation drops it, so it still reaches disk."""
+    store = _store(tmp_path / "b", ram_cap=200_000, disk_cap=1_000_000,
+                   write_backlog=20_000)  # room for one 20 kB write at a time
+    first = [_blob(20_000, i) for i in range(10)]
+    for d, b in first:  # a burst: most find the backlog full and stay in RAM only
+        store.offer(d, b)
+    store.flush()
+    for d, b in [_blob(20_000, 100 + i) for i in range(10)]:
+        store.offer(d, b)  # pushes one of the first out of RAM probation...
+        store.flush()  # ...whose write then finds the backlog empty
+    assert all(store.has(d) for d, _ in first)
+    on_disk = {row["digest"] for row in store.entries() if "disk_probation" in row["tiers"]}
+    assert {d.hex() for d, _ in first} <= on_disk
+    assert store.stats()["writes_dropped"] == 0  # none lost for good
+    store.close()

@@ -68,9 +68,11 @@ class _Pending:
 class BlobStore:
     def __init__(self, root: Path | None, ram_cap: int | None = None,
                  disk_cap: int | None = None, probation_share: float = PROBATION_SHARE,
-                 disk_probation_share: float = DISK_PROBATION_SHARE) -> None:
+                 disk_probation_share: float = DISK_PROBATION_SHARE,
+                 write_backlog: int = WRITE_BACKLOG) -> None:
         """``root`` None: RAM only. Caps default to GLEAM_CACHE_RAM_MB / GLEAM_CACHE_DISK_MB."""
         self.root = root
+        self.write_backlog = write_backlog
         self.ram_cap = env_mib("GLEAM_CACHE_RAM_MB", DEFAULT_RAM) if ram_cap is None else ram_cap
         self.disk_cap = (env_mib("GLEAM_CACHE_DISK_MB", DEFAULT_DISK) if disk_cap is None
                          else disk_cap)
@@ -168,7 +170,9 @@ class BlobStore:
             kept = bytes(data)
             if in_ram:
                 self._insert_locked(self._probation, "probation", digest, kept)
-            self._queue_write_locked(digest, kept, PROBATION)
+            # A writer behind (a link faster than the disk) loses nothing yet when
+            # RAM keeps the bytes: they are queued again when probation drops them.
+            self._queue_write_locked(digest, kept, PROBATION, count_drop=not in_ram)
 
     def put_verified(self, digest: bytes, data: bytes) -> None:
         """Bytes a client sent for a reference that missed: checked before they enter.
@@ -200,15 +204,26 @@ class BlobStore:
         else:
             self._queue_write_locked(digest, data, PROTECTED)
 
-    def _queue_write_locked(self, digest: bytes, data: bytes, segment: str) -> None:
+    def _queue_write_locked(self, digest: bytes, data: bytes, segment: str,
+                            count_drop: bool = True) -> bool:
+        """Queues a disk write; False when there is no room for it (on disk or in the backlog)."""
         if self._writer is None or self._disk is None or not self._disk.fits(segment, len(data)):
-            return
-        if self._backlog + len(data) > WRITE_BACKLOG:
-            self.counts["writes_dropped"] += 1
-            return
+            return False
+        if self._backlog + len(data) > self.write_backlog:
+            if count_drop:
+                self.counts["writes_dropped"] += 1
+            return False
         self._backlog += len(data)
         self._pending[digest] = _Pending(data, segment)
         self._writes.put_nowait(digest)
+        return True
+
+    def _on_disk_locked(self, digest: bytes, data: bytes) -> bool:
+        """Whether a blob RAM probation drops is, or will be, in disk probation."""
+        if digest in self._pending or (
+                self._disk is not None and self._disk.segment_of(digest) is not None):
+            return True
+        return self._queue_write_locked(digest, data, PROBATION)
 
     def _insert_locked(self, tier: OrderedDict[bytes, bytes], name: str, digest: bytes,
                        data: bytes) -> None:
@@ -239,7 +254,7 @@ class BlobStore:
                 old, gone = tier.popitem(last=False)
                 self._bytes[name] -= len(gone)
                 self.counts["evicted"] += 1
-                if name == "probation":
+                if name == "probation" and not self._on_disk_locked(old, gone):
                     self._ghost_locked(old)
 
     def _ghost_locked(self, digest: bytes) -> None:
