@@ -83,13 +83,24 @@ async def wait_until(predicate, timeout: float = 10.0) -> None:
             await trio.sleep(0.02)
 
 
+def _example(name: str, tmp_path_factory) -> Path:
+    from gleam.peer.cuda.examples import ExampleError, build_example
+
+    try:
+        return build_example(name, tmp_path_factory.mktemp("bin"))
+    except ExampleError as exc:
+        pytest.fail(str(exc))
+
+
 @pytest.fixture(scope="module")
 def accumulate(tmp_path_factory) -> Path:
     """The accumulate example (state carried in device memory across gated steps),
     built once per test module: tests/test_consistency.py, test_sched_rebalance.py."""
-    from gleam.peer.cuda.examples import ExampleError, build_example
+    return _example("accumulate", tmp_path_factory)
 
-    try:
-        return build_example("accumulate", tmp_path_factory.mktemp("bin"))
-    except ExampleError as exc:
-        pytest.fail(str(exc))
+
+@pytest.fixture(scope="module")
+def bench_calls(tmp_path_factory) -> Path:
+    """The bench_calls example (its h2d mode uploads fixed bytes: a model's weights),
+    built once per test module: tests/test_disk_probation.py."""
+    return _example("bench_calls", tmp_path_factory)

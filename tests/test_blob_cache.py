@@ -127,9 +127,9 @@ def test_the_native_uplink_sends_references_without_handing_envelopes_to_python(
 def test_a_bad_resend_never_enters_the_store_and_the_program_is_right(tmp_path, mlp):
     mesh = LocalMesh(tmp_path)
     try:
-        # A RAM tier whose probation (50 kB) cannot hold the 64 KiB input: the
-        # references of forward passes 2..5 miss, and the first resend is corrupted.
-        client, server = _pair(mesh, server_env={"GLEAM_CACHE_RAM_MB": "0.2"},
+        # A server that keeps no first sighting (a fault knob): the references of
+        # forward passes 2..5 to the input miss, and the first resend is corrupted.
+        client, server = _pair(mesh, server_env={"GLEAM_FAULT_FORGET_FIRST_SIGHTINGS": "1"},
                                client_env={"GLEAM_FAULT_CORRUPT_RESENDS": "1"})
         after = _run(client, mlp)
         assert after["ref_misses"] >= 2 and after["bytes_resent"] > 0
@@ -155,7 +155,7 @@ def test_an_evicted_blob_is_resent_transparently(tmp_path, mlp):
         first = _run(client, mlp)
         assert first["ref_misses"] >= 4  # the input of forward passes 2..5
         assert server.request("cache")["store"]["entries"] == {
-            "probation": 0, "protected": 0, "disk": 0}
+            "probation": 0, "protected": 0, "disk": 0, "disk_probation": 0}
     finally:
         mesh.close()
 
@@ -227,19 +227,21 @@ def test_one_off_blobs_never_push_out_protected_ones(tmp_path):
     for i in range(2, 40):  # activations, each seen once, far more than the RAM cap
         store.offer(*_blob(50_000, i))
     assert store.get(weight_d, len(weight)) == weight
-    assert store.stats()["bytes"]["probation"] <= 100_000
+    # Probation borrowed only the room protected does not use.
+    assert store.stats()["bytes"]["probation"] <= 400_000 - 50_000
 
 
 def test_weights_larger_than_probation_are_promoted_at_their_second_sighting():
-    store = BlobStore(None, ram_cap=400_000, probation_share=0.25)  # probation: 100 kB
-    weights = [_blob(40_000, i) for i in range(6)]  # 240 kB: never all in probation
+    store = BlobStore(None, ram_cap=400_000, probation_share=0.25)  # probation: 100 kB or more
+    weights = [_blob(50_000, i) for i in range(9)]  # 450 kB: more than the whole RAM tier
     for d, b in weights:
         store.offer(d, b)
-    assert sum(store.has(d) for d, _ in weights) == 2
-    for d, b in weights:  # the next run sends them again: ghosts and probation promote
-        store.offer(d, b)
-    assert all(store.get(d, len(b)) == b for d, b in weights)
-    assert store.stats()["entries"]["protected"] == 6
+    # Probation borrowed the room protected does not use; the first weight became a ghost.
+    assert sum(store.has(d) for d, _ in weights) == 8 and not store.has(weights[0][0])
+    d, b = weights[0]
+    store.offer(d, b)  # the next run sends it again: the ghost promotes it
+    assert store.get(d, len(b)) == b
+    assert store.stats()["entries"]["protected"] == 1
 
 
 def test_lru_within_the_protected_cap(tmp_path):
@@ -273,7 +275,8 @@ def test_disk_tier_survives_restart_and_never_serves_a_torn_file(tmp_path):
 
 
 def test_disk_cap_evicts_the_least_recently_used(tmp_path):
-    store = BlobStore(tmp_path / "b", ram_cap=1 << 20, disk_cap=25_000)
+    # The protected segment: 25,500 B (the rest of 34,000 is disk probation's).
+    store = BlobStore(tmp_path / "b", ram_cap=1 << 20, disk_cap=34_000)
     blobs = [_blob(10_000, i) for i in range(3)]
     for d, b in blobs:
         store.offer(d, b, image=True)

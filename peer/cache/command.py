@@ -1,6 +1,6 @@
 """Show or clear the running agent's blob cache (docs/cache.md).
 
-`gleam-peer cache` lists the tiers (RAM probation and protected, disk), their
+`gleam-peer cache` lists the tiers (RAM and disk, each probation and protected), their
 sizes and caps, hit rates and the admission counters; `--entries` adds every
 blob. `gleam-peer cache clear` drops every cached blob from both tiers.
 """
@@ -40,15 +40,18 @@ def render(doc: dict[str, Any]) -> str:
         hit = store["hit_rate"]
         lines += [
             f"RAM probation  {e['probation']:6d} blobs  {_mib(b['probation'])} of "
-            f"{_mib(store['probation_cap'])}",
+            f"{_mib(store['probation_room'])}",
             f"RAM protected  {e['protected']:6d} blobs  {_mib(b['protected'])} of "
             f"{_mib(store['ram_cap'] - store['probation_cap'])}",
-            f"disk           {e['disk']:6d} blobs  {_mib(b['disk'])} of "
-            f"{_mib(store['disk_cap'])}  ({store['root']})",
+            f"disk probation {e['disk_probation']:6d} blobs  {_mib(b['disk_probation'])} of "
+            f"{_mib(store['disk_probation_room'])}  ({store['root']})",
+            f"disk protected {e['disk']:6d} blobs  {_mib(b['disk'])} of "
+            f"{_mib(store['disk_protected_cap'])}",
             f"lookups: {store['hits_ram']} RAM hits, {store['hits_disk']} disk hits, "
             f"{store['misses']} misses (hit rate {'-' if hit is None else f'{hit:.0%}'}); "
             f"{store['refused']} refused (bad digest), {store['torn']} torn files dropped, "
-            f"{store['evicted']} evicted",
+            f"{store['evicted']} evicted, {store['writes_dropped']} disk writes dropped "
+            f"(writer behind)",
         ]
     for node, n in doc.get("known", {}).items():
         lines.append(f"known to be held by {node}: {n} blobs")

@@ -1,22 +1,25 @@
 """The serving agent's blob store: a RAM tier and a disk tier, keyed by SHA-256.
 
-Admission (docs/cache.md): the RAM tier is a segmented LRU. A copy chunk seen
-for the first time enters *probation* (a small share of the RAM cap); a second
-sighting (a reference that resolves to it, or the same bytes again) promotes it
-to the *protected* segment and writes it to disk. Module images are protected
-and written to disk at once. One-off payloads (activations) therefore cycle
-through probation and never push out weights that were used twice. Probation
-remembers the digests it drops (ghosts, as 2Q's A1out), so weights larger than
-probation are promoted at their second sighting too (cached from the third run).
+Admission (docs/cache.md) is a segmented LRU in both tiers. A copy chunk seen
+for the first time enters *probation*: the RAM tier's (a small share of the
+RAM cap) and the disk tier's (a share of the disk cap; the writer thread writes
+it there). A second sighting (a reference that resolves to it, or the same
+bytes again) promotes it to the *protected* segment of both tiers (on disk a
+rename). Module images are protected at once. First sightings only push out
+first sightings, so one-off payloads (activations) never evict weights that
+were used twice, in RAM or on disk; and weights larger than RAM probation are
+still held after their first run (on disk), so their second run sends almost
+nothing. Probation remembers the digests it drops (ghosts, as 2Q's A1out): a
+ghost sighted again is promoted too.
 
-The disk tier names each file by its digest under ``<state>/blobs/<2 hex>/``,
-writes it to a temporary file, fsyncs and renames it, so a crash leaves either
-the whole file or none. A file is served only after its length and SHA-256
-are checked again; one that fails is deleted. Disk writes run on one writer
-thread, off the executor's path.
+The disk tier (``disktier.py``) writes each file to a temporary name, fsyncs
+and renames it, so a crash leaves either the whole file or none; a file is
+served only after its length and SHA-256 are checked again, and one that fails
+is deleted. Disk writes run on one writer thread at nice 19, off the
+executor's path; a blob waiting for it is served (and announced) from its queue.
 
 Thread-safety: every public method may be called from any thread; one lock
-guards both tiers' indexes (file I/O and hashing run outside it).
+guards every index (file reads, writes and hashing run outside it).
 """
 
 from __future__ import annotations
@@ -31,13 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from gleam.peer.cache.blobs import sha256
+from gleam.peer.cache.disktier import PROBATION, PROTECTED, DiskTier
+from gleam.peer.cache.env import MIB, env_mib
 
 log = logging.getLogger("gleam.cache")
 
-MIB = 1 << 20
 DEFAULT_RAM = 1024 * MIB
 DEFAULT_DISK = 8192 * MIB
 PROBATION_SHARE = 0.25
+DISK_PROBATION_SHARE = 0.25
 GHOSTS_MAX = 65536  # digests remembered after probation dropped their bytes (2Q's A1out)
 SUMMARY_MAX = 16384  # digests announced at session open (8 bytes each)
 PREFIX = 8
@@ -50,38 +55,49 @@ class BlobMismatch(ValueError):
     """Bytes that do not hash to the digest they were sent under."""
 
 
-def _env_mib(name: str, default: int) -> int:
-    try:
-        value = float(os.environ.get(name, "").strip())
-    except ValueError:
-        return default
-    return int(value * MIB) if value >= 0 else default
+class _Pending:
+    """A disk write waiting for the writer: its bytes and the segment it goes to."""
+
+    __slots__ = ("data", "segment")
+
+    def __init__(self, data: bytes, segment: str) -> None:
+        self.data = data
+        self.segment = segment
 
 
 class BlobStore:
     def __init__(self, root: Path | None, ram_cap: int | None = None,
-                 disk_cap: int | None = None, probation_share: float = PROBATION_SHARE) -> None:
+                 disk_cap: int | None = None, probation_share: float = PROBATION_SHARE,
+                 disk_probation_share: float = DISK_PROBATION_SHARE,
+                 write_backlog: int = WRITE_BACKLOG) -> None:
         """``root`` None: RAM only. Caps default to GLEAM_CACHE_RAM_MB / GLEAM_CACHE_DISK_MB."""
         self.root = root
-        self.ram_cap = _env_mib("GLEAM_CACHE_RAM_MB", DEFAULT_RAM) if ram_cap is None else ram_cap
-        self.disk_cap = (_env_mib("GLEAM_CACHE_DISK_MB", DEFAULT_DISK) if disk_cap is None
+        self.write_backlog = write_backlog
+        self.ram_cap = env_mib("GLEAM_CACHE_RAM_MB", DEFAULT_RAM) if ram_cap is None else ram_cap
+        self.disk_cap = (env_mib("GLEAM_CACHE_DISK_MB", DEFAULT_DISK) if disk_cap is None
                          else disk_cap)
         if root is None:
             self.disk_cap = 0
         self.probation_cap = int(self.ram_cap * probation_share)
+        # A fault knob for tests (docs/cache.md): keep no first sighting, so a
+        # reference to one misses and is resent.
+        self._forget_first = os.environ.get("GLEAM_FAULT_FORGET_FIRST_SIGHTINGS", "") == "1"
         self._probation: OrderedDict[bytes, bytes] = OrderedDict()
         self._protected: OrderedDict[bytes, bytes] = OrderedDict()
-        self._disk: OrderedDict[bytes, int] = OrderedDict()
         self._ghosts: OrderedDict[bytes, None] = OrderedDict()
-        self._bytes = {"probation": 0, "protected": 0, "disk": 0}
+        self._bytes = {"probation": 0, "protected": 0}
         self.counts = {"hits_ram": 0, "hits_disk": 0, "misses": 0, "offered": 0,
-                       "admitted": 0, "refused": 0, "evicted": 0, "torn": 0}
+                       "admitted": 0, "refused": 0, "evicted": 0, "torn": 0,
+                       "writes_dropped": 0}
         self._lock = threading.Lock()
-        self._writes: queue.Queue[tuple[bytes, bytes] | None] = queue.Queue()
+        self._writes: queue.Queue[bytes | None] = queue.Queue()
+        self._pending: dict[bytes, _Pending] = {}  # digest -> queued disk write
         self._backlog = 0
         self._writer: threading.Thread | None = None
+        self._disk: DiskTier | None = None
         if root is not None and self.disk_cap > 0:
-            self._load_disk(root)
+            self._disk = DiskTier(root, self.disk_cap, disk_probation_share)
+            self._forget(self._disk.load())
             self._writer = threading.Thread(target=self._write_loop, name="blob-writer",
                                             daemon=True)
             self._writer.start()
@@ -89,7 +105,7 @@ class BlobStore:
     # ------------------------------------------------------------ lookups
 
     def get(self, digest: bytes, length: int) -> bytes | None:
-        """The blob, or None. A hit in probation is a second sighting: it is promoted."""
+        """The blob, or None. A hit in a probation segment is a second sighting: it is promoted."""
         with self._lock:
             data = self._protected.get(digest)
             if data is not None and len(data) == length:
@@ -97,24 +113,26 @@ class BlobStore:
                 self.counts["hits_ram"] += 1
                 return data
             data = self._probation.get(digest)
+            if data is None and digest in self._pending:
+                data = self._pending[digest].data  # on its way to disk
             if data is not None and len(data) == length:
                 self._promote_locked(digest, data)
                 self.counts["hits_ram"] += 1
                 return data
-            on_disk = self._disk.get(digest) == length
-        data = self._read_disk(digest, length) if on_disk else None
+        data = self._read_disk(digest, length)
         with self._lock:
             if data is None:
                 self.counts["misses"] += 1
                 return None
             self.counts["hits_disk"] += 1
-            self._disk.move_to_end(digest)
-            self._insert_locked(self._protected, "protected", digest, data)
+            self._promote_locked(digest, data)
         return data
 
     def has(self, digest: bytes) -> bool:
         with self._lock:
-            return digest in self._protected or digest in self._probation or digest in self._disk
+            return (digest in self._protected or digest in self._probation
+                    or digest in self._pending
+                    or (self._disk is not None and self._disk.segment_of(digest) is not None))
 
     # ------------------------------------------------------------ admission
 
@@ -129,19 +147,32 @@ class BlobStore:
                 self._protected.move_to_end(digest)
                 return
             held = self._probation.get(digest)
+            pending = self._pending.get(digest)
+            disk = self._disk.segment_of(digest) if self._disk is not None else None
             # A ghost is a second sighting whose first copy probation already dropped
-            # (weights larger than probation): promote it too.
+            # (weights larger than both probation segments): promote it too.
             ghost = digest in self._ghosts
             if ghost:
                 del self._ghosts[digest]
-            if held is not None or image or ghost:
+            if (held is not None or pending is not None or disk is not None or image
+                    or ghost):
                 self._promote_locked(digest, held if held is not None else bytes(data))
                 return
-            if digest in self._disk:
-                self._disk.move_to_end(digest)
+            # A first sighting: RAM probation, and a write into disk probation
+            # (one copy of the bytes serves both).
+            if self._forget_first:
                 return
-            if len(data) <= self.probation_cap:
-                self._insert_locked(self._probation, "probation", digest, bytes(data))
+            in_ram = len(data) <= self._room_locked("probation")
+            to_disk = self._writer is not None and self._disk is not None and self._disk.fits(
+                PROBATION, len(data))
+            if not in_ram and not to_disk:
+                return
+            kept = bytes(data)
+            if in_ram:
+                self._insert_locked(self._probation, "probation", digest, kept)
+            # A writer behind (a link faster than the disk) loses nothing yet when
+            # RAM keeps the bytes: they are queued again when probation drops them.
+            self._queue_write_locked(digest, kept, PROBATION, count_drop=not in_ram)
 
     def put_verified(self, digest: bytes, data: bytes) -> None:
         """Bytes a client sent for a reference that missed: checked before they enter.
@@ -159,18 +190,44 @@ class BlobStore:
     # ------------------------------------------------------------ under the lock
 
     def _promote_locked(self, digest: bytes, data: bytes) -> None:
+        """A second sighting: into both protected segments."""
         if self._probation.pop(digest, None) is not None:
             self._bytes["probation"] -= len(data)
         self._insert_locked(self._protected, "protected", digest, data)
-        if (self._writer is not None and digest not in self._disk
-                and len(data) <= self.disk_cap and self._backlog + len(data) <= WRITE_BACKLOG):
-            self._backlog += len(data)
-            self._writes.put_nowait((digest, data))
+        pending = self._pending.get(digest)
+        if pending is not None:
+            pending.segment = PROTECTED  # the writer names the file when it is written
+        elif self._disk is not None and self._disk.segment_of(digest) == PROBATION:
+            self._forget(self._disk.promote_locked(digest))
+        elif self._disk is not None and self._disk.segment_of(digest) == PROTECTED:
+            self._disk.touch_locked(digest)
+        else:
+            self._queue_write_locked(digest, data, PROTECTED)
+
+    def _queue_write_locked(self, digest: bytes, data: bytes, segment: str,
+                            count_drop: bool = True) -> bool:
+        """Queues a disk write; False when there is no room for it (on disk or in the backlog)."""
+        if self._writer is None or self._disk is None or not self._disk.fits(segment, len(data)):
+            return False
+        if self._backlog + len(data) > self.write_backlog:
+            if count_drop:
+                self.counts["writes_dropped"] += 1
+            return False
+        self._backlog += len(data)
+        self._pending[digest] = _Pending(data, segment)
+        self._writes.put_nowait(digest)
+        return True
+
+    def _on_disk_locked(self, digest: bytes, data: bytes) -> bool:
+        """Whether a blob RAM probation drops is, or will be, in disk probation."""
+        if digest in self._pending or (
+                self._disk is not None and self._disk.segment_of(digest) is not None):
+            return True
+        return self._queue_write_locked(digest, data, PROBATION)
 
     def _insert_locked(self, tier: OrderedDict[bytes, bytes], name: str, digest: bytes,
                        data: bytes) -> None:
-        cap = self.probation_cap if name == "probation" else self.ram_cap - self.probation_cap
-        if len(data) > cap:
+        if len(data) > self._room_locked(name):
             return
         if digest in tier:
             tier.move_to_end(digest)
@@ -178,113 +235,104 @@ class BlobStore:
         tier[digest] = data
         self._bytes[name] += len(data)
         self.counts["admitted"] += 1
-        while self._bytes[name] > cap:
-            old, gone = tier.popitem(last=False)
-            self._bytes[name] -= len(gone)
-            self.counts["evicted"] += 1
-            if name == "probation":
-                self._ghosts[old] = None
-                if len(self._ghosts) > GHOSTS_MAX:
-                    self._ghosts.popitem(last=False)
+        self._trim_locked()
+
+    def _room_locked(self, name: str) -> int:
+        """What a segment may hold now. Protected keeps to its share; probation
+        has its own share and borrows what protected does not use (a server that
+        just started keeps a whole first run in RAM), and yields it back first."""
+        protected_cap = self.ram_cap - self.probation_cap
+        if name == "protected":
+            return protected_cap
+        return self.ram_cap - min(self._bytes["protected"], protected_cap)
+
+    def _trim_locked(self) -> None:
+        # Probation is trimmed last and only ever from itself: a first sighting
+        # never pushes out a protected blob.
+        for name, tier in (("protected", self._protected), ("probation", self._probation)):
+            while self._bytes[name] > self._room_locked(name) and tier:
+                old, gone = tier.popitem(last=False)
+                self._bytes[name] -= len(gone)
+                self.counts["evicted"] += 1
+                if name == "probation" and not self._on_disk_locked(old, gone):
+                    self._ghost_locked(old)
+
+    def _ghost_locked(self, digest: bytes) -> None:
+        self._ghosts[digest] = None
+        self._ghosts.move_to_end(digest)
+        if len(self._ghosts) > GHOSTS_MAX:
+            self._ghosts.popitem(last=False)
+
+    def _forget(self, evicted: list[bytes]) -> None:
+        """Digests the disk tier evicted (lock held, or before the store is shared)."""
+        self.counts["evicted"] += len(evicted)
+        for digest in evicted:
+            if digest not in self._probation and digest not in self._protected:
+                self._ghost_locked(digest)
 
     # ------------------------------------------------------------ disk tier
 
-    def _path(self, digest: bytes) -> Path:
-        assert self.root is not None
-        h = digest.hex()
-        return self.root / h[:2] / h
-
-    def _load_disk(self, root: Path) -> None:
-        root.mkdir(parents=True, exist_ok=True)
-        found = []
-        for sub in root.iterdir():
-            if sub.name == "tmp":
-                for stale in sub.iterdir():  # a write a crash interrupted
-                    stale.unlink(missing_ok=True)
-                continue
-            if not sub.is_dir():
-                continue
-            for f in sub.iterdir():
-                try:
-                    digest = bytes.fromhex(f.name)
-                except ValueError:
-                    continue
-                if len(digest) == 32 and f.name[:2] == sub.name:
-                    st = f.stat()
-                    found.append((st.st_mtime, digest, st.st_size))
-        for _mtime, digest, size in sorted(found):
-            self._disk[digest] = size
-            self._bytes["disk"] += size
-        self._evict_disk()
-
     def _read_disk(self, digest: bytes, length: int) -> bytes | None:
-        path = self._path(digest)
-        try:
-            data = path.read_bytes()
-        except OSError:
-            data = b""
-        if len(data) == length and sha256(data) == digest:
-            with contextlib.suppress(OSError):
-                os.utime(path)
-            return data
-        log.warning("blob %s on disk is torn or changed; deleting it", digest.hex()[:16])
-        path.unlink(missing_ok=True)
-        with self._lock:
-            self.counts["torn"] += 1
-            size = self._disk.pop(digest, None)
-            if size is not None:
-                self._bytes["disk"] -= size
+        """The verified file, or None; a torn or changed file is deleted and counted."""
+        disk = self._disk
+        if disk is None:
+            return None
+        for _ in range(3):  # a promotion may rename the file while it is read
+            with self._lock:
+                segment = disk.segment_of(digest)
+                if segment is None or disk.size(digest) != length:
+                    return None
+            data = disk.read(digest, segment, length)
+            if data is not None:
+                return data
+            with self._lock:
+                if disk.segment_of(digest) != segment:
+                    continue  # moved or evicted meanwhile: look again
+                disk.drop_locked(digest)
+                self.counts["torn"] += 1
+            log.warning("blob %s on disk is torn or changed; deleted it", digest.hex()[:16])
+            return None
         return None
 
     def _write_loop(self) -> None:
-        assert self.root is not None
+        disk = self._disk
+        assert disk is not None
         # The disk copy is a spare: it must never take a core from the sessions
-        # whose blobs it keeps (a program's second run promotes its weights and
-        # would otherwise pay for their write, fsync included, on a small machine).
+        # whose blobs it keeps (a cold run writes every first sighting, fsync
+        # included, and must not pay for it on a small machine).
         with contextlib.suppress(OSError, AttributeError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        tmpdir = self.root / "tmp"
-        tmpdir.mkdir(parents=True, exist_ok=True)
         while True:
-            item = self._writes.get()
-            if item is None:
+            digest = self._writes.get()
+            if digest is None:
                 return
-            digest, data = item
+            with self._lock:
+                pending = self._pending.get(digest)
             try:
-                self._write_one(tmpdir, digest, data)
+                if pending is not None:
+                    self._write_one(disk, digest, pending)
             except OSError as exc:
                 log.warning("cannot write blob %s to disk: %s", digest.hex()[:16], exc)
             finally:
                 with self._lock:
-                    self._backlog -= len(data)
+                    self._done_locked(digest, pending)
                 self._writes.task_done()
 
-    def _write_one(self, tmpdir: Path, digest: bytes, data: bytes) -> None:
-        final = self._path(digest)
-        final.parent.mkdir(exist_ok=True)
-        tmp = tmpdir / f"{digest.hex()}.{threading.get_ident()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, final)
-        with self._lock:
-            if digest not in self._disk:
-                self._disk[digest] = len(data)
-                self._bytes["disk"] += len(data)
-            self._evict_disk()
+    def _done_locked(self, digest: bytes, pending: _Pending | None) -> None:
+        if pending is not None and self._pending.get(digest) is pending:
+            del self._pending[digest]
+            self._backlog -= len(pending.data)
 
-    def _evict_disk(self) -> None:
-        while self._bytes["disk"] > self.disk_cap and self._disk:
-            digest, size = self._disk.popitem(last=False)
-            self._bytes["disk"] -= size
-            self.counts["evicted"] += 1
-            with contextlib.suppress(OSError):
-                self._path(digest).unlink()
+    def _write_one(self, disk: DiskTier, digest: bytes, pending: _Pending) -> None:
+        tmp = disk.write_temp(digest, pending.data)
+        with self._lock:
+            if self._pending.get(digest) is not pending:  # cleared meanwhile
+                tmp.unlink(missing_ok=True)
+                return
+            # The segment is read here, under the lock: a second sighting while
+            # the file was written sends it straight to the protected segment.
+            self._forget(disk.install_locked(tmp, digest, len(pending.data), pending.segment))
+            self._done_locked(digest, pending)
 
     def flush(self) -> None:
         """Wait until every queued disk write is on disk."""
@@ -294,10 +342,13 @@ class BlobStore:
     # ------------------------------------------------------------ reporting
 
     def summary(self, limit: int = SUMMARY_MAX) -> bytes:
-        """8-byte digest prefixes of what this store holds, most recently used first."""
+        """8-byte digest prefixes of what this store can serve, most recently used first."""
         with self._lock:
             digests = [*reversed(self._protected), *reversed(self._probation),
-                       *reversed(self._disk)]
+                       *self._pending]
+            if self._disk is not None:
+                digests += [*reversed(self._disk.index[PROTECTED]),
+                            *reversed(self._disk.index[PROBATION])]
         out: dict[bytes, None] = {}
         for d in digests:
             out.setdefault(d[:PREFIX])
@@ -309,13 +360,23 @@ class BlobStore:
         with self._lock:
             lookups = self.counts["hits_ram"] + self.counts["hits_disk"] + self.counts["misses"]
             hits = self.counts["hits_ram"] + self.counts["hits_disk"]
+            disk = self._disk
+            entries = {"probation": len(self._probation), "protected": len(self._protected)}
+            sizes = dict(self._bytes)
+            for segment in (PROTECTED, PROBATION):
+                entries[segment] = len(disk.index[segment]) if disk else 0
+                sizes[segment] = disk.bytes[segment] if disk else 0
             return {
+                # A probation segment's room: its share of the cap and what
+                # protected does not use.
                 "ram_cap": self.ram_cap, "probation_cap": self.probation_cap,
-                "disk_cap": self.disk_cap, "root": str(self.root) if self.root else None,
-                "entries": {"probation": len(self._probation), "protected": len(self._protected),
-                            "disk": len(self._disk)},
-                "bytes": dict(self._bytes), **self.counts,
-                "hit_rate": hits / lookups if lookups else None,
+                "probation_room": self._room_locked("probation"),
+                "disk_cap": self.disk_cap,
+                "disk_protected_cap": disk.protected_cap if disk else 0,
+                "disk_probation_room": disk.room(PROBATION) if disk else 0,
+                "root": str(self.root) if self.root else None,
+                "entries": entries, "bytes": sizes, "write_backlog": self._backlog,
+                **self.counts, "hit_rate": hits / lookups if lookups else None,
             }
 
     def entries(self) -> list[dict[str, Any]]:
@@ -324,26 +385,30 @@ class BlobStore:
             for name, tier in (("probation", self._probation), ("protected", self._protected)):
                 for d, data in tier.items():
                     rows[d] = {"digest": d.hex(), "size": len(data), "tiers": [name]}
-            for d, size in self._disk.items():
-                rows.setdefault(d, {"digest": d.hex(), "size": size, "tiers": []})["tiers"].append(
-                    "disk")
+            for segment in (PROTECTED, PROBATION) if self._disk else ():
+                assert self._disk is not None
+                for d, size in self._disk.index[segment].items():
+                    rows.setdefault(d, {"digest": d.hex(), "size": size, "tiers": []})[
+                        "tiers"].append(segment)
         return list(rows.values())
 
     def clear(self) -> int:
         """Drop every blob from both tiers; the number of blobs dropped."""
         self.flush()
         with self._lock:
-            n = len(set(self._probation) | set(self._protected) | set(self._disk))
-            disk = list(self._disk)
+            held = set(self._probation) | set(self._protected)
+            paths = []
+            if self._disk is not None:
+                held |= {d for s in (PROTECTED, PROBATION) for d in self._disk.index[s]}
+                paths = self._disk.clear_locked()
             self._probation.clear()
             self._protected.clear()
-            self._disk.clear()
             self._ghosts.clear()
-            self._bytes = {"probation": 0, "protected": 0, "disk": 0}
-        for d in disk:
+            self._bytes = {"probation": 0, "protected": 0}
+        for path in paths:
             with contextlib.suppress(OSError):
-                self._path(d).unlink()
-        return n
+                path.unlink()
+        return len(held)
 
     def close(self) -> None:
         """Finish the disk writes (the agent is stopping)."""

@@ -29,6 +29,7 @@ import trio
 
 from gleam.peer.cache.blobs import CachePolicy
 from gleam.peer.cache.client import ServerKnowledge, SessionBlobs
+from gleam.peer.cache.env import hold_cap
 from gleam.peer.cache.store import BlobStore
 from gleam.peer.cuda import dataconn, envelope
 from gleam.peer.cuda.backend import OpenedBackend, kernel_registry, open_backend
@@ -320,7 +321,7 @@ class CudaForwarding:
         knowledge.reset(opened.cache_summary)
         policy = CachePolicy(h2d_min=max(self.policy.h2d_min, opened.cache_min),
                              image_min=max(self.policy.image_min, opened.cache_image_min))
-        return SessionBlobs(session, knowledge, policy)
+        return SessionBlobs(session, knowledge, policy, pending_cap=hold_cap())
 
     def on_peer_lost(self, link: PeerLink, reason: str) -> None:
         from gleam.peer.cuda.relocate import failover
