@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 
 #include "dpcrypto.h"
+#include "dplocal.h"
 
 #define SEAL_PIECE GL_GCM_PIECE
 /* Bytes asked of one recv(2) inside a frame's body, opened as soon as they are
@@ -61,6 +62,9 @@ struct gl_stream {
     uint8_t *rbuf; /* [rstart, rend) holds unread bytes */
     size_t rcap, rstart, rend;
     uint64_t frames_received, bytes_received;
+
+    gl_llink *link; /* a local pair's (no fd, no cipher), else NULL */
+    int side;
 };
 
 /* Records the stream's first error and returns the one that stands. */
@@ -122,6 +126,47 @@ static gl_evp_ctx *cipher_ctx(const gl_crypto_api *c, int encrypt, const uint8_t
     return x;
 }
 
+static gl_stream *local_end(gl_llink *link, int side, uint32_t max_frame)
+{
+    gl_stream *s = calloc(1, sizeof *s);
+
+    if (s == NULL)
+        return NULL;
+    if (pthread_mutex_init(&s->send_lock, NULL) != 0) {
+        free(s);
+        return NULL;
+    }
+    s->fd = -1, s->max_frame = max_frame, s->link = link, s->side = side;
+    return s;
+}
+
+int gl_stream_pair(uint32_t max_frame, uint64_t max_queued, gl_stream **a, gl_stream **b)
+{
+    gl_llink *link;
+
+    *a = *b = NULL;
+    if (max_frame == 0 || max_frame > MAX_FRAME_LIMIT)
+        return GL_STREAM_E_TOO_BIG;
+    if ((link = gl_llink_new(max_queued, max_frame)) == NULL)
+        return GL_STREAM_E_NOMEM;
+    *a = local_end(link, 0, max_frame);
+    *b = local_end(link, 1, max_frame);
+    if (*a == NULL || *b == NULL) {
+        /* An end that exists lets go of the link through its free; one that
+         * does not, directly. */
+        for (int side = 0; side < 2; side++) {
+            gl_stream *end = side == 0 ? *a : *b;
+            if (end != NULL)
+                gl_stream_free(end);
+            else
+                gl_llink_release(link, side);
+        }
+        *a = *b = NULL;
+        return GL_STREAM_E_NOMEM;
+    }
+    return 0;
+}
+
 gl_stream *gl_stream_new(int fd, const uint8_t *send_key, uint32_t send_dir,
                          const uint8_t *recv_key, uint32_t recv_dir, uint32_t max_frame,
                          char *err, size_t err_cap)
@@ -171,6 +216,8 @@ void gl_stream_free(gl_stream *s)
 {
     if (s == NULL)
         return;
+    if (s->link != NULL)
+        gl_llink_release(s->link, s->side);
     if (s->enc != NULL)
         s->c->ctx_free(s->enc); /* frees (and cleanses) the key schedule */
     if (s->dec != NULL)
@@ -250,7 +297,12 @@ int gl_stream_sendv(gl_stream *s, const uint8_t *const *parts, const size_t *len
         return fail(s, GL_STREAM_E_TOO_BIG);
     pthread_mutex_lock(&s->send_lock);
     rc = dead(s);
-    if (rc == 0 && (rc = seal_and_write(s, parts, lens, nparts, (uint32_t)total)) == 0) {
+    if (rc == 0 && s->link != NULL && (rc = gl_llink_send(s->link, s->side, parts, lens, nparts,
+                                                         total)) != 0)
+        rc = fail(s, rc);
+    else if (rc == 0 && s->link == NULL)
+        rc = seal_and_write(s, parts, lens, nparts, (uint32_t)total);
+    if (rc == 0) {
         bump(&s->frames_sent, 1);
         bump(&s->bytes_sent, total);
     }
@@ -322,6 +374,14 @@ int64_t gl_stream_recv(gl_stream *s, uint8_t **out)
 
     if ((rc = dead(s)) != 0)
         return rc;
+    if (s->link != NULL) {
+        int64_t got = gl_llink_recv(s->link, s->side, out);
+        if (got > 0) {
+            bump(&s->frames_received, 1);
+            bump(&s->bytes_received, (uint64_t)got);
+        }
+        return got;
+    }
     if (s->rstart == s->rend)
         s->rstart = s->rend = 0;
     if ((rc = make_room(s, GL_STREAM_HEADER_SIZE + READ_AHEAD)) != 0)
@@ -384,7 +444,10 @@ void gl_stream_shutdown(gl_stream *s)
 {
     __atomic_store_n(&s->shut, 1, __ATOMIC_RELEASE);
     fail(s, GL_STREAM_E_CLOSED);
-    shutdown(s->fd, SHUT_RDWR);
+    if (s->link != NULL)
+        gl_llink_close(s->link);
+    else
+        shutdown(s->fd, SHUT_RDWR);
 }
 
 void gl_stream_counters_get(gl_stream *s, gl_stream_counters *out)

@@ -52,6 +52,13 @@ gl_stream *gl_stream_new(int fd, const uint8_t *send_key, uint32_t send_dir,
                          const uint8_t *recv_key, uint32_t recv_dir, uint32_t max_frame,
                          char *err, size_t err_cap);
 
+/* The two ends of a stream inside this process (dplocal.h): a session an agent
+ * serves for its own program, with the same lanes as a peer's. Frames are
+ * copied once into a bounded queue and never sealed (they never leave the
+ * process); max_queued bounds what one direction holds. 0, or
+ * GL_STREAM_E_NOMEM / GL_STREAM_E_TOO_BIG (a bad max_frame). */
+int gl_stream_pair(uint32_t max_frame, uint64_t max_queued, gl_stream **a, gl_stream **b);
+
 /* Seals and writes one frame: the concatenation of parts[0 .. nparts). Returns 0
  * or a GL_STREAM_E_* code. Thread-safe. */
 int gl_stream_sendv(gl_stream *s, const uint8_t *const *parts, const size_t *lens, int nparts);

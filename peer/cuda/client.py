@@ -10,7 +10,7 @@ FAIL. With the blob cache on, the uplink also does the session's cache work
 the downlink confirms references on each reply. Python sees an envelope only
 when it needs Python (a checkpoint, a move, a reply a checkpoint or replay must
 see: the slow lane below), and never per call. A session this agent serves
-itself has a data connection too (an in-process socket pair); one over a link
+itself has a data connection too (an in-process pair of queues); one over a link
 without a data connection takes the slow lane for every envelope (and calls
 the same native cache work once per envelope).
 

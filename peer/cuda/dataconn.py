@@ -46,6 +46,9 @@ _CLIENT_HELLO = b"GLDC"
 _SERVER_HELLO = b"GLDS"
 # A frame carries one envelope: a copy chunk in a batch, with room for headers.
 MAX_FRAME = envelope.HEADER_SIZE + envelope.MAX_BODY
+# What one direction of a local pair holds before its sender waits (as a
+# socket's buffers would make it): a few copy chunks, so copies overlap.
+LOCAL_QUEUED = 16 * MAX_FRAME
 
 
 class DataConnectionError(OSError):
@@ -73,16 +76,25 @@ class DataConnection:
 
     def __init__(self, sock: socket.socket, send_key: bytes, send_dir: int,
                  recv_key: bytes, recv_dir: int) -> None:
-        if sock.family != socket.AF_UNIX:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(None)  # blocking: the C threads own the waits
         try:
-            self.sealed = SealedStream(sock.fileno(), send_key, send_dir, recv_key, recv_dir,
-                                       MAX_FRAME)
+            sealed = SealedStream(sock.fileno(), send_key, send_dir, recv_key, recv_dir,
+                                  MAX_FRAME)
         except ValueError as exc:
             raise DataConnectionError(str(exc)) from None
-        self.sock = sock
+        self._adopt(sealed, sock)
+
+    def _adopt(self, sealed: SealedStream, sock: socket.socket | None) -> None:
+        self.sealed = sealed
+        self.sock = sock  # None: a local pair's end (no socket under it)
         self._closed = False
+
+    @classmethod
+    def _local(cls, sealed: SealedStream) -> DataConnection:
+        end = cls.__new__(cls)
+        end._adopt(sealed, None)
+        return end
 
     @property
     def stream(self) -> Any:
@@ -112,8 +124,9 @@ class DataConnection:
             return
         self._closed = True
         self.sealed.close()
-        with contextlib.suppress(OSError):
-            self.sock.close()
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.close()
 
 
 def _hello(session: int, tag: bytes) -> bytes:
@@ -123,6 +136,7 @@ def _hello(session: int, tag: bytes) -> bytes:
 def _handshake(conn: DataConnection, session: int, ours: bytes, theirs: bytes,
                first: bool) -> None:
     """Each side's first frame names the session under the keys: proof of both."""
+    assert conn.sock is not None  # (a TCP connection's, never a local pair's)
     _timeout(conn.sock, HELLO_TIMEOUT)
     if first:
         conn.send(_hello(session, ours))
@@ -200,24 +214,14 @@ def connect(link: PeerLink, session: int, port: int, salt: bytes) -> DataConnect
 def local_pair() -> tuple[DataConnection, DataConnection]:
     """(client end, server end) of a data connection inside this agent, for a
     session it serves for its own interposer: the same native lanes as a peer's
-    session, on a socket pair nobody else can reach. The keys are random and
-    never leave the process (the sealing costs little beside the software
-    device, and keeps one code path)."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    to_server, to_client = os.urandom(32), os.urandom(32)
-    ends: list[DataConnection] = []
+    session, over two bounded in-process queues (``gl_stream_pair``): a frame is
+    copied once, nothing is sealed (nothing leaves the process), and nobody
+    outside the process can reach it."""
     try:
-        ends.append(DataConnection(ours, to_server, lib.GL_DIR_TO_SERVER, to_client,
-                                   lib.GL_DIR_TO_CLIENT))
-        ends.append(DataConnection(theirs, to_client, lib.GL_DIR_TO_CLIENT, to_server,
-                                   lib.GL_DIR_TO_SERVER))
-    except OSError:
-        for end in ends:
-            end.close()
-        ours.close()  # (a second close of a closed socket does nothing)
-        theirs.close()
-        raise
-    return ends[0], ends[1]
+        client, server = SealedStream.local_pair(MAX_FRAME, LOCAL_QUEUED)
+    except ValueError as exc:
+        raise DataConnectionError(str(exc)) from None
+    return DataConnection._local(client), DataConnection._local(server)
 
 
 def enabled() -> bool:

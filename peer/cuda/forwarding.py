@@ -383,7 +383,7 @@ class CudaForwarding:
             batch_error=native.BatchError, on_end=self._served_ended,
             store=self.store if cached else None, policy=self.policy,
             # Served from its data connection (dataconn.py): a peer's over TCP,
-            # this agent's own program's over an in-process socket pair.
+            # this agent's own program's over an in-process pair of queues.
             awaits_data=(cached or own) and dataconn.enabled(),
         )
         self.server.add(served)

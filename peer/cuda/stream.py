@@ -94,6 +94,24 @@ class SealedStream:
         self._out = ffi.new("uint8_t **")
         self.max_frame = max_frame
 
+    @classmethod
+    def local_pair(cls, max_frame: int, max_queued: int) -> tuple[SealedStream, SealedStream]:
+        """The two ends of a stream inside this process (``gl_stream_pair``): the
+        same calls, over two bounded queues, unsealed (nothing leaves the process)."""
+        a, b = ffi.new("gl_stream **"), ffi.new("gl_stream **")
+        rc = lib.gl_stream_pair(max_frame, max_queued, a, b)
+        if rc != 0:
+            raise ValueError(f"cannot make a local stream pair: {error_text(rc)}")
+        return cls._wrap(a[0], max_frame), cls._wrap(b[0], max_frame)
+
+    @classmethod
+    def _wrap(cls, native: Any, max_frame: int) -> SealedStream:
+        end = cls.__new__(cls)
+        end._s = native
+        end._out = ffi.new("uint8_t **")
+        end.max_frame = max_frame
+        return end
+
     @property
     def native(self) -> Any:
         """The ``gl_stream *`` (for the session's native lanes; NULL once closed)."""
