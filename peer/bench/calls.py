@@ -49,6 +49,8 @@ TARGET_CALL_RATE = 5_000_000
 WAITING_TARGET = 1.5  # at most this many times the raw ping-pongs
 LAB_RATE_MBIT = 10_000
 LAB_TARGET = 0.9  # at least this share of raw TCP over the same link
+# How long the agent may take to record a finished copy's session.
+SESSION_END_WAIT = 10.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -169,10 +171,24 @@ def _raw_tcp_mb_s(client: Any, server: Any, total: int, chunk: int) -> float:
     return total / float(raw.stdout.strip()) / 1e6
 
 
-def _last_session_bytes_sent(control_socket: Path) -> int:
+def _finished_sessions(control_socket: Path) -> list[dict[str, Any]]:
     from gleam.peer import control
 
-    finished = control.request(control_socket, "cuda_sessions")["finished"]
+    return list(control.request(control_socket, "cuda_sessions")["finished"])
+
+
+def _new_session_bytes_sent(control_socket: Path, seen: int, wait: float = SESSION_END_WAIT) -> int:
+    """Bytes sent by the session that finished after the first ``seen``: the agent
+    records a session's end a moment after its program exits, so a read right
+    away can still find only the one before (a round counted its warm-up's bytes)."""
+    deadline = time.monotonic() + wait
+    while True:
+        finished = _finished_sessions(control_socket)
+        if len(finished) > seen or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    if len(finished) <= seen:
+        raise RuntimeError(f"the copy's session did not finish within {wait:.0f} s")
     return int(max(finished, key=lambda r: r["ended"])["bytes_to_server"])
 
 
@@ -201,9 +217,10 @@ def _lab_figure(args: argparse.Namespace, binary: Path, root: Path) -> tuple[Row
                      netns=a.netns)
 
         def gleam_h2d() -> float:
+            seen = len(_finished_sessions(client.control_socket))
             done = _run_example(binary, client.path,
                                 ["h2d", str(total), str(chunk), str(next(seeds))], netns=a.netns)
-            sent.append(_last_session_bytes_sent(client.control_socket))
+            sent.append(_new_session_bytes_sent(client.control_socket, seen))
             return float(done["bytes"] / done["seconds"] / 1e6)
 
         rounds = interleave(args.rounds, [
