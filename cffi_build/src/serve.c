@@ -36,8 +36,24 @@ void gl_serve_free(gl_serve *v)
     }
 }
 
+static int send_reply(gl_serve *v, size_t n)
+{
+    int sent = gl_stream_send(v->s, v->reply, n);
+    if (sent != 0) {
+        v->error = sent;
+        return GL_SERVE_E_STREAM;
+    }
+    return 0;
+}
+
 int gl_serve_next(gl_serve *v, uint8_t **out, uint64_t *len)
 {
+    if (v->reply_owed) { /* Python has stored the batch it was held back for */
+        size_t n = v->reply_owed;
+        v->reply_owed = 0;
+        if (send_reply(v, n) != 0)
+            return GL_SERVE_E_STREAM;
+    }
     for (;;) {
         uint8_t *env;
         int64_t n = gl_stream_recv(v->s, &env);
@@ -68,7 +84,7 @@ int gl_serve_next(gl_serve *v, uint8_t **out, uint64_t *len)
         v->batches++;
         v->records += blen >= 24 ? gl_get_u32(batch + 16) : 0;
         v->bytes_in += (uint64_t)n;
-        /* It ran; its cacheable payloads go to the store (Python) once replied. */
+        /* It ran; its cacheable payloads go to the store (Python), its reply after them. */
         int store = v->cache_min && gl_exec_last_max_inline(v->x) >= v->cache_min;
         if (rc != 1) {
             if (store) {
@@ -81,15 +97,13 @@ int gl_serve_next(gl_serve *v, uint8_t **out, uint64_t *len)
         gl_env_header(v->reply, GL_ENV_REPLY, v->session, (uint32_t)reply_len);
         v->replies++;
         v->bytes_out += GL_ENV_HEADER_SIZE + reply_len;
-        int sent = gl_stream_send(v->s, v->reply, GL_ENV_HEADER_SIZE + reply_len);
-        if (sent != 0) {
-            v->error = sent;
-            return GL_SERVE_E_STREAM;
-        }
-        if (store) {
+        if (store) { /* the reply goes at the next call, after the store took the payloads */
+            v->reply_owed = GL_ENV_HEADER_SIZE + reply_len;
             *out = env;
             *len = (uint64_t)n;
             return GL_SERVE_STORE;
         }
+        if (send_reply(v, GL_ENV_HEADER_SIZE + reply_len) != 0)
+            return GL_SERVE_E_STREAM;
     }
 }

@@ -6,7 +6,9 @@
  * gl_serve_next loops in C and returns to Python only for a batch Python must
  * see (a blob reference to resolve before it runs, or cacheable payloads to
  * store after it ran: the blob store lives in Python), at the end, or on an
- * error. The executor is not thread-safe: only
+ * error. A batch to store that has a reply returns before its reply is sent:
+ * the next call sends it, once the store holds the payloads, so a program that
+ * starts again on its reply finds them in the next session's summary. The executor is not thread-safe: only
  * the thread that calls gl_serve_next runs it. The counters are read by any
  * thread (plain 64-bit words, written by that one thread).
  */
@@ -40,6 +42,7 @@ typedef struct gl_serve {
     gl_stream *s;
     uint8_t *reply;     /* envelope header + reply body */
     size_t reply_cap;
+    size_t reply_owed;  /* a reply held back while Python stores its batch (bytes) */
 } gl_serve;
 
 gl_serve *gl_serve_new(gl_exec *x, gl_stream *s, uint64_t session, uint32_t cache_min,
