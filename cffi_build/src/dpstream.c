@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 
 #include "dpcrypto.h"
+#include "gl_bytes.h"
 #include "dplocal.h"
 
 #define SEAL_PIECE GL_GCM_PIECE
@@ -89,17 +90,10 @@ static int dead(gl_stream *s)
     return __atomic_load_n(&s->err, __ATOMIC_ACQUIRE);
 }
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static void nonce(uint8_t out[NONCE_SIZE], uint32_t dir, uint64_t seq)
 {
-    put_le32(out, dir);
-    for (int i = 0; i < 8; i++)
-        out[4 + i] = (uint8_t)(seq >> (8 * i));
+    gl_put_u32(out, dir);
+    gl_put_u64(out + 4, seq);
 }
 
 static void bump(uint64_t *counter, uint64_t by)
@@ -253,7 +247,7 @@ static int seal_and_write(gl_stream *s, const uint8_t *const *parts, const size_
     size_t pos = GL_STREAM_HEADER_SIZE, left = total;
     int outl = 0, rc;
 
-    put_le32(buf, total);
+    gl_put_u32(buf, total);
     nonce(iv, s->send_dir, s->send_seq++);
     if (c->encrypt_init(s->enc, NULL, NULL, NULL, iv) != 1
         || c->encrypt_update(s->enc, NULL, &outl, buf, GL_STREAM_HEADER_SIZE) != 1)
@@ -393,7 +387,7 @@ int64_t gl_stream_recv(gl_stream *s, uint8_t **out)
             return s->rend == s->rstart ? 0 : fail(s, GL_STREAM_E_TRUNCATED);
     }
     f = s->rbuf + s->rstart;
-    n = (uint32_t)f[0] | (uint32_t)f[1] << 8 | (uint32_t)f[2] << 16 | (uint32_t)f[3] << 24;
+    n = gl_get_u32(f);
     if (n == 0 || n > s->max_frame)
         return fail(s, GL_STREAM_E_TOO_BIG);
     frame = OVERHEAD + (size_t)n;
