@@ -177,19 +177,22 @@ def _finished_sessions(control_socket: Path) -> list[dict[str, Any]]:
     return list(control.request(control_socket, "cuda_sessions")["finished"])
 
 
-def _new_session_bytes_sent(control_socket: Path, seen: int, wait: float = SESSION_END_WAIT) -> int:
-    """Bytes sent by the session that finished after the first ``seen``: the agent
-    records a session's end a moment after its program exits, so a read right
-    away can still find only the one before (a round counted its warm-up's bytes)."""
+def _session_bytes_sent(control_socket: Path, since: float, wait: float = SESSION_END_WAIT) -> int:
+    """Bytes sent by the one session that started at or after ``since`` (wall clock,
+    the agent's own). The agent records a session's end a moment after its program
+    exits, so the row is waited for; matching on the start, not on a count of rows,
+    keeps an earlier session recorded late from standing in for this one (a round
+    once counted its warm-up's bytes)."""
     deadline = time.monotonic() + wait
     while True:
-        finished = _finished_sessions(control_socket)
-        if len(finished) > seen or time.monotonic() >= deadline:
+        mine = [r for r in _finished_sessions(control_socket) if r["started"] >= since]
+        if mine or time.monotonic() >= deadline:
             break
         time.sleep(0.05)
-    if len(finished) <= seen:
-        raise RuntimeError(f"the copy's session did not finish within {wait:.0f} s")
-    return int(max(finished, key=lambda r: r["ended"])["bytes_to_server"])
+    if len(mine) != 1:
+        raise RuntimeError(f"expected the copy's one session to finish within {wait:.0f} s, "
+                           f"found {len(mine)}")
+    return int(mine[0]["bytes_to_server"])
 
 
 def _size(mib: int) -> str:
@@ -217,10 +220,10 @@ def _lab_figure(args: argparse.Namespace, binary: Path, root: Path) -> tuple[Row
                      netns=a.netns)
 
         def gleam_h2d() -> float:
-            seen = len(_finished_sessions(client.control_socket))
+            since = time.time()
             done = _run_example(binary, client.path,
                                 ["h2d", str(total), str(chunk), str(next(seeds))], netns=a.netns)
-            sent.append(_new_session_bytes_sent(client.control_socket, seen))
+            sent.append(_session_bytes_sent(client.control_socket, since))
             return float(done["bytes"] / done["seconds"] / 1e6)
 
         rounds = interleave(args.rounds, [
