@@ -219,11 +219,12 @@ def gleam_compress_codec(name: str, options: dict[str, Any]) -> Any | None:
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from gleam.peer.tuning import BatchTuner, Observation
+    from gleam.peer.tuning.observation import Observation
+    from gleam.peer.tuning.view import TunerView
 
 
 @hookspec(firstresult=True)
-def gleam_tune_batch(tuner: BatchTuner, observation: Observation) -> Sequence[int] | None:
+def gleam_tune_batch(tuner: TunerView, observation: Observation) -> Sequence[int] | None:
     """Choose every worker's next batch size for a data-parallel job.
 
     Called in the training process (not in the agent) by

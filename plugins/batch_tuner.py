@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from gleam.peer.agent import Agent
-    from gleam.peer.tuning import BatchTuner, Observation
+    from gleam.peer.tuning.observation import Observation
+    from gleam.peer.tuning.view import TunerView
 
 REPORT_OP = "batch_tuner.report"
 MAX_WORKERS = 256
@@ -209,5 +210,5 @@ def gleam_gossip_fields(agent: Agent) -> dict[str, Any]:
 
 
 @hookimpl(trylast=True)
-def gleam_tune_batch(tuner: BatchTuner, observation: Observation) -> list[int] | None:
+def gleam_tune_batch(tuner: TunerView, observation: Observation) -> list[int] | None:
     return tuner.builtin_decide(observation)

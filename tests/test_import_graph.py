@@ -130,3 +130,16 @@ def test_no_import_cycle_through_the_agent_or_its_components() -> None:
         for mate in unknown:
             cycle = [*(_path(graph, name, mate) or [name]), *(_path(graph, mate, name) or [])[1:]]
             raise AssertionError("import cycle: " + " -> ".join(cycle))
+
+
+def test_no_import_cycle_anywhere() -> None:
+    # The picture in docs/architecture.md runs one way everywhere, not only through
+    # the agent: session helpers take the forwarding component as a Protocol
+    # (cuda/route.py), batch-size hooks the tuner as one (tuning/view.py).
+    graph = import_graph()
+    for name in sorted(graph):
+        mates = cycle_mates(graph, name)
+        if mates:
+            mate = min(mates)
+            cycle = [*(_path(graph, name, mate) or [name]), *(_path(graph, mate, name) or [])[1:]]
+            raise AssertionError("import cycle: " + " -> ".join(cycle))

@@ -21,15 +21,14 @@ from gleam.peer.cuda.channel import LinkChannel
 from gleam.peer.cuda.choose import NoServer, choose
 from gleam.peer.cuda.client import ClientSession
 from gleam.peer.cuda.demand import ProgramDemand
-from gleam.peer.cuda.forwarding import Route
 from gleam.peer.cuda.hello import Hello, HelloDevice, pack_hello
 from gleam.peer.cuda.messages import MAX_PROGRAM, CudaClose, CudaOpened
 from gleam.peer.cuda.opening import OpenFailed, open_local, open_remote, to_executor
 from gleam.peer.cuda.program_key import peer_pid, program_key
+from gleam.peer.cuda.route import Route, SessionManager
 from gleam.peer.sched.leasing import leased
 
 if TYPE_CHECKING:
-    from gleam.peer.cuda.forwarding import CudaForwarding
     from gleam.peer.link import PeerLink
 
 log = logging.getLogger("gleam.cuda")
@@ -52,7 +51,7 @@ def _text(args: dict[str, Any], key: str, limit: int) -> str:
 
 
 class Attach(Handoff):
-    def __init__(self, fw: CudaForwarding, args: dict[str, Any]) -> None:
+    def __init__(self, fw: SessionManager, args: dict[str, Any]) -> None:
         self.fw = fw
         self.args = args
         self.reason = ""

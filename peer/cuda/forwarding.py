@@ -22,7 +22,6 @@ import secrets
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -46,6 +45,7 @@ from gleam.peer.cuda.messages import (
     DeviceRecord,
     short_reason,
 )
+from gleam.peer.cuda.route import PendingOpen, Route, ServeRefused
 from gleam.peer.cuda.server import ServedSession, SessionServer
 from gleam.peer.cuda.slowdown import exclusive_from_env, slowed_kernels
 
@@ -63,26 +63,6 @@ DATA_LOSS_GRACE = 2.0
 _DATA_LOSS_POLL = 0.02
 # How long a peer's cuda_open waits for the backend to open.
 BACKEND_WAIT = 30.0
-
-
-class ServeRefused(Exception):
-    """This agent cannot serve the session; the message says why (fit for cuda_refused)."""
-
-
-@dataclass
-class Route:
-    """Where a client session's envelopes go: a link, or this agent's own executor."""
-
-    client: ClientSession
-    link: PeerLink | None
-    served: ServedSession | None
-
-
-@dataclass
-class PendingOpen:
-    link: PeerLink
-    done: trio.Event
-    answer: CudaOpened | str | None = None
 
 
 class CudaForwarding:

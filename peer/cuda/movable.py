@@ -16,10 +16,10 @@ from gleam.peer.sched.measured import remaining_demand
 from gleam.peer.sched.reevaluate import RunningSession
 
 if TYPE_CHECKING:
-    from gleam.peer.cuda.forwarding import CudaForwarding
+    from gleam.peer.cuda.route import SessionManager
 
 
-def movable_sessions(fw: CudaForwarding) -> list[RunningSession]:
+def movable_sessions(fw: SessionManager) -> list[RunningSession]:
     """Client sessions served by a peer that could move now (Trio thread)."""
     now = time.time()
     out = []
@@ -44,7 +44,7 @@ def movable_sessions(fw: CudaForwarding) -> list[RunningSession]:
 class ForwardingMigrator:
     """``reevaluate.Migrator`` over ``gleam-peer migrate``'s mechanism."""
 
-    def __init__(self, fw: CudaForwarding) -> None:
+    def __init__(self, fw: SessionManager) -> None:
         self.fw = fw
 
     async def migrate(self, session: int, target: str) -> None:

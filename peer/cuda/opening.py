@@ -13,12 +13,11 @@ import trio
 
 from gleam.peer.cuda import dataconn, envelope
 from gleam.peer.cuda.channel import LoopbackChannel
-from gleam.peer.cuda.forwarding import PendingOpen, ServeRefused
 from gleam.peer.cuda.messages import CudaClose, CudaOpen, CudaOpened
+from gleam.peer.cuda.route import PendingOpen, ServeRefused, SessionManager
 
 if TYPE_CHECKING:
     from gleam.peer.cuda.dataconn import DataConnection
-    from gleam.peer.cuda.forwarding import CudaForwarding
     from gleam.peer.cuda.server import ServedSession
     from gleam.peer.link import PeerLink
 
@@ -29,7 +28,7 @@ class OpenFailed(Exception):
     """The server side did not open; the message says who refused and why."""
 
 
-async def open_remote(fw: CudaForwarding, link: PeerLink, session: int, program: str,
+async def open_remote(fw: SessionManager, link: PeerLink, session: int, program: str,
                       va: tuple[int, int] = (0, 0)) -> CudaOpened:
     """``cuda_open`` on ``link`` and its answer; raises OpenFailed."""
     wait = fw.pending[session] = PendingOpen(link, trio.Event())
@@ -52,7 +51,7 @@ async def open_remote(fw: CudaForwarding, link: PeerLink, session: int, program:
     return answer
 
 
-async def open_local(fw: CudaForwarding, session: int, program: str,
+async def open_local(fw: SessionManager, session: int, program: str,
                      va: tuple[int, int] = (0, 0)
                      ) -> tuple[ServedSession, LoopbackChannel, DataConnection | None]:
     """A session on this agent's own backend, started (its channel's client is not

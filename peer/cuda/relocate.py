@@ -20,15 +20,14 @@ import trio
 from gleam.peer.cuda import dataconn
 from gleam.peer.cuda.channel import Channel, LinkChannel
 from gleam.peer.cuda.choose import Choice, NoServer, choose
-from gleam.peer.cuda.forwarding import Route
 from gleam.peer.cuda.messages import CudaClose, short_reason
 from gleam.peer.cuda.opening import OpenFailed, open_local, open_remote, to_executor
+from gleam.peer.cuda.route import Route, SessionManager
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from gleam.peer.cuda.client import ClientSession
-    from gleam.peer.cuda.forwarding import CudaForwarding
     from gleam.peer.cuda.server import ServedSession
     from gleam.peer.link import PeerLink
 
@@ -59,15 +58,15 @@ class _Target:
     data: Any = None  # the new server's data connection (dataconn.DataConnection)
 
 
-def _node_of(fw: CudaForwarding, route: Route) -> str:
+def _node_of(fw: SessionManager, route: Route) -> str:
     return route.link.node_id if route.link is not None else fw.agent.node_id
 
 
-def _chosen_node(fw: CudaForwarding, choice: Choice) -> str:
+def _chosen_node(fw: SessionManager, choice: Choice) -> str:
     return choice.link.node_id if choice.link is not None else fw.agent.node_id
 
 
-async def _open(fw: CudaForwarding, client: ClientSession, choice: Choice) -> _Target:
+async def _open(fw: SessionManager, client: ClientSession, choice: Choice) -> _Target:
     """The session's server side on ``choice``, at the session's own range."""
     va = (client.va_base, client.va_size)
     if choice.link is None:
@@ -96,7 +95,7 @@ def _close(session: int, link: PeerLink | None, served: ServedSession | None,
         link.io.submit(CudaClose(session=session, reason=short_reason(reason)))
 
 
-async def _move(fw: CudaForwarding, client: ClientSession, choice: Choice, kind: str,
+async def _move(fw: SessionManager, client: ClientSession, choice: Choice, kind: str,
                 why: str, since: float) -> dict[str, Any]:
     """Rebuild the held session on ``choice`` and switch to it; raises OpenFailed,
     MoveRefused when the session ended meanwhile, ReplayFailed."""
@@ -126,7 +125,7 @@ async def _move(fw: CudaForwarding, client: ClientSession, choice: Choice, kind:
             "to": target.name, "batches": batches, "seconds": seconds}
 
 
-def find_client(fw: CudaForwarding, session: str) -> ClientSession:
+def find_client(fw: SessionManager, session: str) -> ClientSession:
     """The client session whose id starts with ``session`` (hex); raises MoveRefused."""
     wanted = session.strip().lower()
     found = [r.client for s, r in list(fw.routes.items())
@@ -137,7 +136,7 @@ def find_client(fw: CudaForwarding, session: str) -> ClientSession:
     return found[0]
 
 
-async def migrate(fw: CudaForwarding, session: str, to: str) -> dict[str, Any]:
+async def migrate(fw: SessionManager, session: str, to: str) -> dict[str, Any]:
     """Move a running session to node ``to`` at a safe point (the scheduler's entry point).
 
     Returns ``{"moved": True, ...}``, or ``{"moved": False, "reason": ...}`` with the
@@ -156,7 +155,7 @@ async def migrate(fw: CudaForwarding, session: str, to: str) -> dict[str, Any]:
         return {"moved": False, "reason": str(exc)}
 
 
-async def _migrate(fw: CudaForwarding, client: ClientSession, to: str) -> dict[str, Any]:
+async def _migrate(fw: SessionManager, client: ClientSession, to: str) -> dict[str, Any]:
     if client.journal.broken is not None:
         raise MoveRefused(f"the session cannot move: {client.journal.broken}")
     try:
@@ -189,7 +188,7 @@ async def _migrate(fw: CudaForwarding, client: ClientSession, to: str) -> dict[s
         raise
 
 
-async def failover(fw: CudaForwarding, client: ClientSession, lost: str, why: str,
+async def failover(fw: SessionManager, client: ClientSession, lost: str, why: str,
                    since: float) -> None:
     """The session's server ``lost`` (node id) is gone since ``since`` (monotonic):
     rebuild it elsewhere, or end it with one line that says why (the program sees
