@@ -31,6 +31,7 @@ HEADERS: tuple[str, ...] = (
     "src/jlog.h",
     "src/blobref.h",
     "src/pump.h",
+    "src/shelf.h",
     "src/serve.h",
     "python_callbacks.cdef",
 )

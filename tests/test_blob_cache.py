@@ -106,22 +106,30 @@ def test_second_run_sends_under_one_percent_and_disk_serves_after_restart(tmp_pa
         mesh.close()
 
 
-def test_the_native_uplink_sends_references_without_handing_envelopes_to_python(
+def test_the_native_lanes_do_the_cache_work_without_handing_envelopes_to_python(
         tmp_path, mlp):
-    """With the data connection on, the cache work runs in the native uplink:
-    no envelope of either run went to Python, yet the second run's weights
-    went as references (cffi_build/src/blobref.c)."""
+    """With the data connection on, the cache work runs in the native lanes:
+    no envelope of either run went to Python on either side, yet the second
+    run's weights went as references (cffi_build/src/blobref.c, serve.c)."""
     mesh = LocalMesh(tmp_path)
     try:
-        client, _server = _pair(mesh)
+        client, server = _pair(mesh)
         first = _run(client, mlp)
+        before = server.request("cache")["store"]
         second = _run(client, mlp)
+        after = server.request("cache")["store"]
     finally:
         mesh.close()
     for row in (first, second):
         assert row["data_connection"] is True and row["slow_lane"] == 0, row
     assert second["refs"] > first["refs"] and second["bytes_saved"] >= 800_000
     assert second["h2d_sent"] < first["h2d_sent"] / 100 and second["ref_misses"] == 0
+    # The serving side too: the first run's payloads reached the store from the
+    # serving lane (cffi_build/src/serve.c), and every reference of the second
+    # run was resolved there from the shelf, none by Python.
+    assert before["shelf_lane_offers"] >= 2 and before["shelf_offers_dropped"] == 0
+    assert after["shelf_lane_hits"] - before["shelf_lane_hits"] == second["refs"]
+    assert after["hits_ram"] - before["hits_ram"] == second["refs"]
 
 
 def test_a_bad_resend_never_enters_the_store_and_the_program_is_right(tmp_path, mlp):

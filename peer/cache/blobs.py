@@ -5,6 +5,7 @@ Hashing and batch walking run in C; Python calls once per envelope, never per by
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -28,6 +29,14 @@ class CachePolicy:
         raw = os.environ.get("GLEAM_CACHE_MIN_BYTES", "")
         h2d = int(raw) if raw.strip().isdigit() and int(raw) > 0 else cls.h2d_min
         return cls(h2d_min=h2d, image_min=min(cls.image_min, h2d))
+
+
+@functools.cache
+def h2d_call_id() -> int:
+    """The call id of a host-to-device copy: every other cacheable payload is an image."""
+    from gleam.peer.cuda.native import call_ids
+
+    return call_ids()["glMemcpyHtoD"]
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,9 @@ def render(doc: dict[str, Any]) -> str:
             f"{store['refused']} refused (bad digest), {store['torn']} torn files dropped, "
             f"{store['evicted']} evicted, {store['writes_dropped']} disk writes dropped "
             f"(writer behind)",
+            f"serving lanes: {store.get('shelf_lane_hits', 0)} references resolved natively, "
+            f"{store.get('shelf_lane_offers', 0)} payloads offered, "
+            f"{store.get('shelf_offers_dropped', 0)} dropped (store behind)",
         ]
     for node, n in doc.get("known", {}).items():
         lines.append(f"known to be held by {node}: {n} blobs")

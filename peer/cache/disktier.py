@@ -127,7 +127,7 @@ class DiskTier:
             os.utime(path)
         return data
 
-    def write_temp(self, digest: bytes, data: bytes) -> Path:
+    def write_temp(self, digest: bytes, data: bytes | memoryview) -> Path:
         """``data`` in a temporary file, on stable storage; ``install_locked`` names it."""
         tmp = self.tmp / f"{digest.hex()}.{threading.get_ident()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -18,8 +18,15 @@ served only after its length and SHA-256 are checked again, and one that fails
 is deleted. Disk writes run on one writer thread at nice 19, off the
 executor's path; a blob waiting for it is served (and announced) from its queue.
 
+The RAM tier's bytes live on the native shelf (``shelf.py``), where the
+serving lanes resolve references without Python; what the lanes saw (the
+references they resolved, the payloads they received inline) comes back on
+the shelf's queue, which a drainer thread applies here as ``get`` and
+``offer`` would have, and which every lookup and summary drains first.
+
 Thread-safety: every public method may be called from any thread; one lock
-guards every index (file reads, writes and hashing run outside it).
+guards every index (file reads, writes and hashing run outside it), and the
+drain lock, taken before it, keeps the shelf's events in order.
 """
 
 from __future__ import annotations
@@ -33,9 +40,10 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from gleam.peer.cache.blobs import sha256
+from gleam.peer.cache.blobs import h2d_call_id, sha256
 from gleam.peer.cache.disktier import PROBATION, PROTECTED, DiskTier
 from gleam.peer.cache.env import MIB, env_mib
+from gleam.peer.cache.shelf import Shelf, ShelfBlob, ShelfEvent
 
 log = logging.getLogger("gleam.cache")
 
@@ -49,6 +57,7 @@ PREFIX = 8
 # Disk writes waiting for the writer thread, in bytes: they mostly share their
 # bytes with the RAM tier; beyond this a burst only loses the copy on disk.
 WRITE_BACKLOG = 512 * MIB
+DRAIN_WAIT = 0.5  # the drainer's wait between looks at a closing store
 
 
 class BlobMismatch(ValueError):
@@ -60,7 +69,7 @@ class _Pending:
 
     __slots__ = ("data", "segment")
 
-    def __init__(self, data: bytes, segment: str) -> None:
+    def __init__(self, data: ShelfBlob, segment: str) -> None:
         self.data = data
         self.segment = segment
 
@@ -82,14 +91,19 @@ class BlobStore:
         # A fault knob for tests (docs/cache.md): keep no first sighting, so a
         # reference to one misses and is resent.
         self._forget_first = os.environ.get("GLEAM_FAULT_FORGET_FIRST_SIGHTINGS", "") == "1"
-        self._probation: OrderedDict[bytes, bytes] = OrderedDict()
-        self._protected: OrderedDict[bytes, bytes] = OrderedDict()
+        self._probation: OrderedDict[bytes, ShelfBlob] = OrderedDict()
+        self._protected: OrderedDict[bytes, ShelfBlob] = OrderedDict()
         self._ghosts: OrderedDict[bytes, None] = OrderedDict()
         self._bytes = {"probation": 0, "protected": 0}
         self.counts = {"hits_ram": 0, "hits_disk": 0, "misses": 0, "offered": 0,
                        "admitted": 0, "refused": 0, "evicted": 0, "torn": 0,
                        "writes_dropped": 0}
         self._lock = threading.Lock()
+        self.shelf = Shelf()
+        self._drain_lock = threading.Lock()
+        self._drainer: threading.Thread | None = threading.Thread(
+            target=self._drain_loop, name="blob-shelf", daemon=True)
+        self._drainer.start()
         self._writes: queue.Queue[bytes | None] = queue.Queue()
         self._pending: dict[bytes, _Pending] = {}  # digest -> queued disk write
         self._backlog = 0
@@ -104,31 +118,44 @@ class BlobStore:
 
     # ------------------------------------------------------------ lookups
 
-    def get(self, digest: bytes, length: int) -> bytes | None:
-        """The blob, or None. A hit in a probation segment is a second sighting: it is promoted."""
+    def get(self, digest: bytes, length: int) -> memoryview | None:
+        """The blob, or None. A hit in a probation segment is a second sighting: it is promoted.
+
+        The view keeps its bytes alive by itself, whatever the store lets go meanwhile.
+        """
+        self.drain()
         with self._lock:
-            data = self._protected.get(digest)
-            if data is not None and len(data) == length:
-                self._protected.move_to_end(digest)
-                self.counts["hits_ram"] += 1
-                return data
-            data = self._probation.get(digest)
-            if data is None and digest in self._pending:
-                data = self._pending[digest].data  # on its way to disk
-            if data is not None and len(data) == length:
-                self._promote_locked(digest, data)
-                self.counts["hits_ram"] += 1
-                return data
+            blob = self._ram_hit_locked(digest, length)
+            if blob is not None:
+                return blob.view()
         data = self._read_disk(digest, length)
         with self._lock:
             if data is None:
                 self.counts["misses"] += 1
                 return None
             self.counts["hits_disk"] += 1
-            self._promote_locked(digest, data)
-        return data
+            blob = ShelfBlob.copy_of(digest, data)
+            self._promote_locked(digest, blob)
+        return blob.view()
+
+    def _ram_hit_locked(self, digest: bytes, length: int) -> ShelfBlob | None:
+        """A RAM tier's (or the disk queue's) blob of ``length`` bytes, counted and promoted."""
+        blob = self._protected.get(digest)
+        if blob is not None and len(blob) == length:
+            self._protected.move_to_end(digest)
+            self.counts["hits_ram"] += 1
+            return blob
+        blob = self._probation.get(digest)
+        if blob is None and digest in self._pending:
+            blob = self._pending[digest].data  # on its way to disk
+        if blob is not None and len(blob) == length:
+            self._promote_locked(digest, blob)
+            self.counts["hits_ram"] += 1
+            return blob
+        return None
 
     def has(self, digest: bytes) -> bool:
+        self.drain()
         with self._lock:
             return (digest in self._protected or digest in self._probation
                     or digest in self._pending
@@ -136,10 +163,12 @@ class BlobStore:
 
     # ------------------------------------------------------------ admission
 
-    def offer(self, digest: bytes, data: bytes | memoryview, image: bool = False) -> None:
+    def offer(self, digest: bytes, data: bytes | memoryview | ShelfBlob,
+              image: bool = False) -> None:
         """Bytes received inline, hashed by this agent (so they match ``digest``).
 
-        ``data`` may be a view into a transient buffer: it is copied only if kept.
+        ``data`` may be a view into a transient buffer: it is copied only if kept
+        (a ShelfBlob, a serving lane's copy, is kept as it is).
         """
         with self._lock:
             self.counts["offered"] += 1
@@ -156,7 +185,7 @@ class BlobStore:
                 del self._ghosts[digest]
             if (held is not None or pending is not None or disk is not None or image
                     or ghost):
-                self._promote_locked(digest, held if held is not None else bytes(data))
+                self._promote_locked(digest, held if held is not None else _blob(digest, data))
                 return
             # A first sighting: RAM probation, and a write into disk probation
             # (one copy of the bytes serves both).
@@ -167,7 +196,7 @@ class BlobStore:
                 PROBATION, len(data))
             if not in_ram and not to_disk:
                 return
-            kept = bytes(data)
+            kept = _blob(digest, data)
             if in_ram:
                 self._insert_locked(self._probation, "probation", digest, kept)
             # A writer behind (a link faster than the disk) loses nothing yet when
@@ -185,15 +214,18 @@ class BlobStore:
             raise BlobMismatch(f"blob {digest.hex()[:16]}: bytes do not match the digest")
         with self._lock:
             # It was referenced, so this is at least its second sighting.
-            self._promote_locked(digest, data)
+            self._promote_locked(digest, _blob(digest, data))
 
     # ------------------------------------------------------------ under the lock
 
-    def _promote_locked(self, digest: bytes, data: bytes) -> None:
+    def _promote_locked(self, digest: bytes, data: ShelfBlob) -> None:
         """A second sighting: into both protected segments."""
         if self._probation.pop(digest, None) is not None:
             self._bytes["probation"] -= len(data)
-        self._insert_locked(self._protected, "protected", digest, data)
+            if not self._insert_locked(self._protected, "protected", digest, data):
+                self.shelf.drop(digest)  # too large for protected: in no RAM tier now
+        else:
+            self._insert_locked(self._protected, "protected", digest, data)
         pending = self._pending.get(digest)
         if pending is not None:
             pending.segment = PROTECTED  # the writer names the file when it is written
@@ -204,7 +236,7 @@ class BlobStore:
         else:
             self._queue_write_locked(digest, data, PROTECTED)
 
-    def _queue_write_locked(self, digest: bytes, data: bytes, segment: str,
+    def _queue_write_locked(self, digest: bytes, data: ShelfBlob, segment: str,
                             count_drop: bool = True) -> bool:
         """Queues a disk write; False when there is no room for it (on disk or in the backlog)."""
         if self._writer is None or self._disk is None or not self._disk.fits(segment, len(data)):
@@ -218,24 +250,27 @@ class BlobStore:
         self._writes.put_nowait(digest)
         return True
 
-    def _on_disk_locked(self, digest: bytes, data: bytes) -> bool:
+    def _on_disk_locked(self, digest: bytes, data: ShelfBlob) -> bool:
         """Whether a blob RAM probation drops is, or will be, in disk probation."""
         if digest in self._pending or (
                 self._disk is not None and self._disk.segment_of(digest) is not None):
             return True
         return self._queue_write_locked(digest, data, PROBATION)
 
-    def _insert_locked(self, tier: OrderedDict[bytes, bytes], name: str, digest: bytes,
-                       data: bytes) -> None:
+    def _insert_locked(self, tier: OrderedDict[bytes, ShelfBlob], name: str, digest: bytes,
+                       data: ShelfBlob) -> bool:
+        """Whether ``digest`` is in ``tier`` now (and so on the shelf)."""
         if len(data) > self._room_locked(name):
-            return
+            return False
         if digest in tier:
             tier.move_to_end(digest)
-            return
+            return True
         tier[digest] = data
+        self.shelf.put(digest, data)
         self._bytes[name] += len(data)
         self.counts["admitted"] += 1
         self._trim_locked()
+        return True
 
     def _room_locked(self, name: str) -> int:
         """What a segment may hold now. Protected keeps to its share; probation
@@ -252,6 +287,7 @@ class BlobStore:
         for name, tier in (("protected", self._protected), ("probation", self._probation)):
             while self._bytes[name] > self._room_locked(name) and tier:
                 old, gone = tier.popitem(last=False)
+                self.shelf.drop(old)  # a lane still running on it holds its own reference
                 self._bytes[name] -= len(gone)
                 self.counts["evicted"] += 1
                 if name == "probation" and not self._on_disk_locked(old, gone):
@@ -324,7 +360,7 @@ class BlobStore:
             self._backlog -= len(pending.data)
 
     def _write_one(self, disk: DiskTier, digest: bytes, pending: _Pending) -> None:
-        tmp = disk.write_temp(digest, pending.data)
+        tmp = disk.write_temp(digest, pending.data.view())
         with self._lock:
             if self._pending.get(digest) is not pending:  # cleared meanwhile
                 tmp.unlink(missing_ok=True)
@@ -335,14 +371,44 @@ class BlobStore:
             self._done_locked(digest, pending)
 
     def flush(self) -> None:
-        """Wait until every queued disk write is on disk."""
+        """Wait until the lanes' events are applied and every queued disk write is on disk."""
+        self.drain()
         if self._writer is not None:
             self._writes.join()
+
+    # ------------------------------------------------------------ the lanes' events
+
+    def drain(self) -> None:
+        """Applies what the serving lanes queued on the shelf, oldest first."""
+        with self._drain_lock:
+            for event in self.shelf.events():
+                self._apply(event)
+
+    def _apply(self, event: ShelfEvent) -> None:
+        if event.kind == "hit":  # the lane ran on these bytes: a RAM hit, as get() counts
+            with self._lock:
+                if self._ram_hit_locked(event.digest, event.length) is None:
+                    self.counts["hits_ram"] += 1  # evicted since: still a hit for the lane
+            return
+        assert event.blob is not None
+        self.offer(event.digest, event.blob, image=event.call_id != h2d_call_id())
+
+    def _drain_loop(self) -> None:
+        while self.shelf.wait(DRAIN_WAIT) >= 0:
+            try:
+                self.drain()
+            except MemoryError:  # a copy the store could not keep is only a later resend
+                log.warning("no memory to keep a cached blob; dropped it")
 
     # ------------------------------------------------------------ reporting
 
     def summary(self, limit: int = SUMMARY_MAX) -> bytes:
-        """8-byte digest prefixes of what this store can serve, most recently used first."""
+        """8-byte digest prefixes of what this store can serve, most recently used first.
+
+        The lanes' queued offers are applied first: a payload a lane received
+        before its reply is announced to every session opened after that reply.
+        """
+        self.drain()
         with self._lock:
             digests = [*reversed(self._protected), *reversed(self._probation),
                        *self._pending]
@@ -357,6 +423,8 @@ class BlobStore:
         return b"".join(out)
 
     def stats(self) -> dict[str, Any]:
+        self.drain()
+        shelf = self.shelf.counts()
         with self._lock:
             lookups = self.counts["hits_ram"] + self.counts["hits_disk"] + self.counts["misses"]
             hits = self.counts["hits_ram"] + self.counts["hits_disk"]
@@ -377,9 +445,11 @@ class BlobStore:
                 "root": str(self.root) if self.root else None,
                 "entries": entries, "bytes": sizes, "write_backlog": self._backlog,
                 **self.counts, "hit_rate": hits / lookups if lookups else None,
+                **shelf,
             }
 
     def entries(self) -> list[dict[str, Any]]:
+        self.drain()
         with self._lock:
             rows: dict[bytes, dict[str, Any]] = {}
             for name, tier in (("probation", self._probation), ("protected", self._protected)):
@@ -396,6 +466,7 @@ class BlobStore:
         """Drop every blob from both tiers; the number of blobs dropped."""
         self.flush()
         with self._lock:
+            self.shelf.clear()
             held = set(self._probation) | set(self._protected)
             paths = []
             if self._disk is not None:
@@ -411,8 +482,18 @@ class BlobStore:
         return len(held)
 
     def close(self) -> None:
-        """Finish the disk writes (the agent is stopping)."""
+        """Apply the lanes' last events and finish the disk writes (the agent is stopping)."""
+        if self._drainer is not None:
+            self.shelf.close()
+            self._drainer.join(10)
+            self._drainer = None
+            self.drain()
         if self._writer is not None:
             self._writes.put(None)
             self._writer.join(10)
             self._writer = None
+
+
+def _blob(digest: bytes, data: bytes | bytearray | memoryview | ShelfBlob) -> ShelfBlob:
+    """The bytes as a shelf buffer: a lane's copy as it is, anything else copied once."""
+    return data if isinstance(data, ShelfBlob) else ShelfBlob.copy_of(digest, data)

@@ -353,7 +353,7 @@ class ExecSession:
         return self._x
 
     def run(self, batch: bytes | bytearray | memoryview, reply: bytearray | memoryview,
-            blobs: list[tuple[bytes, bytes]] | None = None) -> int:
+            blobs: list[tuple[bytes, bytes | memoryview]] | None = None) -> int:
         """Runs a batch; the reply body's length, or -1 when the batch asked for none.
 
         ``blobs``: (digest, bytes) that the batch's blob references may name.

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gleam.peer.cache.blobs import BatchBlobs, CachePolicy
+from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, h2d_call_id
 from gleam.peer.cache.store import BlobMismatch, BlobStore
 from gleam.peer.cuda import envelope
 from gleam.peer.cuda.channel import Channel
@@ -57,7 +57,7 @@ class ExecLike(Protocol):
     va_size: int
 
     def run(self, batch: memoryview, reply: memoryview,
-            blobs: list[tuple[bytes, bytes]] | None = None) -> int: ...
+            blobs: list[tuple[bytes, bytes | memoryview]] | None = None) -> int: ...
     def stats(self) -> dict[str, Any]: ...
     def close(self) -> None: ...
     @property
@@ -223,8 +223,10 @@ class ServedSession:
 
     def _serve_data(self, reply: bytearray) -> None:
         """Serve the data connection until it ends (the executor thread)."""
-        cache_min = min(self.policy.h2d_min, self.policy.image_min, 0xFFFFFFFF) if self.store else 0
-        serve = lib.gl_serve_new(self.exec.native, self.data.stream, self.session, cache_min,
+        # With a store, the lane does the batch's cache work on the store's shelf.
+        shelf = self.store.shelf.native if self.store is not None else ffi.NULL
+        pol = ffi.new("gl_cache_policy *", (self.policy.h2d_min, self.policy.image_min))
+        serve = lib.gl_serve_new(self.exec.native, self.data.stream, self.session, shelf, pol,
                                  self.reply_capacity)
         if serve == ffi.NULL:
             raise MemoryError("no memory for the session's native lane")
@@ -232,13 +234,10 @@ class ServedSession:
         out, size = ffi.new("uint8_t **"), ffi.new("uint64_t *")
         while not self._stopping.is_set():
             rc = lib.gl_serve_next(self._serve, out, size)
-            if rc in (lib.GL_SERVE_SLOW, lib.GL_SERVE_STORE):
+            if rc == lib.GL_SERVE_SLOW:  # a reference the shelf misses: disk, or the client
                 body = memoryview(bytes(ffi.buffer(out[0] + envelope.HEADER_SIZE,
                                                    size[0] - envelope.HEADER_SIZE)))
-                if rc == lib.GL_SERVE_SLOW:  # blob references to resolve, then run
-                    reply = self._execute(body, reply)
-                elif self.store is not None:  # it ran: the store may keep its payloads
-                    self._offer(BatchBlobs(body, self.policy, hash_inline=True), body)
+                reply = self._execute(body, reply)
                 continue
             if rc == lib.GL_SERVE_E_BATCH:
                 code = int(self._serve.error)
@@ -259,6 +258,7 @@ class ServedSession:
             self.replies += serve.replies
             self.bytes_in += serve.bytes_in
             self.bytes_out += serve.bytes_out
+            self.blob_refs += serve.refs
 
     def _send_reply(self, buf: bytes | memoryview) -> None:
         if self.data is not None:
@@ -288,7 +288,7 @@ class ServedSession:
         self.channel.submit_batch(memoryview(reply)[:total])
         return bytearray(envelope.HEADER_SIZE + self.reply_capacity)
 
-    def _blobs(self, body: memoryview) -> list[tuple[bytes, bytes]] | None:
+    def _blobs(self, body: memoryview) -> list[tuple[bytes, bytes | memoryview]] | None:
         """Stores the batch's cacheable inline payloads and resolves its references.
 
         Inline payloads are hashed here (so what enters the store matches its
@@ -300,7 +300,7 @@ class ServedSession:
         if not scan.items:
             return None
         self._offer(scan, body)
-        found: list[tuple[bytes, bytes]] = []
+        found: list[tuple[bytes, bytes | memoryview]] = []
         missing: list[bytes] = []
         for seen in scan.items:
             if not seen.is_ref:
@@ -322,7 +322,7 @@ class ServedSession:
         for seen in scan.items:
             if not seen.is_ref:
                 data = body[seen.offset:seen.offset + seen.length]
-                self.store.offer(seen.digest, data, image=seen.call_id != _H2D)
+                self.store.offer(seen.digest, data, image=seen.call_id != h2d_call_id())
 
     def _fetch(self, digests: list[bytes]) -> list[tuple[bytes, bytes]]:
         """Asks the client for blobs the store misses and waits for them (executor thread)."""
@@ -378,6 +378,9 @@ class ServedSession:
 
     def row(self) -> dict[str, Any]:
         batches, records, replies, bytes_in, bytes_out = self.counts()
+        with self._exec_lock:  # the lane's references, resolved natively, while it runs
+            serve = self._serve
+            blob_refs = self.blob_refs + (int(serve.refs) if serve is not None else 0)
         return {
             "id": f"{self.session:016x}", "role": "served", "peer": self.client,
             "program": self.program, "started": self.started, "batches": batches,
@@ -385,7 +388,7 @@ class ServedSession:
             "bytes": bytes_in + bytes_out, "bytes_in": bytes_in,
             "bytes_out": bytes_out, "stats": dict(self.stats),
             "data_connection": self.data is not None,
-            "blob_refs": self.blob_refs, "blob_misses": self.blob_misses,
+            "blob_refs": blob_refs, "blob_misses": self.blob_misses,
             "blob_refused": self.blob_refused,
         }
 
@@ -471,11 +474,3 @@ class SessionServer:
             sessions = list(self._sessions.values())
         return [s.row() for s in sessions]
 
-
-def _h2d_id() -> int:
-    from gleam.peer.cuda.native import call_ids
-
-    return call_ids()["glMemcpyHtoD"]
-
-
-_H2D = _h2d_id()

@@ -1,0 +1,106 @@
+"""Python's handle on the native shelf (cffi_build/src/shelf.h): the blob store's
+RAM bytes, where the serving lanes resolve references without Python, and the
+queue of what those lanes saw (hits and inline offers) for the store to apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gleam.peer.nativelib import ffi, lib
+
+# Offers the lanes may queue ahead of the store, in bytes: beyond this a burst
+# loses cache copies (counted as dropped), never a lane's time.
+QUEUE_CAP = 256 << 20
+
+
+class ShelfBlob:
+    """One native buffer (one reference on it): the bytes of one blob.
+
+    ``view()`` is a memoryview that keeps the buffer alive by itself, so bytes
+    handed to a caller stay valid after the store has let the blob go.
+    """
+
+    __slots__ = ("_buf", "ptr")
+
+    def __init__(self, ptr: Any) -> None:
+        """``ptr``: a ``gl_shelf_blob *`` whose reference passes to this object."""
+        self.ptr = ptr
+        # The data pointer owns the reference (its destructor lets go of the
+        # blob), and ffi.buffer keeps the cdata it was made from alive.
+        owner = ffi.gc(ffi.cast("uint8_t *", lib.gl_shelf_blob_data(ptr)),
+                       lambda _data, p=ptr: lib.gl_shelf_blob_unref(p))
+        self._buf = ffi.buffer(owner, lib.gl_shelf_blob_len(ptr))
+
+    @classmethod
+    def copy_of(cls, digest: bytes, data: bytes | bytearray | memoryview) -> ShelfBlob:
+        src = ffi.from_buffer("uint8_t[]", data)
+        ptr = lib.gl_shelf_blob_new(digest, src, len(src))
+        if ptr == ffi.NULL:
+            raise MemoryError("no memory for a cached blob")
+        return cls(ptr)
+
+    def __len__(self) -> int:
+        return len(self._buf)
+
+    def view(self) -> memoryview:
+        return memoryview(self._buf)
+
+
+@dataclass(frozen=True)
+class ShelfEvent:
+    """What a serving lane saw: a reference it resolved, or a payload it received."""
+
+    kind: str  # "hit" or "offer"
+    digest: bytes
+    length: int
+    call_id: int
+    blob: ShelfBlob | None  # an offer's bytes
+
+
+class Shelf:
+    """The native table and queue of one blob store (thread-safe, as the C is)."""
+
+    def __init__(self, queue_cap: int = QUEUE_CAP) -> None:
+        ptr = lib.gl_shelf_new(queue_cap)
+        if ptr == ffi.NULL:
+            raise MemoryError("no memory for the blob shelf")
+        self.native = ffi.gc(ptr, lib.gl_shelf_free)
+        self._event = ffi.new("gl_shelf_event *")
+
+    def put(self, digest: bytes, blob: ShelfBlob) -> None:
+        """The lanes may resolve ``digest`` to ``blob`` from now on."""
+        if lib.gl_shelf_put(self.native, blob.ptr) != 0:
+            raise MemoryError("no memory for the blob shelf's table")
+
+    def drop(self, digest: bytes) -> None:
+        lib.gl_shelf_drop(self.native, digest)
+
+    def clear(self) -> None:
+        lib.gl_shelf_clear(self.native)
+
+    def wait(self, timeout: float) -> int:
+        """1: events are queued; 0: none came within ``timeout``; -1: closed and empty."""
+        return int(lib.gl_shelf_wait(self.native, timeout))
+
+    def events(self) -> Iterator[ShelfEvent]:
+        """Takes the queued events, oldest first (the caller serialises takers)."""
+        ev = self._event
+        while lib.gl_shelf_next_event(self.native, ev) == 1:
+            blob = ShelfBlob(ev.blob) if ev.blob != ffi.NULL else None
+            yield ShelfEvent("hit" if ev.kind == lib.GL_SHELF_HIT else "offer",
+                             bytes(ffi.buffer(ev.digest, 32)), int(ev.len), int(ev.call_id),
+                             blob)
+
+    def close(self) -> None:
+        """Wakes the drainer for good."""
+        lib.gl_shelf_close_queue(self.native)
+
+    def counts(self) -> dict[str, int]:
+        c = ffi.new("gl_shelf_counts *")
+        lib.gl_shelf_counts_get(self.native, c)
+        return {"shelf_entries": c.entries, "shelf_bytes": c.bytes, "shelf_queued": c.queued,
+                "shelf_lane_hits": c.hits, "shelf_lane_offers": c.offers,
+                "shelf_offers_dropped": c.dropped}

@@ -1,0 +1,151 @@
+"""The serving lane's cache work (cffi_build/src/serve.c over shelf.c): a batch's
+references resolved from the shelf, its inline payloads offered to the store, with
+no Python per batch; and hostile batches on the lane never crash the agent."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, sha256
+from gleam.peer.cache.shelf import Shelf, ShelfBlob
+from gleam.peer.cuda import dataconn, envelope
+from gleam.peer.cuda.native import HostBackend
+from gleam.peer.localmesh import wait_for
+from gleam.peer.nativelib import ffi, lib
+from gleam.peer.records import encode_batch
+from tests.cuda_session import Session, rec
+
+SESSION = 0x5E55
+SIZE = 1 << 17
+
+
+class Lane:
+    """A serving lane over an in-process data connection, run on its own thread."""
+
+    def __init__(self, s: Session, shelf: Shelf) -> None:
+        self.client, self._server = dataconn.local_pair()
+        pol = ffi.new("gl_cache_policy *", (CachePolicy().h2d_min, CachePolicy().image_min))
+        self.serve = ffi.gc(lib.gl_serve_new(s.x.native, self._server.stream, SESSION,
+                                             shelf.native, pol, 1 << 20), lib.gl_serve_free)
+        self.returns: list[tuple[int, bytes]] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        out, size = ffi.new("uint8_t **"), ffi.new("uint64_t *")
+        while True:
+            rc = lib.gl_serve_next(self.serve, out, size)
+            body = bytes(ffi.buffer(out[0], size[0])) if rc == lib.GL_SERVE_SLOW else b""
+            self.returns.append((rc, body))
+            if rc in (lib.GL_SERVE_END, lib.GL_SERVE_E_STREAM):
+                return
+
+    def send(self, batch: bytes | bytearray) -> None:
+        self.client.send(envelope.pack_header(envelope.BATCH, SESSION, len(batch)) + batch)
+
+    def processed(self) -> int:
+        """Envelopes the lane has taken: each one ran, or made gl_serve_next return."""
+        return int(self.serve.batches) + len(self.returns)
+
+    def end(self) -> list[tuple[int, bytes]]:
+        self.client.close()
+        self._thread.join(30)
+        assert not self._thread.is_alive()
+        self._server.close()
+        return self.returns
+
+
+@pytest.fixture
+def session() -> Iterator[Session]:
+    backend = HostBackend({})
+    s = Session(backend)
+    s.context()
+    try:
+        yield s
+    finally:
+        s.close()
+        backend.close()
+
+
+def _ref_batch(ptr: int, data: bytes) -> bytes:
+    scan = BatchBlobs(encode_batch([rec("glMemcpyHtoD", ptr, len(data), 0, payload=data),
+                                    rec("cuCtxSynchronize")]), CachePolicy(), hash_inline=True)
+    return bytes(scan.rewrite([0]))
+
+
+def test_a_reference_on_the_shelf_runs_in_the_lane_and_counts_a_hit(session):
+    shelf = Shelf()
+    p = session.alloc(SIZE)
+    data = os.urandom(SIZE)
+    shelf.put(sha256(data), ShelfBlob.copy_of(sha256(data), data))
+    lane = Lane(session, shelf)
+    lane.send(_ref_batch(p, data))
+    reply = lane.client.recv()  # the synchronize's reply: the copy ran
+    assert envelope.parse_header(reply)[0] == envelope.REPLY
+    returns = lane.end()
+    assert [rc for rc, _ in returns] == [lib.GL_SERVE_END]  # nothing went to Python
+    assert lane.serve.refs == 1 and lane.serve.replies == 1
+    assert session.dtoh(p, SIZE) == data
+    events = list(shelf.events())
+    assert [(e.kind, e.digest) for e in events] == [("hit", sha256(data))]
+
+
+def test_a_reference_the_shelf_misses_goes_to_python_with_nothing_run(session):
+    shelf = Shelf()
+    p = session.alloc(SIZE)
+    data = os.urandom(SIZE)
+    lane = Lane(session, shelf)
+    batch = _ref_batch(p, data)
+    lane.send(batch)
+    returns = lane.end()
+    assert returns[0] == (lib.GL_SERVE_SLOW,
+                          envelope.pack_header(envelope.BATCH, SESSION, len(batch)) + batch)
+    assert lane.serve.batches == 0 and list(shelf.events()) == []
+
+
+def test_inline_payloads_are_offered_hashed_before_the_reply(session):
+    shelf = Shelf()
+    p = session.alloc(SIZE)
+    data = os.urandom(SIZE)
+    small = b"s" * 100  # under the copy threshold: not cacheable
+    lane = Lane(session, shelf)
+    lane.send(encode_batch([rec("glMemcpyHtoD", p, len(data), 0, payload=data),
+                            rec("glMemcpyHtoD", p, len(small), 0, payload=small),
+                            rec("cuCtxSynchronize")]))
+    lane.client.recv()
+    offers = list(shelf.events())  # queued before the reply went
+    lane.end()
+    assert [(e.kind, e.digest, e.length) for e in offers] == [("offer", sha256(data), SIZE)]
+    assert offers[0].blob is not None and bytes(offers[0].blob.view()) == data
+    assert lane.serve.offered == 1
+
+
+def test_hostile_batches_on_the_lane_end_cleanly(session):
+    """Mutated reference batches: each runs, is refused, or goes to Python; the
+    lane never crashes and still ends at the client's close."""
+    rng = random.Random(12)
+    shelf = Shelf()
+    p = session.alloc(SIZE)
+    data = os.urandom(SIZE)
+    shelf.put(sha256(data), ShelfBlob.copy_of(sha256(data), data))
+    good = _ref_batch(p, data)
+    lane = Lane(session, shelf)
+    for _ in range(300):
+        bad = bytearray(good)
+        for _ in range(rng.randrange(1, 6)):
+            bad[rng.randrange(len(bad))] = rng.randrange(256)
+        if rng.random() < 0.2:
+            bad = bad[:rng.randrange(len(bad))]
+        lane.send(bytes(bad))
+    wait_for(lambda: lane.processed() >= 300, 60, "the lane to take every batch")
+    returns = lane.end()
+    allowed = {lib.GL_SERVE_SLOW, lib.GL_SERVE_E_BATCH, lib.GL_SERVE_E_ENVELOPE,
+               lib.GL_SERVE_END, lib.GL_SERVE_E_STREAM}
+    assert {rc for rc, _ in returns} <= allowed
+    assert returns[-1][0] == lib.GL_SERVE_END and lane.processed() == 301
+    assert lane.serve.batches > 0 and len(returns) > 1  # both kinds were exercised
