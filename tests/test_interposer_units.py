@@ -254,6 +254,9 @@ def test_session_with_a_fake_agent(harness: Path, tmp_path: Path) -> None:
             (CALL["cuMemsetD32"], (VA_BASE, 0xDEADBEEF, 1024), True),
             (CALL["glMemAlloc"], (VA_BASE + 4096, 100001), True),
             (CALL["glMemcpyHtoD"], (VA_BASE + 4096, 100001, 0), True),
+            (CALL["cuCtxCreate"], (ctx + 1, 0, 0), True),
+            (CALL["cuCtxDestroy"], (ctx + 1,), True),  # by another thread
+            (CALL["glCtxSetCurrent"], (ctx,), True),
             (CALL["glMemcpyDtoH"], (VA_BASE, 16, 0), False),
         ]
         assert records[5].payload == bytes(i % 251 for i in range(100001))
@@ -281,6 +284,8 @@ def test_session_with_a_fake_agent(harness: Path, tmp_path: Path) -> None:
         f"dptr {VA_BASE}",
         "outside 1",
         "outside-big 1",
+        "ctxdev 0 0 0 0",  # the second answer came from the thread's cache
+        "destroyed 201",  # CUDA_ERROR_INVALID_CONTEXT: not from the cache
         "dtoh 0 " + " ".join(f"{b:02x}" for b in range(0xA0, 0xB0)),
         "sync 700",
         "lost 46",

@@ -49,6 +49,9 @@ uint64_t gl_mint(int kind);
 /* CUDA_ERROR_INVALID_HANDLE unless h is a minted handle of that kind
  * (streams also accept 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD). */
 CUresult gl_check_handle(int kind, uint64_t h);
+/* A device's facts from the session's HELLO (device.c), or NULL with *r set
+ * (the session is not ready, or there is no such device). */
+const gl_device_info *gl_device(CUdevice dev, CUresult *r);
 /* The stream as sent: under per-thread default stream semantics (ptds != 0)
  * the NULL stream means CU_STREAM_PER_THREAD. */
 uint64_t gl_stream_arg(uint64_t h, int ptds);

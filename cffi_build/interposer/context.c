@@ -34,11 +34,21 @@ static void make_map(void)
     g_devices = gl_hmap_new();
 }
 
+/* Bumped whenever g_devices changes, so that a thread's cached answer of
+ * cuCtxGetDevice (asked on every launch, for its limits) is dropped when the
+ * context it names is destroyed. */
+static uint64_t g_devices_gen; /* atomic */
+static __thread struct {
+    uint64_t ctx, gen;
+    CUdevice dev;
+} t_device;
+
 static void note_device(uint64_t ctx, CUdevice dev)
 {
     pthread_once(&g_once, make_map);
     if (g_devices)
         gl_hmap_put(g_devices, ctx, (void *)(uintptr_t)(dev + 1));
+    __atomic_add_fetch(&g_devices_gen, 1, __ATOMIC_RELEASE);
 }
 
 uint64_t gl_ctx_current(void)
@@ -109,6 +119,7 @@ CUresult gls_cuCtxDestroy(CUcontext ctx, int ptds)
     t_depth = k;
     if (g_devices)
         gl_hmap_take(g_devices, c);
+    __atomic_add_fetch(&g_devices_gen, 1, __ATOMIC_RELEASE);
     return CUDA_SUCCESS;
 }
 
@@ -166,14 +177,23 @@ CUresult gls_cuCtxPopCurrent(CUcontext *pctx, int ptds)
 CUresult gls_cuCtxGetDevice(CUdevice *device, int ptds)
 {
     uint64_t ctx = gl_ctx_current();
+    /* Read before the map: a change after it makes the next call look again. */
+    uint64_t gen = __atomic_load_n(&g_devices_gen, __ATOMIC_ACQUIRE);
 
     (void)ptds;
     if (device == NULL)
         return CUDA_ERROR_INVALID_VALUE;
+    if (ctx != 0 && ctx == t_device.ctx && gen == t_device.gen) {
+        *device = t_device.dev;
+        return CUDA_SUCCESS;
+    }
     uintptr_t v = ctx && g_devices ? (uintptr_t)gl_hmap_get(g_devices, ctx) : 0;
     if (v == 0)
         return CUDA_ERROR_INVALID_CONTEXT;
     *device = (CUdevice)(v - 1);
+    t_device.ctx = ctx;
+    t_device.gen = gen;
+    t_device.dev = *device;
     return CUDA_SUCCESS;
 }
 

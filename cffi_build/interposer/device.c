@@ -9,7 +9,7 @@
 #include "internal.h"
 
 /* The device's facts, or NULL with *r set. */
-static const gl_device_info *device(CUdevice dev, CUresult *r)
+const gl_device_info *gl_device(CUdevice dev, CUresult *r)
 {
     const gl_session_hello *h = gl_session();
 
@@ -28,7 +28,7 @@ CUresult gli_cuDeviceGet(CUdevice *device_out, int ordinal, int ptds)
     CUresult r;
 
     (void)ptds;
-    if (device(ordinal, &r) == NULL)
+    if (gl_device(ordinal, &r) == NULL)
         return r;
     if (device_out == NULL)
         return CUDA_ERROR_INVALID_VALUE;
@@ -48,7 +48,7 @@ CUresult gls_cuDeviceGetCount(int *count, int ptds)
 CUresult gli_cuDeviceGetName(char *name, int len, CUdevice dev, int ptds)
 {
     CUresult r;
-    const gl_device_info *d = device(dev, &r);
+    const gl_device_info *d = gl_device(dev, &r);
 
     (void)ptds;
     if (d == NULL)
@@ -66,7 +66,7 @@ CUresult gli_cuDeviceGetName(char *name, int len, CUdevice dev, int ptds)
 CUresult gli_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev, int ptds)
 {
     CUresult r;
-    const gl_device_info *d = device(dev, &r);
+    const gl_device_info *d = gl_device(dev, &r);
 
     (void)ptds;
     if (d == NULL)
@@ -80,7 +80,7 @@ CUresult gli_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice d
 CUresult gli_cuDeviceTotalMem(size_t *bytes, CUdevice dev, int ptds)
 {
     CUresult r;
-    const gl_device_info *d = device(dev, &r);
+    const gl_device_info *d = gl_device(dev, &r);
 
     (void)ptds;
     if (d == NULL)
@@ -94,7 +94,7 @@ CUresult gli_cuDeviceTotalMem(size_t *bytes, CUdevice dev, int ptds)
 CUresult gli_cuDeviceGetUuid(CUuuid *uuid, CUdevice dev, int ptds)
 {
     CUresult r;
-    const gl_device_info *d = device(dev, &r);
+    const gl_device_info *d = gl_device(dev, &r);
 
     (void)ptds;
     if (d == NULL)
@@ -108,7 +108,7 @@ CUresult gli_cuDeviceGetUuid(CUuuid *uuid, CUdevice dev, int ptds)
 CUresult gli_cuDeviceComputeCapability(int *major, int *minor, CUdevice dev, int ptds)
 {
     CUresult r;
-    const gl_device_info *d = device(dev, &r);
+    const gl_device_info *d = gl_device(dev, &r);
 
     (void)ptds;
     if (d == NULL)

@@ -51,16 +51,18 @@ static CUresult check_launch_limits(unsigned gx, unsigned gy, unsigned gz, unsig
 {
     const unsigned dims[7] = {0, bx, by, bz, gx, gy, gz};
     CUdevice dev;
-    int limit;
+    CUresult r;
 
     if (gli_cuCtxGetDevice(&dev, 0) != CUDA_SUCCESS)
         return CUDA_SUCCESS; /* the server answers for a launch without a context */
-    if (gli_cuDeviceGetAttribute(&limit, 1, dev, 0) == CUDA_SUCCESS && limit > 0
-        && (uint64_t)bx * by * bz > (uint64_t)limit)
+    const gl_device_info *d = gl_device(dev, &r);
+    if (d == NULL)
+        return CUDA_SUCCESS;
+    const int32_t *limit = d->attrs; /* by attribute number: 1 threads, 2-7 extents */
+    if (limit[1] > 0 && (uint64_t)bx * by * bz > (uint64_t)limit[1])
         return launch_config_error();
     for (int a = 2; a <= 7; a++) {
-        if (gli_cuDeviceGetAttribute(&limit, a, dev, 0) == CUDA_SUCCESS && limit > 0
-            && dims[a - 1] > (unsigned)limit)
+        if (limit[a] > 0 && dims[a - 1] > (unsigned)limit[a])
             return launch_config_error();
     }
     return CUDA_SUCCESS;

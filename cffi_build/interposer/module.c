@@ -249,20 +249,34 @@ static CUresult fetch(uint64_t h, gl_layout *out)
     }
 }
 
+/* The function this thread launched last. Every launch asks for its layout,
+ * so the map's mutex would be taken per launch; a published function entry
+ * lives as long as the process (add_func frees only one it never published),
+ * so the cached pointer can never dangle. */
+static __thread uint64_t t_last_h;
+static __thread func *t_last_f;
+
 CUresult gl_func_layout(uint64_t h, const gl_layout **out)
 {
     CUresult r = gl_check_handle(GL_H_FUNC, h);
-    func *f;
+    func *f = t_last_f;
 
     if (r != CUDA_SUCCESS)
         return r;
-    if (maps() != 0 || (f = gl_hmap_get(g_funcs, h)) == NULL)
-        return CUDA_ERROR_INVALID_HANDLE;
-    pthread_mutex_lock(&f->lock);
-    if (!f->known && (r = fetch(h, &f->layout)) == CUDA_SUCCESS)
-        f->known = 1;
-    pthread_mutex_unlock(&f->lock);
-    /* A known layout never changes again, so it may be read unlocked. */
+    if (f == NULL || h != t_last_h) {
+        if (maps() != 0 || (f = gl_hmap_get(g_funcs, h)) == NULL)
+            return CUDA_ERROR_INVALID_HANDLE;
+        t_last_h = h;
+        t_last_f = f;
+    }
+    /* A known layout never changes again, so it may be read unlocked: only
+     * the first launch of a function whose layout the server holds locks. */
+    if (!__atomic_load_n(&f->known, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&f->lock);
+        if (!f->known && (r = fetch(h, &f->layout)) == CUDA_SUCCESS)
+            __atomic_store_n(&f->known, 1, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&f->lock);
+    }
     *out = &f->layout;
     return r;
 }

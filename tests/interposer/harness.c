@@ -5,6 +5,7 @@
  * Each subcommand prints what the Python test checks; CHECK failures print
  * the line and exit 1.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,9 @@ CUresult cuLinkAddFile_v2(CUlinkState, CUjitInputType, const char *, unsigned in
 CUresult cuLinkComplete(CUlinkState, void **, size_t *);
 CUresult cuLinkDestroy(CUlinkState);
 CUresult cuLaunchKernelEx(const CUlaunchConfig *, CUfunction, void **, void **);
+CUresult cuCtxCreate_v2(CUcontext *, unsigned int, CUdevice);
+CUresult cuCtxDestroy_v2(CUcontext);
+CUresult cuCtxGetDevice(CUdevice *);
 
 #define CHECK(cond)                                                          \
     do {                                                                     \
@@ -231,6 +235,12 @@ static int cmd_init(void)
     return 0;
 }
 
+static void *destroy_on_another_thread(void *ctx)
+{
+    CHECK(cuCtxDestroy_v2((CUcontext)ctx) == CUDA_SUCCESS);
+    return NULL;
+}
+
 static int cmd_session(void)
 {
     int n = -1, cc = -1;
@@ -264,6 +274,20 @@ static int cmd_session(void)
     CUdeviceptr d2;
     CHECK(cuMemAlloc_v2(&d2, sizeof big) == CUDA_SUCCESS);
     CHECK(cuMemcpyHtoD_v2(d2, big, sizeof big) == CUDA_SUCCESS);
+    /* cuCtxGetDevice answers from a per-thread cache (asked on every launch);
+     * a context another thread destroys must not be answered from it. */
+    CUcontext other;
+    CUdevice dev = -1;
+    CHECK(cuCtxCreate_v2(&other, 0, 0) == CUDA_SUCCESS);
+    r = cuCtxGetDevice(&dev);
+    printf("ctxdev %d %d", r, dev);
+    r = cuCtxGetDevice(&dev);
+    printf(" %d %d\n", r, dev);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, destroy_on_another_thread, other) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    printf("destroyed %d\n", cuCtxGetDevice(&dev));
+    CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
     memset(out, 0, sizeof out);
     printf("dtoh %d", cuMemcpyDtoH_v2(out, d, sizeof out));
     for (size_t i = 0; i < sizeof out; i++)
