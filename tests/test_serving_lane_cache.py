@@ -82,7 +82,7 @@ def test_a_reference_on_the_shelf_runs_in_the_lane_and_counts_a_hit(session):
     shelf = Shelf()
     p = session.alloc(SIZE)
     data = os.urandom(SIZE)
-    shelf.put(sha256(data), ShelfBlob.copy_of(sha256(data), data))
+    shelf.put(ShelfBlob.copy_of(sha256(data), data))
     lane = Lane(session, shelf)
     lane.send(_ref_batch(p, data))
     reply = lane.client.recv()  # the synchronize's reply: the copy ran
@@ -132,7 +132,7 @@ def test_hostile_batches_on_the_lane_end_cleanly(session):
     shelf = Shelf()
     p = session.alloc(SIZE)
     data = os.urandom(SIZE)
-    shelf.put(sha256(data), ShelfBlob.copy_of(sha256(data), data))
+    shelf.put(ShelfBlob.copy_of(sha256(data), data))
     good = _ref_batch(p, data)
     lane = Lane(session, shelf)
     for _ in range(300):

@@ -32,7 +32,7 @@ def test_a_lane_finds_exactly_what_the_table_holds():
     shelf = Shelf()
     digest, blob = _blob(b"weights" * 1000)
     assert _take(shelf, digest, len(blob)) is None
-    shelf.put(digest, blob)
+    shelf.put(blob)
     assert _take(shelf, digest, len(blob)) == b"weights" * 1000
     assert _take(shelf, digest, len(blob) - 1) is None  # a reference of another length
     assert _take(shelf, bytes(32), len(blob)) is None
@@ -44,7 +44,7 @@ def test_a_lane_finds_exactly_what_the_table_holds():
 def test_bytes_a_lane_holds_outlive_their_eviction():
     shelf = Shelf()
     digest, blob = _blob(b"x" * 4096)
-    shelf.put(digest, blob)
+    shelf.put(blob)
     held = lib.gl_shelf_take(shelf.native, digest, 4096)  # a lane running on it
     view = blob.view()
     del blob

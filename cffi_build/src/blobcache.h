@@ -19,6 +19,9 @@
 
 /* cdef: begin */
 #define GL_DIGEST_SIZE 32
+/* Cacheable payloads looked at per batch (client and server alike); the rest
+ * travel as they are. */
+#define GL_BLOB_MAX_SEEN 64
 
 /* One cacheable payload of a batch. INLINE payloads: offset/len locate the
  * bytes in the batch and digest is their SHA-256 (computed here). REF

@@ -18,7 +18,6 @@
 #include "gl_session.h"
 #include "records.h"
 
-#define MAX_SEEN 64   /* cacheable payloads looked at per batch (as blobs.py) */
 #define REF_GROWTH 48 /* a reference record is at most this much longer than its
                        * payload's record without the payload (40 bytes, padding) */
 
@@ -359,7 +358,7 @@ static uint32_t substitute(gl_blobref *r, gl_jblock *b, gl_blob_seen *seen, uint
 
 int gl_blobref_outgoing(gl_blobref *r, gl_jblock *b, gl_jblock **out)
 {
-    gl_blob_seen seen[MAX_SEEN];
+    gl_blob_seen seen[GL_BLOB_MAX_SEEN];
     uint32_t n = 0;
     int waits = 0;
     uint64_t h2d = 0, index, removed;
@@ -367,7 +366,7 @@ int gl_blobref_outgoing(gl_blobref *r, gl_jblock *b, gl_jblock **out)
     /* Hashing (the costly part) runs before the mutex: replies confirm meanwhile. */
     int rc = b->len >= GL_ENV_HEADER_SIZE
                  ? gl_batch_blobs(b->data + GL_ENV_HEADER_SIZE, (size_t)b->len - GL_ENV_HEADER_SIZE,
-                                  &r->pol, 1, seen, MAX_SEEN, &n, &waits, &h2d)
+                                  &r->pol, 1, seen, GL_BLOB_MAX_SEEN, &n, &waits, &h2d)
                  : GL_E_TRUNCATED;
     if (rc != GL_OK) /* malformed (or no libcrypto): it goes as it is */
         n = 0, waits = 0, h2d = 0;

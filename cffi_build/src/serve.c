@@ -58,7 +58,7 @@ static int run_from_shelf(gl_serve *v, const uint8_t *batch, size_t blen, size_t
     uint32_t n = 0, nslots = 0;
     int waits = 0;
     uint64_t h2d = 0;
-    if (gl_batch_blobs(batch, blen, &v->pol, 0, v->seen, GL_SERVE_MAX_SEEN, &n, &waits, &h2d) != 0)
+    if (gl_batch_blobs(batch, blen, &v->pol, 0, v->seen, GL_BLOB_MAX_SEEN, &n, &waits, &h2d) != 0)
         return GL_EXEC_E_REF; /* malformed: Python's path reports it */
     int rc = 0;
     for (uint32_t i = 0; i < n && rc == 0; i++) {
@@ -100,7 +100,7 @@ static void offer_inline(gl_serve *v, const uint8_t *batch, size_t blen)
     uint32_t n = 0;
     int waits = 0;
     uint64_t h2d = 0;
-    if (gl_batch_blobs(batch, blen, &v->pol, 1, v->seen, GL_SERVE_MAX_SEEN, &n, &waits, &h2d) != 0)
+    if (gl_batch_blobs(batch, blen, &v->pol, 1, v->seen, GL_BLOB_MAX_SEEN, &n, &waits, &h2d) != 0)
         return;
     for (uint32_t i = 0; i < n; i++) {
         const gl_blob_seen *it = &v->seen[i];

@@ -24,7 +24,6 @@
 #include "exec_api.h"
 #include "shelf.h"
 
-#define GL_SERVE_MAX_SEEN 64 /* cacheable payloads looked at per batch (as blobs.py) */
 
 /* cdef: begin */
 enum {
@@ -50,9 +49,9 @@ typedef struct gl_serve {
     uint64_t cache_min; /* the smaller of pol's two thresholds */
     uint8_t *reply;     /* envelope header + reply body */
     size_t reply_cap;
-    gl_blob_seen seen[GL_SERVE_MAX_SEEN];
-    gl_blob_slot slots[GL_SERVE_MAX_SEEN];
-    gl_shelf_blob *held[GL_SERVE_MAX_SEEN];
+    gl_blob_seen seen[GL_BLOB_MAX_SEEN];
+    gl_blob_slot slots[GL_BLOB_MAX_SEEN];
+    gl_shelf_blob *held[GL_BLOB_MAX_SEEN];
 } gl_serve;
 
 /* shelf NULL: no cache work (pol is then ignored; it may be NULL). */

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from gleam.peer.nativelib import ffi, lib
 
 DIGEST_SIZE = 32
-MAX_SEEN = 64  # cacheable payloads looked at per batch; the rest travel as they are
+MAX_SEEN = lib.GL_BLOB_MAX_SEEN  # cacheable payloads looked at per batch (blobcache.h)
 KIB = 1024
 
 

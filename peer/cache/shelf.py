@@ -70,8 +70,8 @@ class Shelf:
         self.native = ffi.gc(ptr, lib.gl_shelf_free)
         self._event = ffi.new("gl_shelf_event *")
 
-    def put(self, digest: bytes, blob: ShelfBlob) -> None:
-        """The lanes may resolve ``digest`` to ``blob`` from now on."""
+    def put(self, blob: ShelfBlob) -> None:
+        """The lanes may resolve the blob's digest to it from now on."""
         if lib.gl_shelf_put(self.native, blob.ptr) != 0:
             raise MemoryError("no memory for the blob shelf's table")
 

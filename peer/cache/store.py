@@ -266,7 +266,7 @@ class BlobStore:
             tier.move_to_end(digest)
             return True
         tier[digest] = data
-        self.shelf.put(digest, data)
+        self.shelf.put(data)
         self._bytes[name] += len(data)
         self.counts["admitted"] += 1
         self._trim_locked()
