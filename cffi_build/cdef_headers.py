@@ -28,6 +28,7 @@ HEADERS: tuple[str, ...] = (
     "src/ptx.h",
     "src/dpstream.h",
     "src/dpcrypto.h",
+    "src/spares.h",
     "src/jlog.h",
     "src/blobref.h",
     "src/pump.h",

@@ -187,7 +187,7 @@ def test_concurrent_sightings_keep_every_index_true_to_the_files(tmp_path):
     import random
     import threading
 
-    from gleam.peer.cache.disktier import PROBATION_DIR, TMP_DIR
+    from gleam.peer.cache.disktier import PROBATION_DIR, SPARE_FILES, TMP_DIR
 
     root = tmp_path / "b"
     store = _store(root, ram_cap=120_000, disk_cap=300_000)
@@ -229,8 +229,10 @@ def test_concurrent_sightings_keep_every_index_true_to_the_files(tmp_path):
             if tier.startswith("disk"):
                 indexed[row["digest"]] = tier
     on_disk = {}
+    spares = [f for f in root.rglob("spare.*") if f.parent.name == TMP_DIR]
+    assert len(spares) == stats["disk_spare_files"] <= SPARE_FILES
     for f in root.rglob("*"):
-        if f.is_file():
+        if f.is_file() and f not in spares:
             assert f.parent.name != TMP_DIR, f"a temporary file was left: {f}"
             tier = "disk_probation" if f.parent.parent.name == PROBATION_DIR else "disk"
             assert sha256(f.read_bytes()).hex() == f.name
@@ -241,6 +243,7 @@ def test_concurrent_sightings_keep_every_index_true_to_the_files(tmp_path):
         assert stats["bytes"][segment] == sum(
             sizes[d] for d, t in indexed.items() if t == segment)
     store.close()
+    assert not any((root / TMP_DIR).iterdir()), "closing leaves no spare file behind"
 
 
 def test_a_writer_behind_loses_no_first_sighting_ram_still_holds(tmp_path):

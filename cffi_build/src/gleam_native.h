@@ -14,6 +14,7 @@ int gl_native_abi_version(void);
 #include "fatbin.h"
 #include "ptx.h"
 #include "dpstream.h"
+#include "spares.h"
 #include "jlog.h"
 #include "pump.h"
 #include "serve.h"

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "journal.h"
+#include "spares.h"
 
 struct gl_jlog {
     pthread_mutex_t mu;
@@ -22,9 +23,11 @@ struct gl_jlog {
 
 gl_jblock *gl_jblock_new(uint64_t len)
 {
-    gl_jblock *b = malloc(sizeof *b + (size_t)len);
+    size_t cap;
+    gl_jblock *b = gl_spare_alloc(sizeof *b + (size_t)len, &cap);
     if (!b)
         return NULL;
+    b->cap = cap;
     b->refs = 1;
     b->waits = 0;
     b->len = len;
@@ -40,7 +43,7 @@ void gl_jblock_ref(gl_jblock *b)
 void gl_jblock_unref(gl_jblock *b)
 {
     if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0)
-        free(b);
+        gl_spare_free(b, b->cap);
 }
 
 void gl_jblock_unref_data(uint8_t *data)

@@ -21,6 +21,7 @@ typedef struct gl_jblock {
     uint32_t waits; /* the batch ends with a waiting call */
     uint64_t len;   /* envelope bytes, header included */
     uint8_t *data;  /* the bytes, right behind this struct */
+    size_t cap;     /* bytes allocated, this struct included (spares.h) */
 } gl_jblock;
 
 gl_jblock *gl_jblock_new(uint64_t len); /* one reference, bytes uninitialised; NULL: no memory */

@@ -1,15 +1,19 @@
 /*
  * shelf.c — the serving agent's blobs in RAM and its lanes' cache events (shelf.h).
  */
+#define _GNU_SOURCE /* O_DIRECT */
 #include "shelf.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gl_bytes.h"
+#include "spares.h"
 
 #define DIGEST 32
 #define MIN_BUCKETS 64
@@ -18,8 +22,19 @@ struct gl_shelf_blob {
     uint32_t refs; /* atomic */
     uint8_t digest[DIGEST];
     uint64_t len;
-    uint8_t data[]; /* len bytes */
+    size_t cap;    /* bytes allocated, this struct included (spares.h) */
+    uint8_t *data; /* len bytes; bytes past len are never read */
 };
+
+/* A large blob's bytes start on a page of their own and the buffer holds them
+ * rounded up to whole pages: the disk tier then writes them with O_DIRECT,
+ * straight from here, instead of copying each into the page cache (perf: that
+ * copy and its page-cache upkeep cost the serving agent a core-second per GiB
+ * of first sightings, on the cores the lanes needed). */
+#define PAGE ((size_t)4096)
+#define ALIGNED_MIN ((uint64_t)GL_SPARE_MIN)
+
+static size_t page_up(uint64_t n) { return ((size_t)n + PAGE - 1) / PAGE * PAGE; }
 
 typedef struct entry {
     struct entry *next;
@@ -47,14 +62,21 @@ struct gl_shelf {
 
 gl_shelf_blob *gl_shelf_blob_new(const uint8_t *digest, const uint8_t *data, uint64_t len)
 {
-    gl_shelf_blob *b = malloc(sizeof *b + (size_t)len);
+    int aligned = len >= ALIGNED_MIN;
+    size_t head = aligned ? PAGE : sizeof(gl_shelf_blob);
+    size_t cap;
+    gl_shelf_blob *b = gl_spare_alloc(head + (aligned ? page_up(len) : (size_t)len), &cap);
     if (!b)
         return NULL;
+    b->cap = cap;
     b->refs = 1;
     memcpy(b->digest, digest, DIGEST);
     b->len = len;
+    b->data = (uint8_t *)b + head;
     if (len)
         memcpy(b->data, data, (size_t)len);
+    if (aligned) /* what the O_DIRECT write carries past len: zeros, never old bytes */
+        memset(b->data + len, 0, page_up(len) - (size_t)len);
     return b;
 }
 
@@ -67,10 +89,57 @@ gl_shelf_blob *gl_shelf_blob_ref(gl_shelf_blob *b)
 void gl_shelf_blob_unref(gl_shelf_blob *b)
 {
     if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0)
-        free(b);
+        gl_spare_free(b, b->cap);
 }
 
 const uint8_t *gl_shelf_blob_data(const gl_shelf_blob *b) { return b->data; }
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? -errno : -EIO;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int gl_shelf_blob_write_file(const gl_shelf_blob *b, const char *path)
+{
+    int direct = b->len >= ALIGNED_MIN;
+    int fd = -1;
+#ifdef O_DIRECT
+    if (direct)
+        fd = open(path, O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+#endif
+    if (fd < 0) { /* no O_DIRECT here (tmpfs, some FUSE): the page cache then */
+        direct = 0;
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0)
+            return -errno;
+    }
+    int rc = write_all(fd, b->data, direct ? page_up(b->len) : (size_t)b->len);
+    if (rc == -EINVAL && direct) { /* the device wants larger blocks than a page */
+        rc = ftruncate(fd, 0) == 0 && lseek(fd, 0, SEEK_SET) == 0 ? 0 : -errno;
+        int flags = fcntl(fd, F_GETFL);
+        if (rc == 0 && flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_DIRECT) == 0)
+            rc = write_all(fd, b->data, (size_t)b->len);
+        direct = 0;
+    }
+    /* To exactly len: the last page's zeros go, and so does whatever an older
+     * file being overwritten held past len. */
+    if (rc == 0 && ftruncate(fd, (off_t)b->len) != 0)
+        rc = -errno;
+    if (rc == 0 && fsync(fd) != 0)
+        rc = -errno;
+    if (close(fd) != 0 && rc == 0)
+        rc = -errno;
+    return rc;
+}
 
 uint64_t gl_shelf_blob_len(const gl_shelf_blob *b) { return b->len; }
 

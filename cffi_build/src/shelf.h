@@ -62,6 +62,11 @@ gl_shelf_blob *gl_shelf_blob_ref(gl_shelf_blob *b);
 void gl_shelf_blob_unref(gl_shelf_blob *b);
 const uint8_t *gl_shelf_blob_data(const gl_shelf_blob *b);
 uint64_t gl_shelf_blob_len(const gl_shelf_blob *b);
+/* Writes b's bytes to the file at path (created 0600 if absent; an existing
+ * file is overwritten in place and cut to b's length), on stable storage when
+ * it returns (fsync). Large blobs go with O_DIRECT from their page-aligned
+ * buffer where the file system takes it. 0, or -errno. */
+int gl_shelf_blob_write_file(const gl_shelf_blob *b, const char *path);
 
 /* The table takes its own reference on b, under b's digest (replacing what
  * was there). 0, or -1 when memory is short (b is then not in the table). */

@@ -12,6 +12,16 @@ A file is written to ``<root>/tmp/``, fsynced, then renamed into place, so a
 crash leaves either the whole file or none; it is served only after its length
 and SHA-256 are checked again.
 
+Files the cap evicts are not deleted at once: up to ``SPARE_FILES`` wait in
+``tmp/`` and the next writes overwrite them. A serving agent's disk probation is
+full most of its life, so every first sighting written evicts one, and creating
+a new file for each while deleting another made ext4 search its inode bitmap
+past the recently deleted ones (perf: half the writer's time, in ``open``). An
+overwrite in place allocates no inode and, with O_DIRECT and a file of the same
+size, no blocks either. A spare's old bytes are never read: the write covers
+them and cuts the file to its new length before it is renamed into place, and
+a restart deletes whatever ``tmp/`` holds.
+
 Not thread-safe: the owning store calls the ``*_locked`` methods and the index
 under its own lock, and ``read`` / ``write_temp`` (file I/O) outside it.
 """
@@ -26,6 +36,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from gleam.peer.cache.blobs import sha256
+from gleam.peer.cache.shelf import ShelfBlob
 
 log = logging.getLogger("gleam.cache")
 
@@ -34,6 +45,7 @@ PROBATION = "disk_probation"
 SEGMENTS = (PROBATION, PROTECTED)
 PROBATION_DIR = "probation"
 TMP_DIR = "tmp"
+SPARE_FILES = 32
 
 
 class DiskTier:
@@ -44,6 +56,9 @@ class DiskTier:
         self.index: dict[str, OrderedDict[bytes, int]] = {s: OrderedDict() for s in SEGMENTS}
         self.bytes = dict.fromkeys(SEGMENTS, 0)
         self.tmp = root / TMP_DIR
+        self._spares: list[Path] = []  # evicted files in tmp/, to be overwritten
+        self._spare_lock = threading.Lock()  # write_temp takes one without the store's lock
+        self._spare_seq = 0
 
     # ------------------------------------------------------------ the index
 
@@ -127,9 +142,17 @@ class DiskTier:
             os.utime(path)
         return data
 
-    def write_temp(self, digest: bytes, data: bytes | memoryview) -> Path:
+    def write_temp(self, digest: bytes, data: bytes | memoryview | ShelfBlob) -> Path:
         """``data`` in a temporary file, on stable storage; ``install_locked`` names it."""
         tmp = self.tmp / f"{digest.hex()}.{threading.get_ident()}"
+        if isinstance(data, ShelfBlob):
+            with self._spare_lock:
+                spare = self._spares.pop() if self._spares else None
+            if spare is not None:
+                with contextlib.suppress(OSError):  # gone: a new file then
+                    os.replace(spare, tmp)
+            data.write_file(tmp)
+            return tmp
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             view = memoryview(data)
@@ -188,9 +211,35 @@ class DiskTier:
                 digest, size = tier.popitem(last=False)
                 self.bytes[segment] -= size
                 evicted.append(digest)
-                with contextlib.suppress(OSError):
-                    self.path(digest, segment).unlink()
+                self._retire(self.path(digest, segment))
         return evicted
+
+    def spare_count(self) -> int:
+        with self._spare_lock:
+            return len(self._spares)
+
+    def drop_spares(self) -> None:
+        """Deletes the evicted files kept for overwriting (the store is closing)."""
+        with self._spare_lock:
+            spares, self._spares = self._spares, []
+        for spare in spares:
+            with contextlib.suppress(OSError):
+                spare.unlink()
+
+    def _retire(self, path: Path) -> None:
+        """An evicted file: kept in tmp/ for a later write to overwrite, or deleted."""
+        with self._spare_lock:
+            if len(self._spares) < SPARE_FILES:
+                self._spare_seq += 1
+                spare = self.tmp / f"spare.{self._spare_seq}"
+                try:
+                    os.replace(path, spare)
+                except OSError:
+                    return  # already gone
+                self._spares.append(spare)
+                return
+        with contextlib.suppress(OSError):
+            path.unlink()
 
     def clear_locked(self) -> list[Path]:
         """Forgets every file; the paths to delete (outside the lock)."""

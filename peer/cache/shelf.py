@@ -5,6 +5,7 @@ queue of what those lanes saw (hits and inline offers) for the store to apply.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,14 @@ class ShelfBlob:
 
     def view(self) -> memoryview:
         return memoryview(self._buf)
+
+    def write_file(self, path: str | os.PathLike[str]) -> None:
+        """The bytes in a new file at ``path`` (mode 0600), on stable storage when
+        this returns. Large blobs are written with O_DIRECT from their native
+        buffer where the file system takes it: no copy into the page cache."""
+        rc = lib.gl_shelf_blob_write_file(self.ptr, os.fsencode(path))
+        if rc != 0:
+            raise OSError(-rc, os.strerror(-rc), os.fspath(path))
 
 
 @dataclass(frozen=True)
@@ -101,6 +110,9 @@ class Shelf:
     def counts(self) -> dict[str, int]:
         c = ffi.new("gl_shelf_counts *")
         lib.gl_shelf_counts_get(self.native, c)
+        spares = ffi.new("gl_spare_counts *")
+        lib.gl_spare_counts_get(spares)
         return {"shelf_entries": c.entries, "shelf_bytes": c.bytes, "shelf_queued": c.queued,
                 "shelf_lane_hits": c.hits, "shelf_lane_offers": c.offers,
-                "shelf_offers_dropped": c.dropped}
+                "shelf_offers_dropped": c.dropped, "spare_buffers": spares.count,
+                "spare_bytes": spares.bytes, "spare_buffers_reused": spares.reused}

@@ -360,7 +360,7 @@ class BlobStore:
             self._backlog -= len(pending.data)
 
     def _write_one(self, disk: DiskTier, digest: bytes, pending: _Pending) -> None:
-        tmp = disk.write_temp(digest, pending.data.view())
+        tmp = disk.write_temp(digest, pending.data)
         with self._lock:
             if self._pending.get(digest) is not pending:  # cleared meanwhile
                 tmp.unlink(missing_ok=True)
@@ -442,6 +442,7 @@ class BlobStore:
                 "disk_cap": self.disk_cap,
                 "disk_protected_cap": disk.protected_cap if disk else 0,
                 "disk_probation_room": disk.room(PROBATION) if disk else 0,
+                "disk_spare_files": disk.spare_count() if disk else 0,
                 "root": str(self.root) if self.root else None,
                 "entries": entries, "bytes": sizes, "write_backlog": self._backlog,
                 **self.counts, "hit_rate": hits / lookups if lookups else None,
@@ -492,6 +493,8 @@ class BlobStore:
             self._writes.put(None)
             self._writer.join(10)
             self._writer = None
+        if self._disk is not None:
+            self._disk.drop_spares()
 
 
 def _blob(digest: bytes, data: bytes | bytearray | memoryview | ShelfBlob) -> ShelfBlob:

@@ -1,0 +1,139 @@
+"""Large buffers and files kept for reuse (cffi_build/src/spares.c, the disk
+tier's spare files): reuse happens, is bounded, and never shows a buffer's or
+a file's earlier bytes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gleam.peer.cache.blobs import sha256
+from gleam.peer.cache.disktier import SPARE_FILES, TMP_DIR
+from gleam.peer.cache.shelf import ShelfBlob
+from gleam.peer.cache.store import BlobStore
+from gleam.peer.nativelib import ffi, lib
+
+MIB = 1 << 20
+
+
+def _spares() -> tuple[int, int, int]:
+    c = ffi.new("gl_spare_counts *")
+    lib.gl_spare_counts_get(c)
+    return int(c.count), int(c.bytes), int(c.reused)
+
+
+def _blob(data: bytes) -> ShelfBlob:
+    return ShelfBlob.copy_of(sha256(data), data)
+
+
+def _address(blob: ShelfBlob) -> int:
+    return int(ffi.cast("uintptr_t", lib.gl_shelf_blob_data(blob.ptr)))
+
+
+def test_a_freed_chunk_is_the_next_chunks_buffer_and_shows_none_of_its_bytes():
+    first = _blob(b"\xaa" * MIB)
+    where = _address(first)
+    assert where % 4096 == 0  # large blobs start on a page: O_DIRECT can write them
+    reused = _spares()[2]
+    del first
+    second = _blob(b"\x55" * (MIB - 100))  # a little shorter: same buffer
+    assert _spares()[2] == reused + 1
+    assert _address(second) == where
+    assert bytes(second.view()) == b"\x55" * (MIB - 100)  # its length ends its bytes
+
+
+def test_a_small_request_never_pins_a_large_spare_and_small_buffers_are_not_kept():
+    big = _blob(os.urandom(4 * MIB))
+    where = _address(big)
+    del big
+    count = _spares()[0]
+    small = _blob(os.urandom(MIB))  # a quarter of the spare: too small to take it
+    assert _address(small) != where
+    tiny = _blob(b"t" * 1000)
+    del tiny
+    assert _spares()[0] <= count  # the tiny one went back to malloc
+    del small
+
+
+def test_the_spares_stay_within_their_bound():
+    blobs = [_blob(bytes([i]) * MIB) for i in range(lib.GL_SPARE_SLOTS + 8)]
+    del blobs
+    count, nbytes, _ = _spares()
+    assert count <= lib.GL_SPARE_SLOTS
+    assert nbytes <= lib.GL_SPARE_MIB * MIB
+
+
+def test_journal_blocks_reuse_buffers_too():
+    b = lib.gl_jblock_new(MIB)
+    reused = _spares()[2]
+    lib.gl_jblock_unref(b)
+    again = lib.gl_jblock_new(MIB + 4096)
+    assert _spares()[2] == reused + 1
+    assert again.len == MIB + 4096
+    lib.gl_jblock_unref(again)
+
+
+@pytest.mark.parametrize("size", [10, 300_000, MIB, MIB + 5])
+def test_a_blob_written_to_a_file_is_exactly_its_bytes(tmp_path, size):
+    data = os.urandom(size)
+    path = tmp_path / "blob"
+    path.write_bytes(b"\xee" * (2 * MIB))  # an older, longer file: overwritten in place
+    inode = path.stat().st_ino
+    _blob(data).write_file(path)
+    assert path.read_bytes() == data
+    assert path.stat().st_ino == inode
+    fresh = tmp_path / "new"
+    _blob(data).write_file(fresh)
+    assert fresh.read_bytes() == data and fresh.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_file_system_without_o_direct_still_gets_the_bytes():
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no /dev/shm (tmpfs) on this machine")
+    data = os.urandom(MIB + 7)
+    path = shm / f"gleam-spares-test-{os.getpid()}"
+    try:
+        _blob(data).write_file(path)
+        assert path.read_bytes() == data
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def test_a_write_error_is_an_oserror_naming_the_path(tmp_path):
+    with pytest.raises(OSError) as err:
+        _blob(b"x" * MIB).write_file(tmp_path / "no-such-dir" / "blob")
+    assert "no-such-dir" in str(err.value)
+
+
+def test_the_disk_tier_overwrites_evicted_files_and_closing_removes_the_spares(tmp_path):
+    root = tmp_path / "store"
+    # Disk probation holds about four chunks: every later first sighting evicts one.
+    store = BlobStore(root, ram_cap=2 * MIB, disk_cap=4 * MIB + 4096, disk_probation_share=0.25)
+    inodes_evicted: set[int] = set()
+    inodes_written: list[int] = []
+    try:
+        chunks = [os.urandom(MIB) for _ in range(12)]
+        for data in chunks:
+            store.offer(sha256(data), data)
+            store.flush()
+            spares = sorted((root / TMP_DIR).glob("spare.*"))
+            inodes_evicted |= {p.stat().st_ino for p in spares}
+            for row in store.entries():
+                if "disk_probation" in row["tiers"]:
+                    f = root / "probation" / row["digest"][:2] / row["digest"]
+                    inodes_written.append(f.stat().st_ino)
+        stats = store.stats()
+        assert stats["evicted"] > 0
+        assert 0 < stats["disk_spare_files"] <= SPARE_FILES
+        # Later writes landed in files the cap had evicted: no new inode for them.
+        assert inodes_evicted & set(inodes_written)
+        for row in store.entries():  # and every file holds exactly its blob
+            if "disk_probation" in row["tiers"]:
+                f = root / "probation" / row["digest"][:2] / row["digest"]
+                assert sha256(f.read_bytes()).hex() == row["digest"]
+    finally:
+        store.close()
+    assert not any((root / TMP_DIR).iterdir())
