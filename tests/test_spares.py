@@ -170,3 +170,20 @@ def test_threads_freeing_and_taking_spares_never_share_a_buffer():
         t.join(60)
     assert not failures, failures[:3]
     assert _spares()[2] > reused  # the churn did go through the spares
+
+
+def test_clearing_the_cache_deletes_the_spare_files_too(tmp_path):
+    """Evicted files hold old blobs' bytes: `gleam-peer cache --clear` removes them."""
+    root = tmp_path / "store"
+    store = BlobStore(root, ram_cap=2 * MIB, disk_cap=2 * MIB + 4096, disk_probation_share=0.25)
+    try:
+        for _ in range(5):
+            data = os.urandom(MIB)
+            store.offer(sha256(data), data)
+            store.flush()
+        assert store.stats()["disk_spare_files"] > 0
+        store.clear()
+        assert store.stats()["disk_spare_files"] == 0
+        assert not [p for p in root.rglob("*") if p.is_file()]
+    finally:
+        store.close()

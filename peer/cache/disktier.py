@@ -151,7 +151,11 @@ class DiskTier:
             if spare is not None:
                 with contextlib.suppress(OSError):  # gone: a new file then
                     os.replace(spare, tmp)
-            data.write_file(tmp)
+            try:
+                data.write_file(tmp)
+            except OSError:
+                tmp.unlink(missing_ok=True)  # not left behind until the next start
+                raise
             return tmp
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:

@@ -480,6 +480,8 @@ class BlobStore:
         for path in paths:
             with contextlib.suppress(OSError):
                 path.unlink()
+        if self._disk is not None:  # evicted files hold old blobs' bytes too
+            self._disk.drop_spares()
         return len(held)
 
     def close(self) -> None:
