@@ -99,7 +99,8 @@ def test_second_run_sends_under_one_percent_and_disk_serves_after_restart(tmp_pa
         # The commands.
         shown = _cli("cache", "--json", "--state-dir", server.state.path)
         assert json.loads(shown)["store"]["entries"]["disk"] >= 2
-        assert "RAM protected" in _cli("cache", "--state-dir", server.state.path)
+        text = _cli("cache", "--state-dir", server.state.path)
+        assert "RAM protected" in text and "buffers reused" in text
         assert "cleared" in _cli("cache", "clear", "--state-dir", server.state.path)
         assert server.request("cache")["store"]["entries"]["disk"] == 0
     finally:
