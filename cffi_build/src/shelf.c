@@ -124,11 +124,12 @@ int gl_shelf_blob_write_file(const gl_shelf_blob *b, const char *path)
     }
     int rc = write_all(fd, b->data, direct ? page_up(b->len) : (size_t)b->len);
     if (rc == -EINVAL && direct) { /* the device wants larger blocks than a page */
-        rc = ftruncate(fd, 0) == 0 && lseek(fd, 0, SEEK_SET) == 0 ? 0 : -errno;
         int flags = fcntl(fd, F_GETFL);
-        if (rc == 0 && flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_DIRECT) == 0)
+        if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0 || flags < 0
+            || fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0)
+            rc = -errno; /* never a file of the right length without its bytes */
+        else
             rc = write_all(fd, b->data, (size_t)b->len);
-        direct = 0;
     }
     /* To exactly len: the last page's zeros go, and so does whatever an older
      * file being overwritten held past len. */

@@ -14,11 +14,12 @@ and SHA-256 are checked again.
 
 Files the cap evicts are not deleted at once: up to ``SPARE_FILES`` wait in
 ``tmp/`` and the next writes overwrite them. A serving agent's disk probation is
-full most of its life, so every first sighting written evicts one, and creating
-a new file for each while deleting another made ext4 search its inode bitmap
-past the recently deleted ones (perf: half the writer's time, in ``open``). An
-overwrite in place allocates no inode and, with O_DIRECT and a file of the same
-size, no blocks either. A spare's old bytes are never read: the write covers
+full most of its life, so every first sighting written would otherwise delete
+one file and create another: on ext4 without a journal (the project's VM),
+creating a file searches the inode bitmap past every inode deleted in the last
+half minute, and perf showed half the writer's time in ``open``. An overwrite in
+place allocates no inode and, with O_DIRECT and a file of the same size, no
+blocks either. A spare's old bytes are never read: the write covers
 them and cuts the file to its new length before it is renamed into place, and
 a restart deletes whatever ``tmp/`` holds.
 
