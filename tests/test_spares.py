@@ -11,7 +11,7 @@ import pytest
 
 from gleam.peer.cache.blobs import sha256
 from gleam.peer.cache.disktier import SPARE_FILES, TMP_DIR
-from gleam.peer.cache.shelf import ShelfBlob
+from gleam.peer.cache.shelf import ShelfBlob, spare_counts
 from gleam.peer.cache.store import BlobStore
 from gleam.peer.nativelib import ffi, lib
 
@@ -19,9 +19,8 @@ MIB = 1 << 20
 
 
 def _spares() -> tuple[int, int, int]:
-    c = ffi.new("gl_spare_counts *")
-    lib.gl_spare_counts_get(c)
-    return int(c.count), int(c.bytes), int(c.reused)
+    c = spare_counts()
+    return c["spare_buffers"], c["spare_bytes"], c["spare_buffers_reused"]
 
 
 def _blob(data: bytes) -> ShelfBlob:

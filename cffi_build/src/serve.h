@@ -24,7 +24,6 @@
 #include "exec_api.h"
 #include "shelf.h"
 
-
 /* cdef: begin */
 enum {
     GL_SERVE_SLOW = 1,          /* a batch for Python to run: *out, *len (the envelope) */

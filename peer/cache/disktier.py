@@ -143,29 +143,19 @@ class DiskTier:
             os.utime(path)
         return data
 
-    def write_temp(self, digest: bytes, data: bytes | memoryview | ShelfBlob) -> Path:
-        """``data`` in a temporary file, on stable storage; ``install_locked`` names it."""
+    def write_temp(self, digest: bytes, blob: ShelfBlob) -> Path:
+        """``blob`` in a temporary file, on stable storage; ``install_locked`` names it."""
         tmp = self.tmp / f"{digest.hex()}.{threading.get_ident()}"
-        if isinstance(data, ShelfBlob):
-            with self._spare_lock:
-                spare = self._spares.pop() if self._spares else None
-            if spare is not None:
-                with contextlib.suppress(OSError):  # gone: a new file then
-                    os.replace(spare, tmp)
-            try:
-                data.write_file(tmp)
-            except OSError:
-                tmp.unlink(missing_ok=True)  # not left behind until the next start
-                raise
-            return tmp
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with self._spare_lock:
+            spare = self._spares.pop() if self._spares else None
+        if spare is not None:
+            with contextlib.suppress(OSError):  # gone: a new file then
+                os.replace(spare, tmp)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            blob.write_file(tmp)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # not left behind until the next start
+            raise
         return tmp
 
     # ------------------------------------------------------------ under the store's lock

@@ -110,9 +110,14 @@ class Shelf:
     def counts(self) -> dict[str, int]:
         c = ffi.new("gl_shelf_counts *")
         lib.gl_shelf_counts_get(self.native, c)
-        spares = ffi.new("gl_spare_counts *")
-        lib.gl_spare_counts_get(spares)
         return {"shelf_entries": c.entries, "shelf_bytes": c.bytes, "shelf_queued": c.queued,
                 "shelf_lane_hits": c.hits, "shelf_lane_offers": c.offers,
-                "shelf_offers_dropped": c.dropped, "spare_buffers": spares.count,
-                "spare_bytes": spares.bytes, "spare_buffers_reused": spares.reused}
+                "shelf_offers_dropped": c.dropped}
+
+
+def spare_counts() -> dict[str, int]:
+    """The process's spare buffers (cffi_build/src/spares.h): shelf blobs and
+    journal blocks alike draw on them."""
+    c = ffi.new("gl_spare_counts *")
+    lib.gl_spare_counts_get(c)
+    return {"spare_buffers": c.count, "spare_bytes": c.bytes, "spare_buffers_reused": c.reused}

@@ -43,7 +43,7 @@ from typing import Any
 from gleam.peer.cache.blobs import h2d_call_id, sha256
 from gleam.peer.cache.disktier import PROBATION, PROTECTED, DiskTier
 from gleam.peer.cache.env import MIB, env_mib
-from gleam.peer.cache.shelf import Shelf, ShelfBlob, ShelfEvent
+from gleam.peer.cache.shelf import Shelf, ShelfBlob, ShelfEvent, spare_counts
 
 log = logging.getLogger("gleam.cache")
 
@@ -424,7 +424,7 @@ class BlobStore:
 
     def stats(self) -> dict[str, Any]:
         self.drain()
-        shelf = self.shelf.counts()
+        shelf = {**self.shelf.counts(), **spare_counts()}
         with self._lock:
             lookups = self.counts["hits_ram"] + self.counts["hits_disk"] + self.counts["misses"]
             hits = self.counts["hits_ram"] + self.counts["hits_disk"]
