@@ -2,7 +2,8 @@
 
 Every agent gets the host backend (hosts named as ``clients``: none, so they
 only run programs, as a laptop without a GPU does), one fresh mesh key shared by the lab, the
-host's speed factor as ``--host-slowdown``, and mDNS on its ``eth0`` only: the
+host's speed factor as ``--host-slowdown`` over one speed measured for the whole
+machine (``GLEAM_HOST_GFLOPS``), and mDNS on its ``eth0`` only: the
 namespaces see no interface of the machine, so discovery never leaves the lab.
 Agents run in sessions of their own, so they outlive ``lab up``.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gleam.peer import control
+from gleam.peer.gpus import measure_host_gflops
 from gleam.peer.lab.netns import NetLab
 from gleam.peer.lab.state import LabRecord
 from gleam.peer.state import StateDir
@@ -31,6 +33,11 @@ def start_agents(lab: NetLab, record: LabRecord, port: int, probe_interval: floa
                  clients: Collection[str] = ()) -> None:
     key = secrets.token_bytes(32)
     directory = Path(record.directory)
+    # One speed for the whole machine, measured here: agents measuring at once on
+    # shared cores disagree by 2x, which would swamp the --speed factors (each
+    # agent gossips this over its slowdown). A caller's GLEAM_HOST_GFLOPS wins.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.setdefault("GLEAM_HOST_GFLOPS", f"{measure_host_gflops():.3f}")
     for host, entry in zip(lab.hosts, record.hosts, strict=True):
         state = StateDir(directory / "hosts" / host.name)
         state.ensure()
@@ -45,7 +52,7 @@ def start_agents(lab: NetLab, record: LabRecord, port: int, probe_interval: floa
                  "--backend", "none" if host.name in clients else "host",
                  "--host-slowdown", str(entry.speed), "--probe-interval", str(probe_interval)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                start_new_session=True, env=env)
         entry.agent_pid = proc.pid
         record.save()
 
