@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ WORLD = 3
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def worker(rank: int, world: int, port: int, out: str) -> None:
+def worker(rank: int, world: int, store: str, out: str) -> None:
     """One rank (run in a child process)."""
     import numpy as np
     import torch.distributed as dist
@@ -36,7 +35,7 @@ def worker(rank: int, world: int, port: int, out: str) -> None:
     from gleam.peer.compress.ddp import register
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
                             world_size=world)
 
     def net():
@@ -109,21 +108,15 @@ def worker(rank: int, world: int, port: int, out: str) -> None:
     Path(out).write_text(json.dumps(report))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_hook_matches_default_allreduce_on_gloo(tmp_path):
-    port = _free_port()
+    store = str(tmp_path / "rendezvous")  # a file: no port to race for
     env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
     procs = [
         subprocess.Popen(
             [sys.executable, "-c",
              f"from tests.test_compress_ddp import worker; "
-             f"worker({rank}, {WORLD}, {port}, {str(tmp_path / f'r{rank}.json')!r})"],
+             f"worker({rank}, {WORLD}, {store!r}, {str(tmp_path / f'r{rank}.json')!r})"],
             cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
         )
         for rank in range(WORLD)

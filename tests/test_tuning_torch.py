@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -22,9 +21,9 @@ WORKER = textwrap.dedent("""
     import sys, torch, torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
     from gleam.peer.tuning.ddp import UnequalBatchHook, exchange_gradients
-    rank, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    rank, store, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     sizes = SIZES
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
                             world_size=2)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
@@ -53,17 +52,13 @@ WORKER = textwrap.dedent("""
 """).replace("SIZES", repr(SIZES))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_unequal_batches_weighted_by_share_give_the_full_batch_gradient(tmp_path):
-    port = _free_port()
+    # A file rendezvous: a port picked in advance can be taken by another
+    # process before rank 0 binds it.
+    store = tmp_path / "rendezvous"
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
     procs = [
-        subprocess.Popen([sys.executable, "-c", WORKER, str(rank), str(port),
+        subprocess.Popen([sys.executable, "-c", WORKER, str(rank), str(store),
                           str(tmp_path / f"{rank}.pt")], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for rank in range(2)

@@ -29,7 +29,6 @@ import argparse
 import json
 import math
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -309,12 +308,12 @@ def _run_one(spec: RunSpec, seed: int, config: BenchConfig, rank: int, world: in
     }
 
 
-def worker_main(rank: int, world: int, port: int, config: BenchConfig) -> None:
+def worker_main(rank: int, world: int, store: str, config: BenchConfig) -> None:
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
                             world_size=world, timeout=__import__("datetime").timedelta(60))
     try:
         task = make_task(config.train_size, config.test_size)
@@ -334,16 +333,9 @@ def worker_main(rank: int, world: int, port: int, config: BenchConfig) -> None:
 # --------------------------------------------------------------- the driver
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run_workers(config: BenchConfig, progress: Any = None) -> list[dict[str, Any]]:
     """Start the four workers, collect rank 0's results, stop them all."""
     world = len(PROFILES)
-    port = _free_port()
     env = {
         **os.environ,
         "GLOO_SOCKET_IFNAME": "lo",  # gloo must stay on loopback
@@ -355,12 +347,15 @@ def run_workers(config: BenchConfig, progress: Any = None) -> list[dict[str, Any
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="gleam-bench-batch-") as tmp:
         logs = [Path(tmp) / f"worker{r}.log" for r in range(world)]
+        # The workers meet through a file: a port picked in advance could be
+        # taken by another process before rank 0 binds it.
+        store = str(Path(tmp) / "rendezvous")
         try:
             for rank in range(world):
                 with open(logs[rank], "w") as log:
                     procs.append(subprocess.Popen(
                         [sys.executable, "-m", "gleam.peer.bench.batch", "--worker",
-                         str(rank), str(world), str(port), blob],
+                         str(rank), str(world), store, blob],
                         stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
                         stderr=log, text=True, env=env,
                     ))
@@ -472,10 +467,10 @@ def run_batch_bench(config: BenchConfig, *, as_json: bool) -> int:
 
 def _entry(argv: list[str]) -> int:
     if argv[:1] == ["--worker"]:
-        rank, world, port = int(argv[1]), int(argv[2]), int(argv[3])
+        rank, world, store = int(argv[1]), int(argv[2]), argv[3]
         raw = json.loads(argv[4])
         raw["runs"] = tuple(raw["runs"])
-        worker_main(rank, world, port, BenchConfig(**raw))
+        worker_main(rank, world, store, BenchConfig(**raw))
         return 0
     parser = argparse.ArgumentParser(prog="gleam-peer bench batch", description=DESCRIPTION)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
