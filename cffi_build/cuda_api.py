@@ -220,6 +220,43 @@ ROWS: tuple[Row, ...] = (
       (ptds("cuMemcpy", 4000),)),
     R("cuMemcpyAsync", "CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream",
       LOCAL, (ptsz("cuMemcpyAsync", 4000),)),
+    # Pitched memory and 2D/3D copies (interposer/copies2d.c): each copy is cut
+    # into the pitched records below (at most one copy chunk each) or, for
+    # contiguous rows, the plain ones; peer copies stay on gleam's one device.
+    R("cuMemAllocPitch", "CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, "
+      "size_t Height, unsigned int ElementSizeBytes", LOCAL, (s("cuMemAllocPitch_v2", 3020),),
+      ready=True),
+    R("cuMemcpy2D", "const CUDA_MEMCPY2D *pCopy", LOCAL, (ptds("cuMemcpy2D_v2", 3020),),
+      ready=True),
+    R("cuMemcpy2DUnaligned", "const CUDA_MEMCPY2D *pCopy", LOCAL,
+      (ptds("cuMemcpy2DUnaligned_v2", 3020),), ready=True),
+    R("cuMemcpy2DAsync", "const CUDA_MEMCPY2D *pCopy, CUstream hStream", LOCAL,
+      (ptsz("cuMemcpy2DAsync_v2", 3020),), ready=True),
+    R("cuMemcpy3D", "const CUDA_MEMCPY3D *pCopy", LOCAL, (ptds("cuMemcpy3D_v2", 3020),),
+      ready=True),
+    R("cuMemcpy3DAsync", "const CUDA_MEMCPY3D *pCopy, CUstream hStream", LOCAL,
+      (ptsz("cuMemcpy3DAsync_v2", 3020),), ready=True),
+    R("cuMemcpyPeer", "CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, "
+      "CUcontext srcContext, size_t ByteCount", LOCAL, (ptds("cuMemcpyPeer", 4000),),
+      ready=True),
+    R("cuMemcpyPeerAsync", "CUdeviceptr dstDevice, CUcontext dstContext, "
+      "CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream",
+      LOCAL, (ptsz("cuMemcpyPeerAsync", 4000),), ready=True),
+    R("cuMemsetD2D8", "CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, "
+      "size_t Height", LOCAL, (ptds("cuMemsetD2D8_v2", 3020),), ready=True),
+    R("cuMemsetD2D16", "CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, "
+      "size_t Width, size_t Height", LOCAL, (ptds("cuMemsetD2D16_v2", 3020),), ready=True),
+    R("cuMemsetD2D32", "CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, "
+      "size_t Height", LOCAL, (ptds("cuMemsetD2D32_v2", 3020),), ready=True),
+    R("cuMemsetD2D8Async", "CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, "
+      "size_t Width, size_t Height, CUstream hStream", LOCAL,
+      (ptsz("cuMemsetD2D8Async", 3020),), ready=True),
+    R("cuMemsetD2D16Async", "CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, "
+      "size_t Width, size_t Height, CUstream hStream", LOCAL,
+      (ptsz("cuMemsetD2D16Async", 3020),), ready=True),
+    R("cuMemsetD2D32Async", "CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, "
+      "size_t Width, size_t Height, CUstream hStream", LOCAL,
+      (ptsz("cuMemsetD2D32Async", 3020),), ready=True),
     # ---------------------------------------------------------------- memsets
     R("cuMemsetD8", "CUdeviceptr dstDevice, unsigned char uc, size_t N", ONEWAY,
       (ptds("cuMemsetD8_v2", 3020),), {"dstDevice": "dptr:N"}, driver="cuMemsetD8_v2"),
@@ -486,6 +523,21 @@ ROWS: tuple[Row, ...] = (
       ctx=False),
     R("glModuleVarsWrite", "cuuint64_t handle, size_t offset, const void *src, size_t n",
       ONEWAY, (), {"src": "hin:n"}, server="exec", ctx=False),
+    # ------------------------------ appended for pitched copies (interposer/copies2d.c)
+    # HEIGHT rows of WIDTH bytes, PITCH bytes apart on the device side; the host
+    # side's rows travel packed (the payload, or the reply's bytes).
+    R("glMemcpy2DHtoD", "CUdeviceptr dst, size_t dpitch, const void *src, size_t width, "
+      "size_t height, CUstream stream", ONEWAY, (),
+      {"dst": "dptr:span(dpitch, width, height)", "src": "hin:width * height",
+       "stream": "h:stream"}),
+    R("glMemcpy2DDtoH", "void *dst, CUdeviceptr src, size_t spitch, size_t width, "
+      "size_t height, CUstream stream", WAITING, (),
+      {"dst": "hout:width * height", "src": "dptr:span(spitch, width, height)",
+       "stream": "h:stream"}),
+    R("glMemcpy2DDtoD", "CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch, "
+      "size_t width, size_t height, CUstream stream", ONEWAY, (),
+      {"dst": "dptr:span(dpitch, width, height)", "src": "dptr:span(spitch, width, height)",
+       "stream": "h:stream"}),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

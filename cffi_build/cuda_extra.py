@@ -45,4 +45,6 @@ EXTRAS: tuple[Extra, ...] = (
     Extra("cuLibraryLoadData", required=False),
     Extra("cuLaunchKernel", required=False),
     Extra("cuModuleGetGlobal_v2", required=False),
+    # Pitched copies (the glMemcpy2D* rows).
+    Extra("cuMemcpy2DAsync_v2", required=False),
 )

@@ -90,15 +90,26 @@ def parse(row: Row) -> list[Param]:
 def size_lines(p: Param) -> str:
     """C that computes ``sz_<name>`` = p's size expression, refusing 64-bit overflow.
 
-    Size expressions are a parameter or a parameter times a constant (``N * 4``):
-    a product that wraps would let a huge count pass a range check."""
-    m = re.fullmatch(r"\s*(\w+)\s*(?:\*\s*(\d+)\s*)?", p.expr)
-    if not m:
-        raise SystemExit(f"{p.name}: size expression {p.expr!r} is not NAME or NAME * K")
-    factor = m.group(2) or "1"
-    return (f"    uint64_t sz_{p.name};\n"
-            f"    if (__builtin_mul_overflow((uint64_t){m.group(1)}, (uint64_t){factor}, "
-            f"&sz_{p.name}))\n        return CUDA_ERROR_INVALID_VALUE;\n")
+    Size expressions are a parameter, a product of two factors (each a parameter
+    or a constant: ``N * 4``, ``width * height``), or ``span(PITCH, WIDTH, ROWS)``:
+    the bytes that ROWS rows of WIDTH bytes, PITCH bytes apart, reach from the
+    first row's start (0 for no rows). A product that wraps would let a huge
+    count pass a range check, so every step is checked."""
+    factor = r"\s*(\w+)\s*"
+    m = re.fullmatch(rf"{factor}(?:\*{factor})?", p.expr)
+    span = re.fullmatch(rf"\s*span\({factor},{factor},{factor}\)\s*", p.expr)
+    out = f"    uint64_t sz_{p.name};\n"
+    if m:
+        return out + (f"    if (__builtin_mul_overflow((uint64_t){m.group(1)}, "
+                      f"(uint64_t){m.group(2) or '1'}, &sz_{p.name}))\n"
+                      "        return CUDA_ERROR_INVALID_VALUE;\n")
+    if span:
+        pitch, width, rows = span.groups()
+        return out + (f"    if (gl_span_bytes((uint64_t){pitch}, (uint64_t){width}, "
+                      f"(uint64_t){rows}, &sz_{p.name}) != 0)\n"
+                      "        return CUDA_ERROR_INVALID_VALUE;\n")
+    raise SystemExit(f"{p.name}: size expression {p.expr!r} is not NAME, A * B or "
+                     "span(PITCH, WIDTH, ROWS)")
 
 
 def kind_const(kind: str) -> str:
@@ -248,7 +259,8 @@ def gen_ready(r: Row, ps: list[Param]) -> str:
 
 def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
     out = [BANNER, "#include <stdint.h>\n#include <string.h>\n",
-           '#include "gl_cuda.h"\n#include "gl_calls.h"\n#include "client.h"\n',
+           '#include "gl_cuda.h"\n#include "gl_calls.h"\n#include "gl_span.h"\n'
+           '#include "client.h"\n',
            '#include "gl_client_gen.h"\n\n',
            '#define GL_EXPORT __attribute__((visibility("default")))\n\n']
     for r in rows:
@@ -390,7 +402,8 @@ def gen_decoder(r: Row, ps: list[Param]) -> str:
 
 def gen_dispatch(wire: list[Row], parsed: dict[str, list[Param]]) -> str:
     out = [BANNER, "#include <stdint.h>\n#include <string.h>\n",
-           '#include "gl_cuda.h"\n#include "gl_calls.h"\n#include "records.h"\n'
+           '#include "gl_cuda.h"\n#include "gl_calls.h"\n#include "gl_span.h"\n'
+           '#include "records.h"\n'
            '#include "executor.h"\n\n']
     for r in wire:
         out.append(gen_decoder(r, parsed[r.name]))

@@ -142,10 +142,10 @@ PY
 bin="$work/bin"
 mkdir -p "$bin"
 runtime_src="$root/examples/cuda/runtime"
-for prog in vadd streams symbols errors threads reset props; do
+for prog in vadd streams symbols errors threads reset props pitched; do
     step "nvcc-$prog" 90 nvcc -o "$bin/$prog" "$runtime_src/$prog.cu"
 done
-for prog in vadd streams symbols errors threads reset props; do
+for prog in vadd streams symbols errors threads reset props pitched; do
     same "runtime-$prog" 60 "$bin/$prog"
 done
 
@@ -171,6 +171,7 @@ step gleam-device_query 30 "${through[@]}" "$bin/device_query" "$ptx"
 same python-vector_add 60 "$py" "$root/examples/cuda/vector_add_bindings.py" "$ptx"
 same python-runtime 60 "$py" "$root/examples/cuda/runtime_bindings.py"
 same python-driver-calls 60 "$py" "$root/examples/cuda/driver_calls.py"
+same python-pitched 60 "$py" "$root/examples/cuda/pitched_copies.py"
 
 # ---- CuPy (a cuBLAS matmul among its steps) and PyTorch, compared
 compared cupy 90 cupy_step.py

@@ -94,3 +94,18 @@ def test_the_built_interposer_exports_exactly_the_table():
                         check=True)
     defined = {line.split()[-1] for line in nm.stdout.splitlines() if " T " in line}
     assert {name for name in defined if name.startswith("cu")} == exported_symbols()
+
+
+@pytest.mark.parametrize("expr", ["n + 1", "span(p, n)", "a * b * c", "n * -4"])
+def test_size_expressions_outside_the_grammar_are_refused(expr):
+    row = Row("x", "CUdeviceptr d, size_t n, size_t p, size_t a, size_t b, size_t c", ONEWAY,
+              (s("x", 1),), {"d": f"dptr:{expr}"})
+    with pytest.raises(SystemExit, match="size expression"):
+        gen_cuda.size_lines(next(p for p in gen_cuda.parse(row) if p.name == "d"))
+
+
+def test_span_expressions_are_checked_without_wrapping():
+    row = next(r for r in cuda_api.ROWS if r.name == "glMemcpy2DDtoD")
+    dst = next(p for p in gen_cuda.parse(row) if p.name == "dst")
+    assert "gl_span_bytes((uint64_t)dpitch, (uint64_t)width, (uint64_t)height" in \
+        gen_cuda.size_lines(dst)

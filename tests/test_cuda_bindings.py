@@ -108,3 +108,14 @@ def test_a_module_larger_than_a_copy_chunk_travels_in_parts_then_as_references(m
                        "the session's end")
         sent.append(new[-1]["bytes_to_server"])
     assert sent[0] > 1 << 20 and sent[1] < 64 * 1024, sent
+
+
+def test_pitched_memory_and_2d_3d_copies(mesh):
+    """cuMemAllocPitch, cuMemcpy2D/3D every way (packed rows in chunks, gapped 3D
+    slices, unified memory types), 2D memsets of each width, a peer copy, and the
+    errors: every check against numpy (examples/cuda/pitched_copies.py)."""
+    verdict = run_example(mesh, str(EXAMPLES / "pitched_copies.py"), "--gleam")
+    assert set(verdict["checks"]) == {
+        "pitch_holds_a_row", "htod_dtoh_pitched", "dtod_subrect_unified", "memset_2d_widths",
+        "errors_invalid_value", "past_the_end_refused", "rows_wider_than_a_chunk",
+        "more_rows_than_a_chunk", "3d_gapped_slices", "3d_one_slice", "peer_copy_same_device"}

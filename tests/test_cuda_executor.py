@@ -113,6 +113,43 @@ def test_htod_dtoh_roundtrip_and_dtod(s):
     assert stats["bytes_h2d"] == len(payload) and stats["per_call"]["cuMemcpyDtoD"] == 1
 
 
+def test_pitched_rows_each_way(s):
+    """glMemcpy2D*: packed host rows spread at the device pitch, gathered back
+    packed, and copied device to device between two pitches."""
+    p = s.alloc(4096)
+    q = s.alloc(4096, 4096)
+    rows = bytes(range(1, 61))  # 6 rows of 10 bytes
+    s.run(rec("cuMemsetD8", p, 0, 4096), rec("cuMemsetD8", q, 0, 4096))
+    s.run(rec("glMemcpy2DHtoD", p + 5, 64, 10, 6, 0, payload=rows))
+    raw = s.dtoh(p, 6 * 64)
+    assert all(raw[5 + y * 64:15 + y * 64] == rows[y * 10:y * 10 + 10] for y in range(6))
+    assert raw.count(0) == 6 * 64 - 60
+    r = s.run(rec("glMemcpy2DDtoH", p + 5, 64, 10, 6, 0))
+    assert r is not None and r[0] == 0 and r[3] == rows
+    s.run(rec("glMemcpy2DDtoD", q, 16, p + 5, 64, 10, 6, 0))
+    assert s.dtoh(q, 96) == b"".join(rows[y * 10:y * 10 + 10] + bytes(6) for y in range(6))
+
+
+@pytest.mark.parametrize("args", [
+    (1, 4096, 10, 2),              # the second row ends past the allocation
+    (0, 2**63, 10, 3),             # a pitch whose span wraps 64 bits
+    (0, 2**64 - 1, 2, 2),          # a pitch that wraps to just before the start
+])
+def test_pitched_spans_outside_session_memory_are_refused(s, args):
+    p = s.alloc(4096)
+    off, pitch, width, height = args
+    s.run(rec("glMemcpy2DDtoD", p + off, pitch, p, 16, width, height, 0))
+    assert s.sync() == (0, INVALID_VALUE)
+    r = s.run(rec("glMemcpy2DDtoH", p + off, pitch, width, height, 0))
+    assert r is not None and r[0] == INVALID_VALUE
+    s.run(rec("glMemcpy2DHtoD", p + off, pitch, width, height, 0,
+              payload=bytes(width * height)))
+    assert s.sync() == (0, INVALID_VALUE)
+    # A payload that is not width * height bytes is refused as well.
+    s.run(rec("glMemcpy2DHtoD", p, 16, 10, 2, 0, payload=bytes(19)))
+    assert s.sync() == (0, INVALID_VALUE)
+
+
 def test_out_of_range_pointer_is_deferred_then_cleared(s):
     p = s.alloc(256)
     s.run(rec("cuMemsetD8", p + 200, 1, 100))  # runs past the allocation
@@ -406,6 +443,21 @@ CUresult cuMemcpyDtoHAsync_v2(void *d, P s, size_t n, void *st) {
     memcpy(d, (void *)(uintptr_t)s, n);
     return 0;
 }
+/* CUDA_MEMCPY2D_v2 as in NVIDIA's cuda.h; host and device memory only. */
+typedef struct {
+    size_t sx, sy; int stype; const void *shost; P sdev; void *sarr; size_t spitch;
+    size_t dx, dy; int dtype; void *dhost; P ddev; void *darr; size_t dpitch;
+    size_t w, h;
+} M2;
+CUresult cuMemcpy2DAsync_v2(const M2 *c, void *st) {
+    const char *s = c->stype == 1 ? c->shost : (const char *)(uintptr_t)c->sdev;
+    char *d = c->dtype == 1 ? c->dhost : (char *)(uintptr_t)c->ddev;
+    if (c->sx || c->sy || c->dx || c->dy || c->sarr || c->darr)
+        return 1; /* the backend passes origins in the addresses */
+    for (size_t y = 0; y < c->h; y++)
+        memcpy(d + y * c->dpitch, s + y * c->spitch, c->w);
+    return 0;
+}
 int fake_state(int w) { return w == 0 ? maps : w == 1 ? creates - releases : retains; }
 """
 
@@ -437,6 +489,13 @@ def test_cuda_backend_granules_with_a_stand_in_driver(tmp_path):
     assert fake.fake_state(0) == 1
     r = s.run(rec("glMemcpyDtoH", b + 512, 8, 0))
     assert r is not None and r[0] == INVALID_VALUE
+    # Pitched copies go through the driver's cuMemcpy2DAsync_v2 (host rows packed).
+    rows = bytes(range(1, 25))  # 3 rows of 8 bytes
+    s.run(rec("glMemcpy2DHtoD", b + 256, 32, 8, 3, 0, payload=rows),
+          rec("glMemcpy2DDtoD", b + 384, 16, b + 256, 32, 8, 3, 0))
+    assert s.dtoh(b + 256, 72)[::32] == rows[::8] and s.dtoh(b + 256 + 64, 8) == rows[16:]
+    r = s.run(rec("glMemcpy2DDtoH", b + 384, 16, 8, 3, 0))
+    assert r is not None and r[0] == 0 and r[3] == rows
     s.run(rec("glModuleLoad", mint(MOD), 4, payload=b"abcd"))  # the stand-in lacks it
     assert s.sync() == (0, 801)
     s.x.close()

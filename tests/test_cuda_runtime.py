@@ -25,7 +25,7 @@ from .cuda_mesh import host_mesh, run_through
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "examples" / "cuda" / "runtime"
-PROGRAMS = ("vadd", "streams", "symbols", "errors", "threads", "reset", "props")
+PROGRAMS = ("vadd", "streams", "symbols", "errors", "threads", "reset", "props", "pitched")
 
 NVCC = shutil.which("nvcc")
 
@@ -115,6 +115,17 @@ def test_constant_and_device_variables(mesh, binaries, kind):
     done, verdict = run_through(client, flavour(binaries, "symbols", kind))
     assert done.returncode == 0, done.stdout + done.stderr
     assert verdict == {"ok": True, "mismatches": 0, "counter": 1000}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pitched_memory_2d_and_3d(mesh, binaries, kind):
+    """cudaMallocPitch, cudaMemcpy2D every way, cudaMemset2D, a kernel over pitched
+    rows, cudaMalloc3D/cudaMemcpy3D/cudaMemset3D (cudart uses cuMemAllocPitch,
+    cuMemcpy2DUnaligned, cuMemcpy2DAsync, cuMemcpy3D, cuMemsetD2D8[Async])."""
+    client, _ = mesh
+    done, verdict = run_through(client, flavour(binaries, "pitched", kind))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert verdict == {"ok": True, "mismatches": 0, "narrow_pitch": "cudaErrorInvalidPitchValue"}
 
 
 @pytest.mark.parametrize("kind", KINDS)

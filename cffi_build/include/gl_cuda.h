@@ -150,7 +150,48 @@ enum {
     GL_CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12,
     GL_CU_POINTER_ATTRIBUTE_MAPPED = 13
 };
-enum { GL_CU_MEMORYTYPE_HOST = 1, GL_CU_MEMORYTYPE_DEVICE = 2 };
+enum {
+    GL_CU_MEMORYTYPE_HOST = 1, GL_CU_MEMORYTYPE_DEVICE = 2, GL_CU_MEMORYTYPE_ARRAY = 3,
+    GL_CU_MEMORYTYPE_UNIFIED = 4
+};
+
+/* cuMemcpy2D's and cuMemcpy3D's descriptions of a copy (the layouts are
+ * CUDA's _v2 structs: every extent is a size_t). gleam has no CUDA arrays: a
+ * CUarray is only ever a member that must be unused. */
+typedef struct CUarray_st *CUarray;
+typedef int CUmemorytype;
+typedef struct {
+    size_t srcXInBytes, srcY;
+    CUmemorytype srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    CUarray srcArray;
+    size_t srcPitch;
+    size_t dstXInBytes, dstY;
+    CUmemorytype dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    CUarray dstArray;
+    size_t dstPitch;
+    size_t WidthInBytes, Height;
+} CUDA_MEMCPY2D;
+typedef struct {
+    size_t srcXInBytes, srcY, srcZ, srcLOD;
+    CUmemorytype srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    CUarray srcArray;
+    void *reserved0;
+    size_t srcPitch, srcHeight;
+    size_t dstXInBytes, dstY, dstZ, dstLOD;
+    CUmemorytype dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    CUarray dstArray;
+    void *reserved1;
+    size_t dstPitch, dstHeight;
+    size_t WidthInBytes, Height, Depth;
+} CUDA_MEMCPY3D;
 
 /* Device attributes gleam's host device reports (the numbers are CUDA's). */
 enum {
@@ -159,9 +200,11 @@ enum {
     GL_ATTR_MAX_GRID_DIM_X = 5, GL_ATTR_MAX_GRID_DIM_Y = 6, GL_ATTR_MAX_GRID_DIM_Z = 7,
     GL_ATTR_MAX_SHARED_MEMORY_PER_BLOCK = 8,
     GL_ATTR_WARP_SIZE = 10,
+    GL_ATTR_MAX_PITCH = 11,
     GL_ATTR_CLOCK_RATE = 13,
     GL_ATTR_MULTIPROCESSOR_COUNT = 16,
     GL_ATTR_UNIFIED_ADDRESSING = 41,
+    GL_ATTR_TEXTURE_PITCH_ALIGNMENT = 51,
     GL_ATTR_COMPUTE_CAPABILITY_MAJOR = 75,
     GL_ATTR_COMPUTE_CAPABILITY_MINOR = 76
 };

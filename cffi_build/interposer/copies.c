@@ -14,7 +14,7 @@
 #include "gl_client_gen.h"
 #include "internal.h"
 
-static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int ptds)
+CUresult gl_copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int ptds)
 {
     CUresult r = gl_ready();
 
@@ -30,7 +30,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
     return r;
 }
 
-static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int ptds)
+CUresult gl_copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int ptds)
 {
     CUresult r = gl_ready();
 
@@ -48,24 +48,24 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int ptds)
 
 CUresult gli_cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, int ptds)
 {
-    return htod(dstDevice, srcHost, ByteCount, NULL, ptds);
+    return gl_copy_htod(dstDevice, srcHost, ByteCount, NULL, ptds);
 }
 
 CUresult gli_cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
                                CUstream hStream, int ptds)
 {
-    return htod(dstDevice, srcHost, ByteCount, hStream, ptds);
+    return gl_copy_htod(dstDevice, srcHost, ByteCount, hStream, ptds);
 }
 
 CUresult gli_cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, int ptds)
 {
-    return dtoh(dstHost, srcDevice, ByteCount, NULL, ptds);
+    return gl_copy_dtoh(dstHost, srcDevice, ByteCount, NULL, ptds);
 }
 
 CUresult gli_cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                                CUstream hStream, int ptds)
 {
-    return dtoh(dstHost, srcDevice, ByteCount, hStream, ptds);
+    return gl_copy_dtoh(dstHost, srcDevice, ByteCount, hStream, ptds);
 }
 
 static CUresult routed(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async,
@@ -80,9 +80,9 @@ static CUresult routed(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, i
         return async ? glw_cuMemcpyDtoDAsync(dst, src, n, s, ptds)
                      : glw_cuMemcpyDtoD(dst, src, n, ptds);
     if (d_dev)
-        return htod(dst, (const void *)(uintptr_t)src, n, s, ptds);
+        return gl_copy_htod(dst, (const void *)(uintptr_t)src, n, s, ptds);
     if (s_dev)
-        return dtoh((void *)(uintptr_t)dst, src, n, s, ptds);
+        return gl_copy_dtoh((void *)(uintptr_t)dst, src, n, s, ptds);
     if (dst == 0 || src == 0)
         return CUDA_ERROR_INVALID_VALUE;
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);

@@ -64,6 +64,12 @@ int gl_va_find(uint64_t ptr, uint64_t *base, uint64_t *size);
 /* The pinned allocation holding p: 1 and its range, or 0. */
 int gl_pinned_find(const void *p, uintptr_t *base, size_t *size);
 
+/* ---- copies.c: host <-> device copies in chunks of GL_COPY_CHUNK */
+
+CUresult gl_copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int ptds);
+/* Waits for the bytes (also for an asynchronous copy: see copies.c). */
+CUresult gl_copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int ptds);
+
 /* ---- context.c: per-thread context stack */
 
 /* The calling thread's current context (0 when none). */

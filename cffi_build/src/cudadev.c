@@ -53,6 +53,7 @@ typedef CUresult (*fn_ctx)(CUcontext);
 typedef CUresult (*fn_void)(void);
 typedef CUresult (*fn_dtoh)(void *, CUdeviceptr, size_t, CUstream);
 typedef CUresult (*fn_stream)(CUstream);
+typedef CUresult (*fn_copy2d)(const CUDA_MEMCPY2D *, CUstream);
 typedef CUresult (*fn_modload)(CUmodule *, const void *);
 typedef CUresult (*fn_libload)(CUlibrary *, const void *, void *, void **, unsigned int, void *,
                                void **, unsigned int);
@@ -191,6 +192,49 @@ CUresult cb_glMemcpyDtoH(void *dst, CUdeviceptr src, size_t n, CUstream stream)
     if (r != CUDA_SUCCESS)
         return r;
     return ((fn_stream)c->fn.cuStreamSynchronize)(stream);
+}
+
+/* Pitched copies through the driver's own 2D copy; the host side is the
+ * record's packed rows (its pitch is the width). */
+static CUresult copy2d(CUDA_MEMCPY2D *p, CUstream stream, int wait)
+{
+    gl_cuda *c = cuda_of(gl_exec_current());
+    if (c->fn.cuMemcpy2DAsync_v2 == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = ((fn_copy2d)c->fn.cuMemcpy2DAsync_v2)(p, stream);
+    if (r != CUDA_SUCCESS || !wait)
+        return r;
+    return ((fn_stream)c->fn.cuStreamSynchronize)(stream);
+}
+
+CUresult cb_glMemcpy2DHtoD(CUdeviceptr dst, size_t dpitch, const void *src, size_t width,
+                           size_t height, CUstream stream)
+{
+    CUDA_MEMCPY2D p = {.srcMemoryType = GL_CU_MEMORYTYPE_HOST, .srcHost = src,
+                       .srcPitch = width, .dstMemoryType = GL_CU_MEMORYTYPE_DEVICE,
+                       .dstDevice = dst, .dstPitch = dpitch, .WidthInBytes = width,
+                       .Height = height};
+    return copy2d(&p, stream, 0);
+}
+
+CUresult cb_glMemcpy2DDtoH(void *dst, CUdeviceptr src, size_t spitch, size_t width,
+                           size_t height, CUstream stream)
+{
+    CUDA_MEMCPY2D p = {.srcMemoryType = GL_CU_MEMORYTYPE_DEVICE, .srcDevice = src,
+                       .srcPitch = spitch, .dstMemoryType = GL_CU_MEMORYTYPE_HOST,
+                       .dstHost = dst, .dstPitch = width, .WidthInBytes = width,
+                       .Height = height};
+    return copy2d(&p, stream, 1); /* the reply's bytes must be there */
+}
+
+CUresult cb_glMemcpy2DDtoD(CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch,
+                           size_t width, size_t height, CUstream stream)
+{
+    CUDA_MEMCPY2D p = {.srcMemoryType = GL_CU_MEMORYTYPE_DEVICE, .srcDevice = src,
+                       .srcPitch = spitch, .dstMemoryType = GL_CU_MEMORYTYPE_DEVICE,
+                       .dstDevice = dst, .dstPitch = dpitch, .WidthInBytes = width,
+                       .Height = height};
+    return copy2d(&p, stream, 0);
 }
 
 /* The record's payload is only 8-byte aligned and a PTX image may lack its

@@ -217,6 +217,37 @@ CUresult hb_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
     return hb_cuMemcpyDtoD(dst, src, n);
 }
 
+/* Pitched copies: the dispatch checked each device side's whole span
+ * (gl_span.h) against the session's memory and the packed side's length, so
+ * no row below leaves them. */
+CUresult hb_glMemcpy2DHtoD(CUdeviceptr dst, size_t dpitch, const void *src, size_t width,
+                           size_t height, CUstream stream)
+{
+    (void)stream;
+    for (size_t y = 0; y < height; y++)
+        memcpy((void *)(uintptr_t)(dst + y * dpitch), (const uint8_t *)src + y * width, width);
+    return CUDA_SUCCESS;
+}
+
+CUresult hb_glMemcpy2DDtoH(void *dst, CUdeviceptr src, size_t spitch, size_t width,
+                           size_t height, CUstream stream)
+{
+    (void)stream;
+    for (size_t y = 0; y < height; y++)
+        memcpy((uint8_t *)dst + y * width, (const void *)(uintptr_t)(src + y * spitch), width);
+    return CUDA_SUCCESS;
+}
+
+CUresult hb_glMemcpy2DDtoD(CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch,
+                           size_t width, size_t height, CUstream stream)
+{
+    (void)stream;
+    for (size_t y = 0; y < height; y++)
+        memmove((void *)(uintptr_t)(dst + y * dpitch), (const void *)(uintptr_t)(src + y * spitch),
+                width);
+    return CUDA_SUCCESS;
+}
+
 /* The dispatch checked N * width, which can wrap: check again without wrapping. */
 static void *memset_target(CUdeviceptr dst, size_t n, size_t width)
 {

@@ -51,6 +51,7 @@ DATA_CALLS = (
     "cuOccupancyMaxActiveBlocksPerMultiprocessor",
     "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
     "glModuleVarsRead", "glModuleVarsWrite",  # (the snapshot holds the variables)
+    "glMemcpy2DHtoD", "glMemcpy2DDtoH", "glMemcpy2DDtoD",
 )
 
 

@@ -214,7 +214,8 @@ class HostBackend(_Backend):
         cores = os.cpu_count() or 1
         attrs = {
             1: 1024, 2: 1024, 3: 1024, 4: 64, 5: 2**31 - 1, 6: 65535, 7: 65535,
-            8: 48 * 1024, 10: 32, 16: cores, 41: 1, 75: 8, 76: 0,
+            8: 48 * 1024, 10: 32, 11: 2**31 - 1, 14: 512, 16: cores, 41: 1, 51: 32,
+            75: 8, 76: 0,
         }
         name = f"gleam host device ({cores}-core {_cpu_model()})"
         uuid = (b"gleam-host-dev" + cores.to_bytes(2, "little"))[:16]

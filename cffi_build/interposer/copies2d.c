@@ -1,0 +1,432 @@
+/*
+ * copies2d.c — pitched memory: cuMemAllocPitch, cuMemcpy2D/3D (and their
+ * Async and Unaligned forms), cuMemsetD2D*, and peer copies.
+ *
+ * A 2D copy is HEIGHT rows of WIDTH bytes, each side's rows PITCH bytes
+ * apart. Rows that are contiguous on both sides go as one plain copy.
+ * Otherwise host-to-device rows travel packed, at most one copy chunk per
+ * glMemcpy2DHtoD record (the server spreads them out at its pitch);
+ * device-to-host rows come back packed in glMemcpy2DDtoH replies (one round
+ * trip per chunk, as a plain copy); device-to-device is one glMemcpy2DDtoD
+ * record. A 3D copy is one 2D copy when its slices lie evenly, else one per
+ * slice. gleam has no CUDA arrays: a copy naming one is refused with a line.
+ *
+ * Every offset and extent is checked for 64-bit overflow before use, and each
+ * device side's whole span against the session's memory (the generated
+ * emitters check it again, and so does the server).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gl_calls.h"
+#include "gl_client_gen.h"
+#include "gl_span.h"
+#include "internal.h"
+
+/* cuMemAllocPitch's row alignment: what NVIDIA's driver gives on current GPUs,
+ * so a program that prints or reasons about the pitch sees a familiar one. */
+#define PITCH_ALIGN 512u
+/* CU_DEVICE_ATTRIBUTE_MAX_PITCH of every current GPU. */
+#define MAX_PITCH ((size_t)INT32_MAX)
+
+/* One side of a copy: where its first row starts and how far apart rows are. */
+typedef struct {
+    int dev;       /* 1: addr is device memory; 0: host memory */
+    uint64_t addr; /* the first byte of the first row */
+    size_t pitch;
+} side;
+
+typedef struct {
+    side src, dst;
+    size_t width, height;
+    CUstream stream;
+    int ptds;
+} copy2d;
+
+static CUresult no_arrays(void)
+{
+    fprintf(stderr, "gleam: CUDA arrays are not supported (a 2D/3D copy names one); "
+                    "returning CUDA_ERROR_NOT_SUPPORTED\n");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* base + y * pitch + x, refusing a sum that wraps. */
+static CUresult offset(uint64_t base, size_t x, size_t y, size_t pitch, uint64_t *out)
+{
+    uint64_t rows;
+    if (__builtin_mul_overflow((uint64_t)y, (uint64_t)pitch, &rows) ||
+        __builtin_add_overflow(rows, (uint64_t)x, &rows) ||
+        __builtin_add_overflow(base, rows, out))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult make_side(side *s, CUmemorytype type, const void *host, CUdeviceptr device,
+                          CUarray array, size_t x, size_t y, size_t pitch)
+{
+    switch (type) {
+    case GL_CU_MEMORYTYPE_HOST:
+        s->dev = 0;
+        if (host == NULL)
+            return CUDA_ERROR_INVALID_VALUE;
+        s->pitch = pitch;
+        return offset((uint64_t)(uintptr_t)host, x, y, pitch, &s->addr);
+    case GL_CU_MEMORYTYPE_DEVICE:
+    case GL_CU_MEMORYTYPE_UNIFIED:
+        /* Unified addressing: an address inside a session allocation is
+         * device memory, anything else host memory (as cuMemcpy routes). */
+        s->dev = type == GL_CU_MEMORYTYPE_DEVICE || gl_va_find(device, NULL, NULL);
+        if (device == 0)
+            return CUDA_ERROR_INVALID_VALUE;
+        s->pitch = pitch;
+        return offset(device, x, y, pitch, &s->addr);
+    case GL_CU_MEMORYTYPE_ARRAY:
+        (void)array;
+        return no_arrays();
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static CUresult check_side(const side *s, size_t width, size_t height)
+{
+    uint64_t span;
+    if (height > 1 && s->pitch < width)
+        return CUDA_ERROR_INVALID_VALUE; /* rows would overlap: CUDA refuses it too */
+    if (gl_span_bytes(s->pitch, width, height, &span) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (s->dev)
+        return gl_check_dptr(s->addr, span);
+    return s->addr + span < s->addr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+/* n contiguous bytes, either direction. */
+static CUresult copy_flat(const copy2d *c, size_t n)
+{
+    const side *s = &c->src, *d = &c->dst;
+    if (s->dev && d->dev)
+        return glw_cuMemcpyDtoDAsync(d->addr, s->addr, n, c->stream, c->ptds);
+    if (d->dev)
+        return gl_copy_htod(d->addr, (const void *)(uintptr_t)s->addr, n, c->stream, c->ptds);
+    if (s->dev)
+        return gl_copy_dtoh((void *)(uintptr_t)d->addr, s->addr, n, c->stream, c->ptds);
+    memmove((void *)(uintptr_t)d->addr, (const void *)(uintptr_t)s->addr, n);
+    return CUDA_SUCCESS;
+}
+
+/* Rows per record: as many as fit in a copy chunk (0: a row is larger). */
+static size_t rows_per_chunk(size_t width)
+{
+    return width > GL_COPY_CHUNK ? 0 : GL_COPY_CHUNK / width;
+}
+
+static CUresult htod_rows(const copy2d *c)
+{
+    const side *s = &c->src, *d = &c->dst;
+    size_t per = rows_per_chunk(c->width);
+    CUresult r = CUDA_SUCCESS;
+
+    if (per == 0) { /* each row is itself at least a chunk: plain copies */
+        for (size_t y = 0; r == CUDA_SUCCESS && y < c->height; y++)
+            r = gl_copy_htod(d->addr + y * d->pitch,
+                             (const void *)(uintptr_t)(s->addr + y * s->pitch), c->width,
+                             c->stream, c->ptds);
+        return r;
+    }
+    /* Packed host rows go as they are; others are packed into one buffer. */
+    uint8_t *pack = NULL;
+    if (s->pitch != c->width && (pack = malloc(per * c->width)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t y = 0; r == CUDA_SUCCESS && y < c->height; y += per) {
+        size_t rows = c->height - y < per ? c->height - y : per;
+        const uint8_t *from = (const uint8_t *)(uintptr_t)(s->addr + y * s->pitch);
+        if (pack != NULL) {
+            for (size_t i = 0; i < rows; i++)
+                memcpy(pack + i * c->width, from + i * s->pitch, c->width);
+            from = pack;
+        }
+        r = glw_glMemcpy2DHtoD(d->addr + y * d->pitch, d->pitch, from, c->width, rows,
+                               c->stream, c->ptds);
+    }
+    free(pack); /* the record holds its own copy, or was sent already */
+    return r;
+}
+
+static CUresult dtoh_rows(const copy2d *c)
+{
+    const side *s = &c->src, *d = &c->dst;
+    size_t per = rows_per_chunk(c->width);
+    CUresult r = CUDA_SUCCESS;
+
+    if (per == 0) {
+        for (size_t y = 0; r == CUDA_SUCCESS && y < c->height; y++)
+            r = gl_copy_dtoh((void *)(uintptr_t)(d->addr + y * d->pitch), s->addr + y * s->pitch,
+                             c->width, c->stream, c->ptds);
+        return r;
+    }
+    uint8_t *pack = NULL;
+    if (d->pitch != c->width && (pack = malloc(per * c->width)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t y = 0; r == CUDA_SUCCESS && y < c->height; y += per) {
+        size_t rows = c->height - y < per ? c->height - y : per;
+        uint8_t *to = (uint8_t *)(uintptr_t)(d->addr + y * d->pitch);
+        r = glw_glMemcpy2DDtoH(pack != NULL ? pack : to, s->addr + y * s->pitch, s->pitch,
+                               c->width, rows, c->stream, c->ptds);
+        if (r == CUDA_SUCCESS && pack != NULL)
+            for (size_t i = 0; i < rows; i++)
+                memcpy(to + i * d->pitch, pack + i * c->width, c->width);
+    }
+    free(pack);
+    return r;
+}
+
+static CUresult run_2d(const copy2d *c)
+{
+    const side *s = &c->src, *d = &c->dst;
+    CUresult r;
+
+    if (c->width == 0 || c->height == 0)
+        return CUDA_SUCCESS;
+    if ((r = check_side(s, c->width, c->height)) != CUDA_SUCCESS ||
+        (r = check_side(d, c->width, c->height)) != CUDA_SUCCESS)
+        return r;
+    /* The spans were checked, so rows * pitch below cannot wrap. */
+    if (c->height == 1 || (s->pitch == c->width && d->pitch == c->width))
+        return copy_flat(c, c->width * c->height);
+    if (s->dev && d->dev)
+        return glw_glMemcpy2DDtoD(d->addr, d->pitch, s->addr, s->pitch, c->width, c->height,
+                                  c->stream, c->ptds);
+    if (d->dev)
+        return htod_rows(c);
+    if (s->dev)
+        return dtoh_rows(c);
+    for (size_t y = 0; y < c->height; y++)
+        memmove((void *)(uintptr_t)(d->addr + y * d->pitch),
+                (const void *)(uintptr_t)(s->addr + y * s->pitch), c->width);
+    return CUDA_SUCCESS;
+}
+
+static CUresult memcpy2d(const CUDA_MEMCPY2D *p, CUstream stream, int ptds)
+{
+    copy2d c = {.width = 0, .stream = stream, .ptds = ptds};
+    CUresult r;
+
+    if (p == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = make_side(&c.src, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray,
+                       p->srcXInBytes, p->srcY, p->srcPitch)) != CUDA_SUCCESS ||
+        (r = make_side(&c.dst, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
+                       p->dstXInBytes, p->dstY, p->dstPitch)) != CUDA_SUCCESS)
+        return r;
+    c.width = p->WidthInBytes;
+    c.height = p->Height;
+    return run_2d(&c);
+}
+
+CUresult gls_cuMemcpy2D(const CUDA_MEMCPY2D *pCopy, int ptds)
+{
+    return memcpy2d(pCopy, NULL, ptds);
+}
+
+CUresult gls_cuMemcpy2DUnaligned(const CUDA_MEMCPY2D *pCopy, int ptds)
+{
+    return memcpy2d(pCopy, NULL, ptds); /* gleam's copies have no alignment rules */
+}
+
+CUresult gls_cuMemcpy2DAsync(const CUDA_MEMCPY2D *pCopy, CUstream hStream, int ptds)
+{
+    return memcpy2d(pCopy, hStream, ptds);
+}
+
+/* One side of a 3D copy: the origin of its first slice, and rows per slice. */
+static CUresult make_side3d(side *s, size_t *slice_rows, CUmemorytype type, const void *host,
+                            CUdeviceptr device, CUarray array, void *reserved, size_t x,
+                            size_t y, size_t z, size_t pitch, size_t height,
+                            const CUDA_MEMCPY3D *p)
+{
+    uint64_t row;
+    if (reserved != NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->Depth > 1 && height < p->Height)
+        return CUDA_ERROR_INVALID_VALUE; /* slices would overlap */
+    if (__builtin_mul_overflow((uint64_t)z, (uint64_t)height, &row) ||
+        __builtin_add_overflow(row, (uint64_t)y, &row))
+        return CUDA_ERROR_INVALID_VALUE;
+    *slice_rows = height;
+    return make_side(s, type, host, device, array, x, (size_t)row, pitch);
+}
+
+static CUresult memcpy3d(const CUDA_MEMCPY3D *p, CUstream stream, int ptds)
+{
+    copy2d c = {.width = 0, .stream = stream, .ptds = ptds};
+    size_t src_rows, dst_rows;
+    uint64_t rows;
+    CUresult r;
+
+    if (p == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = make_side3d(&c.src, &src_rows, p->srcMemoryType, p->srcHost, p->srcDevice,
+                         p->srcArray, p->reserved0, p->srcXInBytes, p->srcY, p->srcZ,
+                         p->srcPitch, p->srcHeight, p)) != CUDA_SUCCESS ||
+        (r = make_side3d(&c.dst, &dst_rows, p->dstMemoryType, p->dstHost, p->dstDevice,
+                         p->dstArray, p->reserved1, p->dstXInBytes, p->dstY, p->dstZ,
+                         p->dstPitch, p->dstHeight, p)) != CUDA_SUCCESS)
+        return r;
+    c.width = p->WidthInBytes;
+    if (p->Depth <= 1 || (src_rows == p->Height && dst_rows == p->Height)) {
+        /* One slice, or slices that follow each other without a gap: one 2D
+         * copy of every row (Depth 0 copies nothing). */
+        if (__builtin_mul_overflow((uint64_t)p->Height, (uint64_t)p->Depth, &rows))
+            return CUDA_ERROR_INVALID_VALUE;
+        c.height = (size_t)rows;
+        return run_2d(&c);
+    }
+    /* Check the last slice's origin first: the others lie before it. */
+    uint64_t s_step, d_step, probe;
+    if (__builtin_mul_overflow((uint64_t)src_rows, (uint64_t)c.src.pitch, &s_step) ||
+        __builtin_mul_overflow((uint64_t)dst_rows, (uint64_t)c.dst.pitch, &d_step) ||
+        offset(c.src.addr, 0, p->Depth - 1, s_step, &probe) != CUDA_SUCCESS ||
+        offset(c.dst.addr, 0, p->Depth - 1, d_step, &probe) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    c.height = p->Height;
+    copy2d slice = c;
+    for (size_t z = 0; r == CUDA_SUCCESS && z < p->Depth; z++) {
+        slice.src.addr = c.src.addr + z * s_step;
+        slice.dst.addr = c.dst.addr + z * d_step;
+        r = run_2d(&slice);
+    }
+    return r;
+}
+
+CUresult gls_cuMemcpy3D(const CUDA_MEMCPY3D *pCopy, int ptds)
+{
+    return memcpy3d(pCopy, NULL, ptds);
+}
+
+CUresult gls_cuMemcpy3DAsync(const CUDA_MEMCPY3D *pCopy, CUstream hStream, int ptds)
+{
+    return memcpy3d(pCopy, hStream, ptds);
+}
+
+CUresult gls_cuMemAllocPitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                             size_t Height, unsigned int ElementSizeBytes, int ptds)
+{
+    uint64_t bytes;
+
+    if (dptr == NULL || pPitch == NULL || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) ||
+        WidthInBytes > MAX_PITCH)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t pitch = (WidthInBytes + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
+    if (__builtin_mul_overflow((uint64_t)pitch, (uint64_t)Height, &bytes) || bytes > SIZE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = gls_cuMemAlloc(dptr, (size_t)bytes, ptds);
+    if (r == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return r;
+}
+
+/* --------------------------------------------------------------- memsets */
+
+/* Height rows of width elements of size elem, pitch bytes apart: one memset
+ * when the rows touch, else one per row (each a small one-way record). */
+static CUresult memset2d(CUdeviceptr dst, size_t pitch, unsigned int value, size_t width,
+                         size_t height, unsigned int elem, CUstream stream, int async,
+                         int ptds)
+{
+    uint64_t row_bytes, span;
+
+    if (width == 0 || height == 0)
+        return CUDA_SUCCESS;
+    if (__builtin_mul_overflow((uint64_t)width, (uint64_t)elem, &row_bytes) ||
+        (height > 1 && pitch < row_bytes) || dst % elem != 0 || pitch % elem != 0 ||
+        gl_span_bytes(pitch, row_bytes, height, &span) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = gl_check_dptr(dst, span);
+    size_t n = width, rows = height;
+    if (pitch == row_bytes || height == 1) {
+        n = (size_t)(span / elem); /* one memset of every row */
+        rows = 1;
+    }
+    for (size_t y = 0; r == CUDA_SUCCESS && y < rows; y++) {
+        CUdeviceptr at = dst + y * pitch;
+        switch (elem) {
+        case 1:
+            r = async ? glw_cuMemsetD8Async(at, (unsigned char)value, n, stream, ptds)
+                      : glw_cuMemsetD8(at, (unsigned char)value, n, ptds);
+            break;
+        case 2:
+            r = async ? glw_cuMemsetD16Async(at, (unsigned short)value, n, stream, ptds)
+                      : glw_cuMemsetD16(at, (unsigned short)value, n, ptds);
+            break;
+        default:
+            r = async ? glw_cuMemsetD32Async(at, value, n, stream, ptds)
+                      : glw_cuMemsetD32(at, value, n, ptds);
+        }
+    }
+    return r;
+}
+
+CUresult gls_cuMemsetD2D8(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
+                          size_t Height, int ptds)
+{
+    return memset2d(dstDevice, dstPitch, uc, Width, Height, 1, NULL, 0, ptds);
+}
+
+CUresult gls_cuMemsetD2D16(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
+                           size_t Width, size_t Height, int ptds)
+{
+    return memset2d(dstDevice, dstPitch, us, Width, Height, 2, NULL, 0, ptds);
+}
+
+CUresult gls_cuMemsetD2D32(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
+                           size_t Width, size_t Height, int ptds)
+{
+    return memset2d(dstDevice, dstPitch, ui, Width, Height, 4, NULL, 0, ptds);
+}
+
+CUresult gls_cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
+                               size_t Width, size_t Height, CUstream hStream, int ptds)
+{
+    return memset2d(dstDevice, dstPitch, uc, Width, Height, 1, hStream, 1, ptds);
+}
+
+CUresult gls_cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
+                                size_t Width, size_t Height, CUstream hStream, int ptds)
+{
+    return memset2d(dstDevice, dstPitch, us, Width, Height, 2, hStream, 1, ptds);
+}
+
+CUresult gls_cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
+                                size_t Width, size_t Height, CUstream hStream, int ptds)
+{
+    return memset2d(dstDevice, dstPitch, ui, Width, Height, 4, hStream, 1, ptds);
+}
+
+/* ------------------------------------------------------------ peer copies */
+
+/* A session has one device, so both contexts are on it: a device copy. */
+static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,
+                     CUstream stream, int async, int ptds)
+{
+    CUresult r;
+    if ((r = gl_check_handle(GL_H_CTX, (uint64_t)(uintptr_t)dctx)) != CUDA_SUCCESS ||
+        (r = gl_check_handle(GL_H_CTX, (uint64_t)(uintptr_t)sctx)) != CUDA_SUCCESS)
+        return r == CUDA_ERROR_INVALID_HANDLE ? CUDA_ERROR_INVALID_CONTEXT : r;
+    return async ? glw_cuMemcpyDtoDAsync(dst, src, n, stream, ptds)
+                 : glw_cuMemcpyDtoD(dst, src, n, ptds);
+}
+
+CUresult gls_cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                          CUcontext srcContext, size_t ByteCount, int ptds)
+{
+    return peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, NULL, 0, ptds);
+}
+
+CUresult gls_cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext,
+                               CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount,
+                               CUstream hStream, int ptds)
+{
+    return peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, 1, ptds);
+}
