@@ -77,6 +77,11 @@ def run_environment(libdir: Path, socket_path: Path, peer: str | None,
         env["GLEAM_CUDA_PEER"] = peer
     else:
         env.pop("GLEAM_CUDA_PEER", None)
+    # CuPy compiles its kernels to PTX rather than to one GPU's machine code:
+    # the server is chosen after the program starts and a session may move to
+    # another device (or fail over to gleam's host device, which runs PTX only).
+    # A GPU JITs the PTX once. The user's own setting wins.
+    env.setdefault("CUPY_COMPILE_WITH_PTX", "1")
     return env
 
 

@@ -7,11 +7,13 @@ device and a server with the host backend (its kernel registry off), whose
 PTX interpreter runs every kernel. Each program checks its results against
 numpy and prints one JSON verdict.
 
-Two settings make CuPy hand the host device what it can run
-(docs/cuda-forwarding.md, "CuPy"): ``CUPY_COMPILE_WITH_PTX=1`` (NVRTC emits
-PTX instead of an sm_80 cubin) and ``CUPY_ACCELERATORS=`` (CuPy's own
-reduction kernels instead of CUB's prebuilt ones, whose PTX uses instructions
-the interpreter lacks).
+The programs run with CuPy's defaults: ``gleam-peer run`` sets
+``CUPY_COMPILE_WITH_PTX=1`` (NVRTC emits PTX instead of an sm_80 cubin,
+docs/cuda-forwarding.md, "CuPy") unless the user set it. Reductions, scans
+and sorts run CuPy's default accelerator, CUB (and Thrust), whose prebuilt
+kernels' only PTX is
+``compute_100``; the reductions run once more with ``CUPY_ACCELERATORS=``
+(CuPy's own kernels).
 """
 
 from __future__ import annotations
@@ -84,7 +86,20 @@ checks = {
 sumsq = cp.ReductionKernel("float32 x", "float32 y", "x * x", "a + b", "y = a", "0", "gl_sumsq")
 want = float((x.astype(np.float64) ** 2).sum())
 checks["reduction_kernel"] = bool(np.isclose(float(sumsq(dx)), want, rtol=1e-4))
-print(json.dumps({"ok": all(checks.values()), "checks": checks}))
+big = rng.standard_normal(100000).astype(np.float32)  # many blocks, then one
+checks["sum_many_blocks"] = bool(np.isclose(float(cp.asarray(big).sum()),
+                                            big.sum(dtype=np.float64), rtol=1e-4))
+checks["cumsum"] = bool(np.allclose(cp.cumsum(dx).get(), np.cumsum(x.astype(np.float64)),
+                                    rtol=1e-3, atol=1e-3))
+checks["sort"] = bool(np.array_equal(cp.sort(dx).get(), np.sort(x)))
+half = x.astype(np.float16)
+checks["f16_max"] = float(cp.asarray(half).max()) == float(half.max())
+shorts = rng.integers(-30000, 30000, 5000).astype(np.int16)
+checks["int16_min"] = int(cp.asarray(shorts).min()) == int(shorts.min())
+import cupy._core._accelerator as accelerator
+checks["accelerators"] = [int(a) for a in accelerator.get_reduction_accelerators()]
+ok = all(v is True for k, v in checks.items() if k != "accelerators")
+print(json.dumps({"ok": ok, "checks": checks}))
 """
 
 RAW_KERNEL = PRELUDE + """
@@ -137,7 +152,8 @@ raw((1,), (32,), (a,))
 print(json.dumps({"ok": error is not None and float(a.get()[0]) == 1.0, "error": error}))
 """
 
-CUPY_ENV = {"CUPY_COMPILE_WITH_PTX": "1", "CUPY_ACCELERATORS": ""}
+# Nothing beyond what gleam-peer run sets (tests/test_run_environment.py).
+CUPY_ENV: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -151,12 +167,13 @@ def cache_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("cupy-cache")
 
 
-def run_cupy(mesh, cache_dir, tmp_path, source: str) -> dict:
+def run_cupy(mesh, cache_dir, tmp_path, source: str, env: dict | None = None) -> dict:
     client, server = mesh
     program = tmp_path / "program.py"
     program.write_text(source)
     done, verdict = run_through(client, sys.executable, "-W", "ignore", program,
-                                env={**CUPY_ENV, "CUPY_CACHE_DIR": str(cache_dir)}, timeout=300)
+                                env={**CUPY_ENV, "CUPY_CACHE_DIR": str(cache_dir), **(env or {})},
+                                timeout=300)
     detail = (f"stdout:\n{done.stdout}\nstderr:\n{done.stderr[-4000:]}\nserver:\n"
               f"{server.log_text()[-2000:]}")
     assert done.returncode == 0 and verdict, detail
@@ -173,8 +190,14 @@ def test_ufuncs_and_elementwise_kernels(mesh, cache_dir, tmp_path):
     run_cupy(mesh, cache_dir, tmp_path, ELEMENTWISE)
 
 
-def test_reductions(mesh, cache_dir, tmp_path):
-    run_cupy(mesh, cache_dir, tmp_path, REDUCTIONS)
+@pytest.mark.parametrize("accelerators", [None, ""])
+def test_reductions(mesh, cache_dir, tmp_path, accelerators):
+    """With CuPy's default accelerator (CUB: its compute_100 PTX runs on the host
+    device, its tile sizes chosen by the PTX_VERSION the interpreter reports) and
+    with CuPy's own reduction kernels."""
+    env = {} if accelerators is None else {"CUPY_ACCELERATORS": accelerators}
+    verdict = run_cupy(mesh, cache_dir, tmp_path, REDUCTIONS, env)
+    assert verdict["checks"]["accelerators"] == ([] if accelerators == "" else [1])  # 1: CUB
 
 
 def test_raw_kernel_and_raw_module(mesh, cache_dir, tmp_path):

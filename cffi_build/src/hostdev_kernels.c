@@ -294,8 +294,12 @@ CUresult hb_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction 
     case GL_FUNC_ATTR_SHARED_SIZE_BYTES: *pi = (int)info.static_shared; break;
     case 3: /* LOCAL_SIZE_BYTES */ *pi = (int)info.local_size; break;
     case GL_FUNC_ATTR_NUM_REGS: *pi = info.nregs > 255 ? 255 : (int)info.nregs; break;
-    case GL_FUNC_ATTR_PTX_VERSION:
-    case GL_FUNC_ATTR_BINARY_VERSION: *pi = f->ptx != NULL ? 80 : 0; break;
+    case GL_FUNC_ATTR_PTX_VERSION: { /* the PTX's own .target: CUB sizes its tiles by it */
+        unsigned target = f->ptx != NULL ? ptx_module_target(f->mod->ptx) : 0;
+        *pi = f->ptx == NULL ? 0 : target != 0 ? (int)target : 80;
+        break;
+    }
+    case GL_FUNC_ATTR_BINARY_VERSION: *pi = f->ptx != NULL ? 80 : 0; break; /* the device's */
     case 8: /* MAX_DYNAMIC_SHARED_SIZE_BYTES: as set, else all the device has */
         *pi = f->dynamic_shared_set ? f->dynamic_shared
                                     : (int)(PTX_MAX_SHARED - info.static_shared);
@@ -351,7 +355,7 @@ static uint64_t layout_size(const gl_kernel_impl *k)
 
 static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s)
 {
-    char err[256];
+    char err[1024];
     ptx_launch_args a = {
         .grid = {l->grid[0], l->grid[1], l->grid[2]},
         .block = {l->block[0], l->block[1], l->block[2]},

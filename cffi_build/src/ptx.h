@@ -56,6 +56,8 @@ const char *ptx_module_kernel_name(const ptx_module *m, size_t i);
 int ptx_module_global(const ptx_module *m, const char *name, void **addr, size_t *size);
 /* The one block holding every module variable (base NULL, size 0 if none). */
 void ptx_module_storage(const ptx_module *m, void **base, size_t *size);
+/* The architecture of the module's .target (sm_100: 100), 0 when it names none. */
+unsigned ptx_module_target(const ptx_module *m);
 
 typedef struct {
     uint32_t nparams, params_size;

@@ -290,6 +290,27 @@ H(add_sat_s32)
     LANES(m, D[l] = sat32((int64_t)LD_s32(A[l]) + LD_s32(B[l])));
     return 0;
 }
+/* min/max.{s16,u16}x2: each 16-bit half on its own. mode bit 0: max; bit 1:
+ * signed; bit 2: .relu (a negative result becomes 0). */
+H(minmax16x2)
+{
+    uint64_t *D = RD(0);
+    const uint64_t *A = RS(0), *B = RS(1);
+    int mx = i->mode & 1, sg = i->mode >> 1 & 1, relu = i->mode >> 2 & 1;
+    LANES(m, {
+        uint32_t a = (uint32_t)A[l], b = (uint32_t)B[l], out = 0;
+        for (int h = 0; h < 32; h += 16) {
+            int32_t x = sg ? (int16_t)(uint16_t)(a >> h) : (int32_t)(uint16_t)(a >> h);
+            int32_t y = sg ? (int16_t)(uint16_t)(b >> h) : (int32_t)(uint16_t)(b >> h);
+            int32_t v = mx ? (x > y ? x : y) : (x < y ? x : y);
+            if (relu && v < 0)
+                v = 0;
+            out |= (uint32_t)(uint16_t)v << h;
+        }
+        D[l] = out;
+    });
+    return 0;
+}
 H(sub_sat_s32)
 {
     uint64_t *D = RD(0);
@@ -752,7 +773,9 @@ H(hsetp)
         case 8: v = !(a >= b); break;
         case 9: v = !(a > b); break;
         case 10: v = !(a <= b); break;
-        default: v = !(a < b); break;
+        case 11: v = !(a < b); break;
+        case 12: v = !un; break; /* num */
+        default: v = un; break;  /* nan */
         }
         r |= (uint32_t)v << l;
     });

@@ -50,7 +50,7 @@ enum { PTX_F_D0, PTX_F_D1, PTX_F_D2, PTX_F_D3, PTX_F_S0, PTX_F_S1, PTX_F_S2, PTX
 /* Relocations of ptx_insn.imm (and constants): local frame offsets are known
  * only once calls are inlined. */
 enum { PTX_RL_NONE, PTX_RL_LOCAL, PTX_RL_ARG, PTX_RL_RET, PTX_RL_GLOBAL, PTX_RL_DYNSH,
-       PTX_RL_FUNC };
+       PTX_RL_FUNC, PTX_RL_OWNSH /* an entry's own .shared variable */ };
 
 /* A function's address as a kernel sees it: a tag and the function's index. */
 #define PTX_FUNC_TAG 0x7f7c000000000000ull
@@ -123,6 +123,7 @@ typedef struct {
     ptx_const *consts;
     uint32_t nconsts, capconsts;
     uint32_t local_size;    /* own .local variables and call parameters */
+    uint32_t shared_top, shared_align; /* an entry's own .shared variables: size, alignment */
     ptx_callsite *calls;
     uint32_t ncalls, capcalls;
     uint32_t nparams, nrets;
@@ -145,7 +146,7 @@ struct ptx_kernel {
     ptx_const *consts;
     uint32_t nconsts;
     uint32_t local_size;
-    uint32_t static_shared;
+    uint32_t static_shared; /* the module's .shared variables and its entry's own */
     uint32_t nparams, params_size;
     uint32_t param_offsets[64], param_sizes[64];
 };
@@ -164,8 +165,9 @@ struct ptx_module {
     uint32_t nglobals;
     uint8_t *storage;
     uint64_t storage_size;
-    uint32_t static_shared;
+    uint32_t static_shared; /* the module's and .funcs' .shared variables */
     int has_dyn_shared;
+    uint32_t target; /* .target sm_XX as XX (100 for sm_100); 0 when absent */
     uint32_t *taken; /* functions whose address an initialiser holds */
     uint32_t ntaken;
 };

@@ -34,7 +34,7 @@ typedef struct ptx_launch_ctx {
     uint64_t insns;     /* atomic */
     uint64_t deadline;  /* CLOCK_MONOTONIC ns */
     pthread_mutex_t lock;
-    char msg[256];
+    char msg[1024]; /* kernel names of templated code run to hundreds of bytes */
 } ptx_launch_ctx;
 
 static uint64_t mono_ns(void)
@@ -339,7 +339,7 @@ int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a)
         launch_err(a, "parameter buffer smaller than the kernel's parameters");
         return PTX_E_INVALID_VALUE;
     }
-    uint64_t dynbase = ((uint64_t)m->static_shared + 15) / 16 * 16;
+    uint64_t dynbase = ((uint64_t)k->static_shared + 15) / 16 * 16;
     if (dynbase + a->dynamic_shared > PTX_MAX_SHARED) {
         launch_err(a, "too much shared memory");
         return PTX_E_INVALID_VALUE;
@@ -440,6 +440,11 @@ void ptx_module_storage(const ptx_module *m, void **base, size_t *size)
 {
     *base = m->storage;
     *size = (size_t)m->storage_size;
+}
+
+unsigned ptx_module_target(const ptx_module *m)
+{
+    return m->target;
 }
 
 void ptx_kernel_get_info(const ptx_kernel *k, ptx_kernel_info *out)

@@ -29,7 +29,8 @@ typedef struct {
     uint32_t capcode, capconsts, capocalls;
     uint8_t *onstack;
     uint64_t stack;
-    uint64_t dynbase;
+    uint64_t dynbase; /* the kernel's extern .shared */
+    uint64_t ownbase; /* the kernel's own .shared variables, above the module's */
     uint32_t *queue; /* functions whose out-of-line body is wanted */
     uint32_t nqueue;
     char *err;
@@ -100,6 +101,7 @@ static uint64_t relocate(lk *L, uint64_t v, int reloc, int arg, uint64_t fbase,
     case PTX_RL_RET: return v + (retoff ? retoff[arg] : 0);
     case PTX_RL_GLOBAL: return v + (uint64_t)(uintptr_t)L->m->storage;
     case PTX_RL_DYNSH: return v + L->dynbase;
+    case PTX_RL_OWNSH: return v + L->ownbase;
     case PTX_RL_FUNC:
         if (v < L->m->nfuncs && L->m->funcs[v].defined && body_for(L, (uint32_t)v) >= 0)
             return PTX_FUNC_TAG | v;
@@ -357,8 +359,7 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
             snprintf(err, err_len, "out of memory");
         return -1;
     }
-    lk L = {.m = m, .onstack = onstack, .err = err, .err_len = err_len,
-            .dynbase = ((uint64_t)m->static_shared + 15) / 16 * 16};
+    lk L = {.m = m, .onstack = onstack, .err = err, .err_len = err_len};
     for (uint32_t fi = 0; fi < m->nfuncs && !L.failed; fi++) {
         const ptx_func *f = &m->funcs[fi];
         if (!f->is_entry || !f->defined)
@@ -376,7 +377,14 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
         k->nregs = PTX_NSREG;
         k->npreds = PTX_NSPRED;
         k->nparams = f->nparams;
-        k->static_shared = m->static_shared;
+        uint64_t own_align = f->shared_align > 16 ? f->shared_align : 16;
+        L.ownbase = ((uint64_t)m->static_shared + own_align - 1) / own_align * own_align;
+        if (L.ownbase + f->shared_top > PTX_MAX_SHARED) {
+            lfail(&L, f->line, "too much shared memory", NULL);
+            break;
+        }
+        k->static_shared = (uint32_t)(f->shared_top ? L.ownbase + f->shared_top : m->static_shared);
+        L.dynbase = ((uint64_t)k->static_shared + 15) / 16 * 16; /* extern .shared */
         k->params_size = f->params_size;
         memcpy(k->param_offsets, f->param_offsets, sizeof k->param_offsets);
         memcpy(k->param_sizes, f->param_sizes, sizeof k->param_sizes);

@@ -32,7 +32,7 @@
     PTX_INT6(X, min) PTX_INT6(X, max) PTX_INT6(X, neg) PTX_INT6(X, abs)                       \
     PTX_INT4(X, mulwide) PTX_INT4(X, madwide)                                                 \
     X(mul24_s32) X(mul24_u32) X(mad24_s32) X(mad24_u32) X(sad_s32) X(sad_u32)                 \
-    X(add_sat_s32) X(sub_sat_s32) X(carry)                                                           \
+    X(add_sat_s32) X(sub_sat_s32) X(carry) X(minmax16x2)                                             \
     /* bits */                                                                                \
     PTX_INT6(X, and) PTX_INT6(X, or) PTX_INT6(X, xor) PTX_INT6(X, not) PTX_INT6(X, cnot)      \
     PTX_INT6(X, shl) PTX_INT6(X, shr) PTX_INT6(X, popc) PTX_INT6(X, clz) PTX_INT6(X, brev)    \

@@ -634,14 +634,25 @@ static void var_decl(ps *s, int sp, int is_extern, stage *g, uint64_t *gtop)
                     y->val = 0;
                 s->m->has_dyn_shared = 1;
             } else {
-                uint64_t top = s->m->static_shared;
+                /* A kernel's own .shared variables are numbered from 0 and
+                 * placed above all of the module's when the kernel is linked
+                 * (PTX_RL_OWNSH): a block holds the module's and its kernel's,
+                 * not every kernel's (Thrust's module declares megabytes over
+                 * thousands of kernels). A .func's are the module's. */
+                int own = s->f != NULL && s->f->is_entry;
+                uint64_t top = own ? s->f->shared_top : s->m->static_shared;
                 uint64_t at = place(&top, align, size);
                 if (top > PTX_MAX_SHARED) {
                     px_fail(s, "too much shared memory");
                     return;
                 }
-                s->m->static_shared = (uint32_t)top;
-                y = add_sym(s, name.s, name.n, S_SVAR);
+                if (own) {
+                    s->f->shared_top = (uint32_t)top;
+                    if (align > s->f->shared_align)
+                        s->f->shared_align = (uint32_t)align;
+                } else
+                    s->m->static_shared = (uint32_t)top;
+                y = add_sym(s, name.s, name.n, own ? S_OSVAR : S_SVAR);
                 if (y)
                     y->val = at;
             }
@@ -1116,6 +1127,19 @@ static void module(ps *s, stage *g, uint64_t *gtop)
         }
         if (is_dir(s, ".version") || is_dir(s, ".target") || is_dir(s, ".address_size")
             || is_dir(s, ".file") || is_dir(s, ".loc")) {
+            if (is_dir(s, ".target")) {
+                /* sm_XX[a|f]: the architecture the PTX was written for (what
+                 * cuFuncGetAttribute(PTX_VERSION) tells: CUB picks its tile
+                 * sizes on the host by it, and they must match the code's) */
+                px_next(s);
+                if (s->t.kind == K_ID && s->t.n > 3 && memcmp(s->t.s, "sm_", 3) == 0) {
+                    uint32_t v = 0;
+                    for (size_t k = 3; k < s->t.n && s->t.s[k] >= '0' && s->t.s[k] <= '9'
+                                       && v < 100000; k++)
+                        v = v * 10 + (uint32_t)(s->t.s[k] - '0');
+                    s->m->target = v;
+                }
+            }
             if (is_dir(s, ".address_size")) {
                 px_next(s);
                 if (s->t.kind == K_INT && s->t.u != 64) {

@@ -16,11 +16,11 @@
 
 enum {
     T_NONE, T_B8, T_B16, T_B32, T_B64, T_U8, T_U16, T_U32, T_U64, T_S8, T_S16, T_S32, T_S64,
-    T_F16, T_F16X2, T_BF16, T_BF16X2, T_F32, T_F64, T_PRED, T_B128, T_TF32
+    T_F16, T_F16X2, T_BF16, T_BF16X2, T_F32, T_F64, T_PRED, T_B128, T_TF32, T_S16X2, T_U16X2
 };
 static const char *const type_names[] = {
     "", "b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64",
-    "f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "pred", "b128", "tf32"};
+    "f16", "f16x2", "bf16", "bf16x2", "f32", "f64", "pred", "b128", "tf32", "s16x2", "u16x2"};
 #define NTYPES ((int)(sizeof type_names / sizeof type_names[0]))
 
 static inline int tsize(int t)
@@ -29,6 +29,7 @@ static inline int tsize(int t)
     case T_B8: case T_U8: case T_S8: return 1;
     case T_B16: case T_U16: case T_S16: case T_F16: case T_BF16: return 2;
     case T_B32: case T_U32: case T_S32: case T_F32: case T_F16X2: case T_BF16X2: case T_TF32:
+    case T_S16X2: case T_U16X2:
         return 4;
     case T_B64: case T_U64: case T_S64: case T_F64: return 8;
     case T_B128: return 16;
@@ -113,7 +114,7 @@ typedef struct {
 #define NBUCKETS 4096u
 /* ---------------------------------------------------------------- symbols */
 
-enum { S_REG, S_PRED, S_GVAR, S_SVAR, S_DSVAR, S_LVAR, S_KPARAM, S_FPARAM, S_FRET, S_FUNC,
+enum { S_REG, S_PRED, S_GVAR, S_SVAR, S_OSVAR, S_DSVAR, S_LVAR, S_KPARAM, S_FPARAM, S_FRET, S_FUNC,
        S_PROTO };
 
 typedef struct psym {

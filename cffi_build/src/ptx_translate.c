@@ -76,6 +76,7 @@ static void name_operand(ps *s, opnd *o, const tok *t)
         o->reloc = y->kind == S_GVAR    ? PTX_RL_GLOBAL
                    : y->kind == S_LVAR  ? PTX_RL_LOCAL
                    : y->kind == S_DSVAR ? PTX_RL_DYNSH
+                   : y->kind == S_OSVAR ? PTX_RL_OWNSH
                    : y->kind == S_FPARAM ? PTX_RL_ARG
                    : y->kind == S_FRET  ? PTX_RL_RET
                                         : PTX_RL_NONE;
@@ -443,10 +444,25 @@ static int b_arith(ictx *c, const char *base)
     int rnd = rounding(m);
     take(m, "ftz");
     int cc = take(m, "cc");
-    int nanp = (!strcmp(base, "min") || !strcmp(base, "max")) && take(m, "NaN");
+    int minmax = !strcmp(base, "min") || !strcmp(base, "max");
+    int nanp = minmax && take(m, "NaN");
+    int relu = minmax && take(m, "relu");
     int t = take_type(m);
     if (finish(s, m) != 0)
         return -1;
+    if (t == T_S16X2 || t == T_U16X2 || relu) { /* packed halves (CUB's 16-bit reductions) */
+        if (!minmax || (t != T_S16X2 && t != T_U16X2) || (relu && t != T_S16X2) || nanp)
+            return unsupported(s, m);
+        NEEDN(3);
+        ptx_insn *i = px_emit(s, PTX_OP_minmax16x2, c->guard);
+        if (i == NULL)
+            return -1;
+        i->mode = (uint8_t)((base[1] == 'a') | (t == T_S16X2) << 1 | relu << 2);
+        SD(i, 0, dst(s, &c->o[0]));
+        SS(i, 0, src(s, &c->o[1], T_U32));
+        SS(i, 1, src(s, &c->o[2], T_U32));
+        return 0;
+    }
     int withc = !strcmp(base, "addc") || !strcmp(base, "subc") || !strcmp(base, "madc");
     int three = !strcmp(base, "mad") || !strcmp(base, "fma") || !strcmp(base, "mad24")
                 || !strcmp(base, "sad") || !strcmp(base, "madc");
@@ -770,8 +786,9 @@ static int b_setp(ictx *c, int is_set)
     take(m, "ftz");
     int dt = is_set ? take_type(m) : T_NONE;
     int t = take_type(m);
+    int half_dt = dt == T_F16 || dt == T_BF16;
     if (cmp < 0 || finish(s, m) != 0
-        || (is_set && dt != T_U32 && dt != T_S32 && dt != T_B32 && dt != T_F32))
+        || (is_set && dt != T_U32 && dt != T_S32 && dt != T_B32 && dt != T_F32 && !half_dt))
         return unsupported(s, m);
     if (cmp >= 14)
         cmp -= 12; /* lo ls hi hs: the unsigned types already compare unsigned */
@@ -779,8 +796,6 @@ static int b_setp(ictx *c, int is_set)
     if (tfloat(t)) {
         op = (t == T_F32 ? PTX_OP_setp_eq_f32 : PTX_OP_setp_eq_f64) + cmp;
     } else if (t == T_F16 || t == T_BF16) {
-        if (cmp >= 12)
-            return unsupported(s, m);
         op = PTX_OP_hsetp;
     } else {
         int ix = ix_int6(t);
@@ -826,7 +841,10 @@ static int b_setp(ictx *c, int is_set)
         if (sel == NULL)
             return -1;
         SD(sel, 0, dst(s, &c->o[0]));
-        SS(sel, 0, px_cst(s, dt == T_F32 ? 0x3f800000u : 0xffffffffu, 0, 0));
+        /* 1.0 in the destination's float type, else all ones */
+        uint32_t one = dt == T_F32 ? 0x3f800000u : dt == T_F16 ? 0x3c00u
+                     : dt == T_BF16 ? 0x3f80u : 0xffffffffu;
+        SS(sel, 0, px_cst(s, one, 0, 0));
         SS(sel, 1, PTX_R_ZERO);
         SSP(sel, 2, tmp);
     }
@@ -1092,7 +1110,7 @@ static int b_ldst(ictx *c, int store)
         px_fail(s, "unsupported parameter access");
         return -1;
     }
-    if (a->symkind == S_SVAR || a->symkind == S_DSVAR) {
+    if (a->symkind == S_SVAR || a->symkind == S_OSVAR || a->symkind == S_DSVAR) {
         if (sp == 0) {
             px_fail(s, "a shared variable addressed as global memory");
             return -1;
@@ -1307,11 +1325,14 @@ static int b_cpasync(ictx *c)
     if (i == NULL)
         return -1;
     set_addr(s, i, a);
-    SS(i, 0, d->has_base ? d->base : PTX_R_ZERO);
-    i->aux = (uint32_t)((uint64_t)d->off + (d->has_base ? 0 : d->u));
-    if (d->reloc == PTX_RL_DYNSH) {
-        px_fail(s, "cp.async into dynamic shared memory by name is not supported");
-        return -1;
+    if (!d->has_base && d->reloc != PTX_RL_NONE) {
+        /* a variable placed when the kernel is linked: its address is a
+         * relocated constant */
+        SS(i, 0, px_cst(s, d->u, d->reloc, d->rarg));
+        i->aux = (uint32_t)d->off;
+    } else {
+        SS(i, 0, d->has_base ? d->base : PTX_R_ZERO);
+        i->aux = (uint32_t)((uint64_t)d->off + (d->has_base ? 0 : d->u));
     }
     i->mode = (uint8_t)n->u;
     SS(i, 1, c->n == 4 ? src(s, &c->o[3], T_U32) : px_cst(s, n->u, 0, 0));
@@ -1557,7 +1578,7 @@ static int instruction_(ps *s, uint32_t guard)
         "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "copysign", "testp", "setp", "selp", "mov",
         "cvt", "cvta", "isspacep", "set", "redux", "cp", "ld", "ldu", "st", "atom", "red", "shfl", "vote", "match",
         "dp4a", "dp2a", "activemask", "membar", "fence", "prefetch", "prefetchu", "nanosleep",
-        "pmevent", "bra", "ret", "exit", "trap", "bar", "barrier", "call"};
+        "pmevent", "bra", "ret", "exit", "trap", "bar", "barrier", "call", "griddepcontrol"};
     int is_known = 0;
     for (size_t k = 0; k < sizeof known / sizeof known[0] && !is_known; k++)
         is_known = !strcmp(base, known[k]);
@@ -1632,6 +1653,13 @@ static int instruction_(ps *s, uint32_t guard)
         for (int k = 1; k < m.cnt; k++)
             m.used[k] = 1; /* scopes, spaces and hints: a full fence covers them all */
         return px_emit(s, PTX_OP_fence, guard) ? 0 : -1;
+    }
+    if (!strcmp(base, "griddepcontrol")) {
+        /* Programmatic dependent launch: a grid here starts only after the
+         * stream's earlier grids ended, so waiting and signalling are no-ops. */
+        if (!(take(&m, "wait") || take(&m, "launch_dependents")) || finish(s, &m) != 0 || n != 0)
+            return unsupported(s, &m);
+        return px_emit(s, PTX_OP_nop, guard) ? 0 : -1;
     }
     if (!strcmp(base, "bra")) return b_ctl(&c, PTX_C_BRA);
     if (!strcmp(base, "ret")) return b_ctl(&c, PTX_C_RET);

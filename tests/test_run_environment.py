@@ -1,0 +1,24 @@
+"""The environment gleam-peer run gives a program."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gleam.peer.run_cmd import run_environment
+
+
+def test_interposer_first_agent_socket_and_peer():
+    env = run_environment(Path("/lib/gleam"), Path("/s/control.sock"), "desk",
+                          {"LD_LIBRARY_PATH": "/usr/local/lib", "GLEAM_CUDA_PEER": "old"})
+    assert env["LD_LIBRARY_PATH"] == "/lib/gleam:/usr/local/lib"
+    assert env["GLEAM_CUDA_SOCKET"] == "/s/control.sock" and env["GLEAM_CUDA_PEER"] == "desk"
+    assert "GLEAM_CUDA_PEER" not in run_environment(Path("/l"), Path("/s"), None,
+                                                    {"GLEAM_CUDA_PEER": "old"})
+
+
+def test_cupy_compiles_to_ptx_unless_the_user_said_otherwise():
+    """A session may move to another device or fail over to the host device,
+    which runs PTX only; a user's own choice is kept."""
+    assert run_environment(Path("/l"), Path("/s"), None, {})["CUPY_COMPILE_WITH_PTX"] == "1"
+    kept = run_environment(Path("/l"), Path("/s"), None, {"CUPY_COMPILE_WITH_PTX": "0"})
+    assert kept["CUPY_COMPILE_WITH_PTX"] == "0"
