@@ -102,6 +102,23 @@ ok = all(v is True for k, v in checks.items() if k != "accelerators")
 print(json.dumps({"ok": ok, "checks": checks}))
 """
 
+SORTS = PRELUDE + """
+x = rng.standard_normal(20000).astype(np.float32)
+dx = cp.asarray(x)
+labels = rng.integers(0, 50, 3000)
+checks = {
+    "argsort": bool(np.array_equal(cp.argsort(dx).get(), np.argsort(x, kind="stable"))),
+    "unique": bool(np.array_equal(cp.unique(cp.asarray(labels)).get(), np.unique(labels))),
+    "boolean_mask": bool(np.array_equal(dx[dx > 1].get(), x[x > 1])),
+    "nonzero": bool(np.array_equal(cp.nonzero(dx > 2)[0].get(), np.nonzero(x > 2)[0])),
+    "median": bool(np.isclose(float(cp.median(dx)), np.median(x))),
+    "searchsorted": bool(np.array_equal(cp.searchsorted(cp.sort(dx), dx[:100]).get(),
+                                        np.searchsorted(np.sort(x), x[:100]))),
+    "bincount": bool(np.array_equal(cp.bincount(cp.asarray(labels)).get(), np.bincount(labels))),
+}
+print(json.dumps({"ok": all(checks.values()), "checks": checks}))
+"""
+
 RAW_KERNEL = PRELUDE + """
 x = rng.standard_normal(5000).astype(np.float32)
 y = rng.standard_normal(5000).astype(np.float32)
@@ -198,6 +215,12 @@ def test_reductions(mesh, cache_dir, tmp_path, accelerators):
     env = {} if accelerators is None else {"CUPY_ACCELERATORS": accelerators}
     verdict = run_cupy(mesh, cache_dir, tmp_path, REDUCTIONS, env)
     assert verdict["checks"]["accelerators"] == ([] if accelerators == "" else [1])  # 1: CUB
+
+
+def test_sorts_and_selections(mesh, cache_dir, tmp_path):
+    """Thrust and CUB's radix sort, select and histogram kernels (their pointer
+    parameters declare `.ptr .align 1`, their module megabytes of shared memory)."""
+    run_cupy(mesh, cache_dir, tmp_path, SORTS)
 
 
 def test_raw_kernel_and_raw_module(mesh, cache_dir, tmp_path):

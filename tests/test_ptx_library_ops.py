@@ -223,3 +223,23 @@ def test_ptx_version_attribute_is_the_ptx_target(target, want):
             assert r is not None and r[0] == 0
             got.append(r[2][0])
     assert got == [want, 80]  # the PTX's target, and the host device's capability
+
+
+def test_align_after_ptr_is_the_pointees_not_the_parameters():
+    """Thrust's kernels declare `.param .u64 .ptr .align 1 p` after a u32 and a u8:
+    the parameter still lies on 8 bytes (offset 8 here, as the interposer packs it);
+    reading it at offset 5 was a misaligned address."""
+    text = HEADER + """
+.visible .entry k(.param .u32 n, .param .u8 flag, .param .u64 .ptr .global .align 1 p)
+{
+    .reg .b32 %r<2>; .reg .b64 %rd<2>;
+    ld.param.u32 %r1, [n];
+    ld.param.u64 %rd1, [p];
+    st.global.u32 [%rd1], %r1;
+    ret;
+}
+"""
+    out = np.zeros(1, np.uint32)
+    params = struct.pack("<IB3xQ", 1234, 1, out.ctypes.data)
+    rc, _, msg = run(load(text), "k", params, [out], block=1)
+    assert rc == 0 and out[0] == 1234, msg

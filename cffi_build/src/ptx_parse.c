@@ -400,6 +400,7 @@ typedef struct {
 /* Parses `.align N .v4 .type` in any order. */
 static void decl_attrs(ps *s, declspec *d)
 {
+    int ptr = 0;
     for (int guard = 0; guard < 8 && !s->failed; guard++) {
         if (is_dir(s, ".align")) {
             px_next(s);
@@ -408,11 +409,16 @@ static void decl_attrs(ps *s, declspec *d)
                 px_fail(s, "bad alignment");
                 return;
             }
-            d->align = (int)a;
+            /* After .ptr it is the pointee's alignment, not the parameter's:
+             * `.param .u64 .ptr .align 1 p` still lies on 8 bytes (the
+             * interposer's layout, interposer/ptx.c, reads it the same way). */
+            if (!ptr)
+                d->align = (int)a;
         } else if (is_dir(s, ".v2") || is_dir(s, ".v4")) {
             d->vec = s->t.s[2] - '0';
             px_next(s);
         } else if (is_dir(s, ".ptr")) {
+            ptr = 1;
             px_next(s);
         } else if (is_dir(s, ".global") || is_dir(s, ".shared") || is_dir(s, ".const")
                    || is_dir(s, ".local")) {
