@@ -118,4 +118,5 @@ def test_pitched_memory_and_2d_3d_copies(mesh):
     assert set(verdict["checks"]) == {
         "pitch_holds_a_row", "htod_dtoh_pitched", "dtod_subrect_unified", "memset_2d_widths",
         "errors_invalid_value", "past_the_end_refused", "rows_wider_than_a_chunk",
-        "more_rows_than_a_chunk", "3d_gapped_slices", "3d_one_slice", "peer_copy_same_device"}
+        "more_rows_than_a_chunk", "3d_gapped_slices", "3d_one_slice", "3d_refused_whole",
+        "peer_copy_same_device"}

@@ -134,6 +134,8 @@ def test_pitched_rows_each_way(s):
     (1, 4096, 10, 2),              # the second row ends past the allocation
     (0, 2**63, 10, 3),             # a pitch whose span wraps 64 bits
     (0, 2**64 - 1, 2, 2),          # a pitch that wraps to just before the start
+    (0, 0, 1, 2**62),              # rows on top of each other: one byte's span, 2^62 rows
+    (0, 4, 8, 3),                  # a pitch under the width (rows overlap)
 ])
 def test_pitched_spans_outside_session_memory_are_refused(s, args):
     p = s.alloc(4096)
@@ -143,11 +145,22 @@ def test_pitched_spans_outside_session_memory_are_refused(s, args):
     r = s.run(rec("glMemcpy2DDtoH", p + off, pitch, width, height, 0))
     assert r is not None and r[0] == INVALID_VALUE
     s.run(rec("glMemcpy2DHtoD", p + off, pitch, width, height, 0,
-              payload=bytes(width * height)))
+              payload=bytes(min(width * height, 1 << 16))))
     assert s.sync() == (0, INVALID_VALUE)
     # A payload that is not width * height bytes is refused as well.
     s.run(rec("glMemcpy2DHtoD", p, 16, 10, 2, 0, payload=bytes(19)))
     assert s.sync() == (0, INVALID_VALUE)
+
+
+def test_empty_pitched_rows_do_no_work_whatever_their_count(s):
+    """A zero width spans nothing, so any row count passes the checks: the server
+    must not then loop over 2^64 - 1 empty rows."""
+    p = s.alloc(256)
+    s.run(rec("glMemcpy2DDtoD", p, 16, p, 16, 0, 2**64 - 1, 0),
+          rec("glMemcpy2DHtoD", p, 16, 0, 2**64 - 1, 0, payload=b""))
+    assert s.sync() == (0, 0)
+    r = s.run(rec("glMemcpy2DDtoH", p, 16, 0, 2**64 - 1, 0))
+    assert r is not None and r[0] == 0 and r[3] == b""
 
 
 def test_out_of_range_pointer_is_deferred_then_cleared(s):

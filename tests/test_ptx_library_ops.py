@@ -18,6 +18,8 @@ import struct
 import numpy as np
 import pytest
 
+from gleam.peer.nativelib import ffi, lib
+
 from .cuda_session import ptx_only_session, rec
 from .test_ptx_fuzz import check, load, run
 
@@ -243,3 +245,38 @@ def test_align_after_ptr_is_the_pointees_not_the_parameters():
     params = struct.pack("<IB3xQ", 1234, 1, out.ctypes.data)
     rc, _, msg = run(load(text), "k", params, [out], block=1)
     assert rc == 0 and out[0] == 1234, msg
+
+
+def test_cp_async_with_a_negative_displacement_and_dynamic_shared_alignment():
+    """cp.async's shared displacement is signed ([%r-16]); an extern .shared
+    declared .align 128 starts on 128 bytes after the kernel's own variables."""
+    text = HEADER + """
+.extern .shared .align 128 .b8 dyn[];
+.visible .entry k(.param .u64 src, .param .u64 out)
+{
+    .reg .b32 %r<6>; .reg .b64 %rd<4>;
+    .shared .align 4 .b32 own[1];
+    ld.param.u64 %rd1, [src]; ld.param.u64 %rd2, [out];
+    mov.u32 %r1, dyn;
+    add.s32 %r2, %r1, 16;
+    cp.async.ca.shared.global [%r2+-16], [%rd1], 4;
+    cp.async.wait_all;
+    ld.shared.u32 %r3, [dyn];
+    mov.u32 %r4, own;
+    st.global.u32 [%rd2], %r3;
+    st.global.u32 [%rd2+4], %r1;
+    st.global.u32 [%rd2+8], %r4;
+    ret;
+}
+"""
+    src = np.array([0xC0FFEE], np.uint32)
+    out = np.zeros(3, np.uint32)
+    bufs = sorted([src, out], key=lambda b: b.ctypes.data)
+    ranges = ffi.new("uint64_t[]", [v for b in bufs for v in (b.ctypes.data, b.nbytes)])
+    params = struct.pack("<QQ", src.ctypes.data, out.ctypes.data)
+    insns, err = ffi.new("uint64_t *"), ffi.new("char[256]")
+    rc = lib.gl_ptx_run(load(text), b"k", ffi.new("unsigned[3]", [1, 1, 1]),
+                        ffi.new("unsigned[3]", [1, 1, 1]), 64, params, len(params), ranges, 2, 1,
+                        insns, err, 256)  # 64 bytes of dynamic shared memory
+    assert rc == 0, ffi.string(err).decode()
+    assert out[0] == 0xC0FFEE and out[1] % 128 == 0 and out[1] > out[2]

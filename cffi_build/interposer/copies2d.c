@@ -250,11 +250,25 @@ static CUresult make_side3d(side *s, size_t *slice_rows, CUmemorytype type, cons
         return CUDA_ERROR_INVALID_VALUE;
     if (p->Depth > 1 && height < p->Height)
         return CUDA_ERROR_INVALID_VALUE; /* slices would overlap */
+    if ((p->Height > 1 || p->Depth > 1) && pitch < p->WidthInBytes)
+        return CUDA_ERROR_INVALID_VALUE; /* so would rows */
     if (__builtin_mul_overflow((uint64_t)z, (uint64_t)height, &row) ||
         __builtin_add_overflow(row, (uint64_t)y, &row))
         return CUDA_ERROR_INVALID_VALUE;
     *slice_rows = height;
     return make_side(s, type, host, device, array, x, (size_t)row, pitch);
+}
+
+/* The bytes a side of a gapped 3D copy reaches, checked as check_side does. */
+static CUresult check_extent(const side *s, uint64_t step, const CUDA_MEMCPY3D *p)
+{
+    uint64_t slice, all;
+    if (gl_span_bytes(s->pitch, p->WidthInBytes, p->Height, &slice) != 0 ||
+        gl_span_bytes(step, slice, p->Depth, &all) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (s->dev)
+        return gl_check_dptr(s->addr, all);
+    return s->addr + all < s->addr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 static CUresult memcpy3d(const CUDA_MEMCPY3D *p, CUstream stream, int ptds)
@@ -282,13 +296,14 @@ static CUresult memcpy3d(const CUDA_MEMCPY3D *p, CUstream stream, int ptds)
         c.height = (size_t)rows;
         return run_2d(&c);
     }
-    /* Check the last slice's origin first: the others lie before it. */
-    uint64_t s_step, d_step, probe;
+    /* Every slice is checked before the first is copied, as CUDA does: each
+     * side's whole extent is Depth slices of one slice's span, step apart. */
+    uint64_t s_step, d_step;
     if (__builtin_mul_overflow((uint64_t)src_rows, (uint64_t)c.src.pitch, &s_step) ||
         __builtin_mul_overflow((uint64_t)dst_rows, (uint64_t)c.dst.pitch, &d_step) ||
-        offset(c.src.addr, 0, p->Depth - 1, s_step, &probe) != CUDA_SUCCESS ||
-        offset(c.dst.addr, 0, p->Depth - 1, d_step, &probe) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_VALUE;
+        (r = check_extent(&c.src, s_step, p)) != CUDA_SUCCESS ||
+        (r = check_extent(&c.dst, d_step, p)) != CUDA_SUCCESS)
+        return r == CUDA_SUCCESS ? CUDA_ERROR_INVALID_VALUE : r;
     c.height = p->Height;
     copy2d slice = c;
     for (size_t z = 0; r == CUDA_SUCCESS && z < p->Depth; z++) {

@@ -302,7 +302,7 @@ CUresult hb_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction 
     case GL_FUNC_ATTR_BINARY_VERSION: *pi = f->ptx != NULL ? 80 : 0; break; /* the device's */
     case 8: /* MAX_DYNAMIC_SHARED_SIZE_BYTES: as set, else all the device has */
         *pi = f->dynamic_shared_set ? f->dynamic_shared
-                                    : (int)(PTX_MAX_SHARED - info.static_shared);
+                                    : (int)(PTX_MAX_SHARED - info.dyn_base);
         break;
     default: *pi = 0; break;
     }
@@ -328,7 +328,7 @@ CUresult hb_cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, in
         return CUDA_ERROR_INVALID_VALUE;
     if (f->ptx != NULL)
         ptx_kernel_get_info(f->ptx, &info);
-    if (value < 0 || (uint64_t)value > PTX_MAX_SHARED - info.static_shared)
+    if (value < 0 || (uint64_t)value > PTX_MAX_SHARED - info.dyn_base)
         return CUDA_ERROR_INVALID_VALUE;
     f->dynamic_shared_set = 1;
     f->dynamic_shared = value;

@@ -62,7 +62,8 @@ unsigned ptx_module_target(const ptx_module *m);
 typedef struct {
     uint32_t nparams, params_size;
     const uint32_t *param_offsets, *param_sizes;
-    uint32_t static_shared; /* bytes, the module's .shared variables */
+    uint32_t static_shared; /* bytes: the module's .shared variables and the kernel's own */
+    uint32_t dyn_base;      /* where dynamic shared memory starts (static, aligned) */
     uint32_t local_size;    /* bytes per thread (frames of inlined calls included) */
     uint32_t nregs;         /* registers of the translated form */
     uint32_t ninsns;

@@ -1336,7 +1336,7 @@ H(cpasync)
     const uint64_t *A = w->r[i->ab], *S = RS(0), *N = RS(1);
     uint64_t size = i->mode;
     LANES(m, {
-        uint64_t ga = A[l] + (uint64_t)i->imm, sa = S[l] + i->aux;
+        uint64_t ga = A[l] + (uint64_t)i->imm, sa = S[l] + (uint64_t)(int64_t)(int32_t)i->aux;
         uint64_t n = N[l] < size ? N[l] : size;
         if ((ga | sa) & (size - 1))
             return fault(w, i, ga, PTX_E_MISALIGNED);

@@ -147,6 +147,7 @@ struct ptx_kernel {
     uint32_t nconsts;
     uint32_t local_size;
     uint32_t static_shared; /* the module's .shared variables and its entry's own */
+    uint32_t dyn_base;      /* where dynamic (extern) shared memory starts */
     uint32_t nparams, params_size;
     uint32_t param_offsets[64], param_sizes[64];
 };
@@ -166,6 +167,7 @@ struct ptx_module {
     uint8_t *storage;
     uint64_t storage_size;
     uint32_t static_shared; /* the module's and .funcs' .shared variables */
+    uint32_t dyn_align;     /* the largest alignment an extern .shared declaration asks */
     int has_dyn_shared;
     uint32_t target; /* .target sm_XX as XX (100 for sm_100); 0 when absent */
     uint32_t *taken; /* functions whose address an initialiser holds */

@@ -339,7 +339,7 @@ int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a)
         launch_err(a, "parameter buffer smaller than the kernel's parameters");
         return PTX_E_INVALID_VALUE;
     }
-    uint64_t dynbase = ((uint64_t)k->static_shared + 15) / 16 * 16;
+    uint64_t dynbase = k->dyn_base;
     if (dynbase + a->dynamic_shared > PTX_MAX_SHARED) {
         launch_err(a, "too much shared memory");
         return PTX_E_INVALID_VALUE;
@@ -454,6 +454,7 @@ void ptx_kernel_get_info(const ptx_kernel *k, ptx_kernel_info *out)
     out->param_offsets = k->param_offsets;
     out->param_sizes = k->param_sizes;
     out->static_shared = k->static_shared;
+    out->dyn_base = k->dyn_base;
     out->local_size = k->local_size;
     out->nregs = k->nregs;
     out->ninsns = k->ncode;

@@ -384,7 +384,13 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
             break;
         }
         k->static_shared = (uint32_t)(f->shared_top ? L.ownbase + f->shared_top : m->static_shared);
-        L.dynbase = ((uint64_t)k->static_shared + 15) / 16 * 16; /* extern .shared */
+        uint64_t dyn_align = m->dyn_align > 16 ? m->dyn_align : 16; /* extern .shared */
+        L.dynbase = ((uint64_t)k->static_shared + dyn_align - 1) / dyn_align * dyn_align;
+        if (L.dynbase > PTX_MAX_SHARED) {
+            lfail(&L, f->line, "too much shared memory", NULL);
+            break;
+        }
+        k->dyn_base = (uint32_t)L.dynbase;
         k->params_size = f->params_size;
         memcpy(k->param_offsets, f->param_offsets, sizeof k->param_offsets);
         memcpy(k->param_sizes, f->param_sizes, sizeof k->param_sizes);

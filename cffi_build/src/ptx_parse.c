@@ -638,6 +638,8 @@ static void var_decl(ps *s, int sp, int is_extern, stage *g, uint64_t *gtop)
                 y = add_sym(s, name.s, name.n, S_DSVAR);
                 if (y)
                     y->val = 0;
+                if (align > s->m->dyn_align) /* where dynamic shared memory starts */
+                    s->m->dyn_align = (uint32_t)align;
                 s->m->has_dyn_shared = 1;
             } else {
                 /* A kernel's own .shared variables are numbered from 0 and

@@ -1328,10 +1328,11 @@ static int b_cpasync(ictx *c)
     if (!d->has_base && d->reloc != PTX_RL_NONE) {
         /* a variable placed when the kernel is linked: its address is a
          * relocated constant */
-        SS(i, 0, px_cst(s, d->u, d->reloc, d->rarg));
-        i->aux = (uint32_t)d->off;
+        SS(i, 0, px_cst(s, d->u + (uint64_t)d->off, d->reloc, d->rarg));
+        i->aux = 0;
     } else {
         SS(i, 0, d->has_base ? d->base : PTX_R_ZERO);
+        /* a signed 32-bit displacement (the handler sign-extends it) */
         i->aux = (uint32_t)((uint64_t)d->off + (d->has_base ? 0 : d->u));
     }
     i->mode = (uint8_t)n->u;

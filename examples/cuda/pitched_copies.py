@@ -8,7 +8,8 @@ other; ``cuMemsetD2D8/16/32`` (and Async); a peer copy within the device; and
 the errors a GPU gives (a pitch narrower than the row, a bad element size).
 numpy computes every expected result. It prints one JSON verdict naming each
 check; the checks are the same on a GPU. ``--gleam`` adds what gleam checks
-beyond a GPU: a copy whose rows run past the end of an allocation is refused.
+beyond a GPU: a copy whose rows or slices run past the end of an allocation is
+refused, and a 3D copy so refused copies none of its slices.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ def chunks(checks: dict[str, bool]) -> None:
     ok(cu.cuMemFree(dev))
 
 
-def three_d(checks: dict[str, bool], stream: Any) -> None:
+def three_d(checks: dict[str, bool], stream: Any, gleam: bool) -> None:
     z, y, x = 6, 9, 50
     vol = np.arange(z * y * x, dtype=np.int32).reshape(z, y, x)
     # Device slices of 11 rows (2 spare), so slices do not follow each other.
@@ -159,6 +160,15 @@ def three_d(checks: dict[str, bool], stream: Any) -> None:
     r.WidthInBytes, r.Height, r.Depth = x * 4, 11, 1
     ok(cu.cuMemcpy3D(r))
     checks["3d_one_slice"] = bool((flat.reshape(-1, x)[:y] == vol[0]).all())
+    if gleam:  # a last slice past the allocation: refused before any slice is copied
+        fresh = np.full((z + 1, y, x), 7, np.int32)
+        p.srcHost, p.Depth = fresh.ctypes.data, z + 1
+        refused = int(cu.cuMemcpy3D(p)[0]) == INVALID_VALUE
+        again = np.zeros((z, y, x), np.int32)
+        q.srcXInBytes = q.srcY = q.srcZ = q.dstXInBytes = q.dstY = q.dstZ = 0
+        q.dstHost, q.WidthInBytes, q.Height, q.Depth = again.ctypes.data, x * 4, y, z
+        ok(cu.cuMemcpy3D(q))
+        checks["3d_refused_whole"] = refused and bool((again == vol).all())
     ok(cu.cuMemFree(dev))
 
 
@@ -182,7 +192,7 @@ def main() -> None:
     stream = ok(cu.cuStreamCreate(0))
     two_d(checks, stream, "--gleam" in sys.argv[1:])
     chunks(checks)
-    three_d(checks, stream)
+    three_d(checks, stream, "--gleam" in sys.argv[1:])
     peer(checks, ctx)
     ok(cu.cuCtxSynchronize())
     print(json.dumps({"ok": all(checks.values()), "checks": checks}))
