@@ -396,6 +396,33 @@ def test_fuzzed_batches_never_crash(s, data):
         s.x.run(bytes(batch), s.reply)
 
 
+EDGE = st.one_of(st.sampled_from([0, 1, 2, 15, 16, 17, 255, 256, 4095, 4096, 2**32,
+                                   2**62, 2**63, 2**64 - 1]), st.integers(0, 2**64 - 1))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_pitched_rows_with_any_extents_are_bounded_and_exact(s, data):
+    """Any pitch, width and row count: the copy either matches numpy or is refused,
+    and finishes (the span check bounds the rows by the session's memory)."""
+    p = s.x.va_base
+    dev = s.alloc(4096)
+    base = bytes(range(256)) * 16
+    s.htod(dev, base)
+    off, pitch, width, height = (data.draw(EDGE) for _ in range(4))
+    r = s.run(rec("glMemcpy2DDtoH", (dev + off) % 2**64, pitch, width, height, 0))
+    assert r is not None and r[0] in (0, INVALID_VALUE)
+    if r[0] == 0 and width * height == 0:
+        assert r[3] == b""
+    elif r[0] == 0:
+        assert height <= 4096 and width * height <= 1 << 20
+        rows = [base[off + y * pitch:off + y * pitch + width] for y in range(height)]
+        assert r[3] == b"".join(rows)
+    s.run(rec("glMemcpy2DDtoD", (p + off) % 2**64, pitch, dev, width, width, height, 0))
+    assert s.sync()[1] in (0, INVALID_VALUE)
+
+
 # A stand-in driver for the cuda backend's bookkeeping (VMM granules, retains, releases):
 # its "device memory" is host memory that cuMemMap makes accessible, so an unmapped granule
 # would fault. It stands in for NVIDIA's driver, not for the code under test.
