@@ -184,6 +184,21 @@ def test_no_agent_is_no_device_with_one_line(binaries, tmp_path, kind):
     assert len(lines) == 1 and "no CUDA device" in lines[0], done.stderr
 
 
+def test_machine_code_only_says_why_in_the_program(mesh, binaries, tmp_path):
+    """A program built for sm_80 machine code alone cannot run on the host device:
+    its launch fails as on a GPU without that architecture, and the program's own
+    stderr (not only the serving agent's log) gets one line saying why and how to
+    add PTX."""
+    client, _ = mesh
+    program = nvcc(RUNTIME / "vadd.cu", tmp_path / "vadd_sm80", "-gencode",
+                   "arch=compute_80,code=sm_80")
+    done, verdict = run_through(client, program)
+    assert verdict["launch"] == "cudaErrorSymbolNotFound" and not verdict["ok"]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("gleam:")]
+    assert len(lines) == 1 and "machine code only (sm_80)" in lines[0], done.stderr
+    assert "-gencode arch=compute_80,code=compute_80" in lines[0]
+
+
 def test_trace_names_tables_slots_and_calls(mesh, binaries):
     client, _ = mesh
     done, verdict = run_through(client, binaries["vadd", "static"], env={"GLEAM_TRACE": "1"})

@@ -247,6 +247,22 @@ int gl_fatbin_ptx(const uint8_t *img, size_t n, uint8_t **ptx, size_t *ptx_len, 
     return entry_text(best, ptx, ptx_len);
 }
 
+int gl_fatbin_targets(const uint8_t *img, size_t n, char *targets, size_t targets_len)
+{
+    struct target_list t = {targets_len > 0 ? targets : NULL, targets_len, 0, 0};
+    if (t.s != NULL)
+        t.s[0] = 0;
+    if (n >= 4 && rd(img, 4) == GL_FATBIN_WRAPPER_MAGIC)
+        return GL_FATBIN_WRAPPER;
+    size_t size = container_size(img, n);
+    if (size == 0)
+        return GL_FATBIN_MALFORMED;
+    const uint8_t *best = NULL;
+    uint64_t best_rank = 0;
+    int rc = scan_container(img, size, &t, &best, &best_rank);
+    return rc < 0 ? rc : best != NULL;
+}
+
 const char *gl_fatbin_strerror(int rc)
 {
     switch (rc) {
