@@ -222,14 +222,15 @@ static int scan_container(const uint8_t *p, size_t size, struct target_list *t,
     return 0;
 }
 
-int gl_fatbin_ptx(const uint8_t *img, size_t n, uint8_t **ptx, size_t *ptx_len, char *targets,
-                  size_t targets_len)
+/* The container at img: its targets listed, its newest PTX entry in *best
+ * (NULL when none). 0, or a negative GL_FATBIN_* code. */
+static int scan_image(const uint8_t *img, size_t n, char *targets, size_t targets_len,
+                      const uint8_t **best)
 {
     struct target_list t = {targets_len > 0 ? targets : NULL, targets_len, 0, 0};
     if (t.s != NULL)
         t.s[0] = 0;
-    *ptx = NULL;
-    *ptx_len = 0;
+    *best = NULL;
     if (n >= 4 && rd(img, 4) == GL_FATBIN_WRAPPER_MAGIC)
         return GL_FATBIN_WRAPPER;
     size_t size = container_size(img, n);
@@ -237,9 +238,17 @@ int gl_fatbin_ptx(const uint8_t *img, size_t n, uint8_t **ptx, size_t *ptx_len, 
         return GL_FATBIN_MALFORMED;
     /* One container is one module; bytes after it (padding, the next translation unit's
      * container in a linked .nv_fatbin section) are not part of it. */
-    const uint8_t *best = NULL;
     uint64_t best_rank = 0;
-    int rc = scan_container(img, size, &t, &best, &best_rank);
+    return scan_container(img, size, &t, best, &best_rank);
+}
+
+int gl_fatbin_ptx(const uint8_t *img, size_t n, uint8_t **ptx, size_t *ptx_len, char *targets,
+                  size_t targets_len)
+{
+    const uint8_t *best;
+    *ptx = NULL;
+    *ptx_len = 0;
+    int rc = scan_image(img, n, targets, targets_len, &best);
     if (rc < 0)
         return rc;
     if (best == NULL)
@@ -249,17 +258,8 @@ int gl_fatbin_ptx(const uint8_t *img, size_t n, uint8_t **ptx, size_t *ptx_len, 
 
 int gl_fatbin_targets(const uint8_t *img, size_t n, char *targets, size_t targets_len)
 {
-    struct target_list t = {targets_len > 0 ? targets : NULL, targets_len, 0, 0};
-    if (t.s != NULL)
-        t.s[0] = 0;
-    if (n >= 4 && rd(img, 4) == GL_FATBIN_WRAPPER_MAGIC)
-        return GL_FATBIN_WRAPPER;
-    size_t size = container_size(img, n);
-    if (size == 0)
-        return GL_FATBIN_MALFORMED;
-    const uint8_t *best = NULL;
-    uint64_t best_rank = 0;
-    int rc = scan_container(img, size, &t, &best, &best_rank);
+    const uint8_t *best;
+    int rc = scan_image(img, n, targets, targets_len, &best);
     return rc < 0 ? rc : best != NULL;
 }
 
