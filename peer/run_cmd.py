@@ -27,7 +27,11 @@ examples:
   gleam-peer run --peer desk-gpu -- python train.py
 
 A gleam agent must be running (gleam-peer up). Without --peer the agent
-chooses the server."""
+chooses the server. CUPY_COMPILE_WITH_PTX=1 is set unless the environment sets
+it: CuPy then compiles to PTX, which every device can run (a session may move,
+or fail over to gleam's host device, which runs PTX only).
+
+GLEAM_TRACE=1 prints each driver call and each symbol gleam does not forward."""
 
 LIB_DESCRIPTION = """\
 Print the directory that holds gleam's interposer (libcuda.so.1), for running
