@@ -242,6 +242,13 @@ ROWS: tuple[Row, ...] = (
     R("cuMemcpyPeerAsync", "CUdeviceptr dstDevice, CUcontext dstContext, "
       "CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream",
       LOCAL, (ptsz("cuMemcpyPeerAsync", 4000),), ready=True),
+    R("cuMemcpyBatchAsync", "CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, "
+      "CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, "
+      "CUstream hStream", LOCAL, (ptsz("cuMemcpyBatchAsync", 12080),), ready=True),
+    R("cuMemcpyBatchAsync_v2", "CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, "
+      "size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, "
+      "CUstream hStream", LOCAL, (ptsz("cuMemcpyBatchAsync_v2", 13000),),
+      base="cuMemcpyBatchAsync", ready=True),
     R("cuMemsetD2D8", "CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, "
       "size_t Height", LOCAL, (ptds("cuMemsetD2D8_v2", 3020),), ready=True),
     R("cuMemsetD2D16", "CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, "

@@ -87,7 +87,7 @@ def test_runtime_bindings_program(mesh):
 
 def test_driver_calls_of_runtimes_and_libraries(mesh):
     verdict = run_example(mesh, str(EXAMPLES / "driver_calls.py"), "--gleam")
-    assert len(verdict["checks"]) == 24
+    assert len(verdict["checks"]) == 26
     assert verdict["checks"]["begin_capture_refused"]
     assert verdict["checks"]["per_thread_twin_resolved"]
 

@@ -193,6 +193,13 @@ typedef struct {
     size_t WidthInBytes, Height, Depth;
 } CUDA_MEMCPY3D;
 
+/* cuMemcpyBatchAsync's attributes (CUDA 12.8; CUmemcpyAttributes_v1). */
+typedef struct {
+    int srcAccessOrder; /* 1 stream, 2 during the call, 3 any; 0 is invalid */
+    struct { int type, id; } srcLocHint, dstLocHint;
+    unsigned int flags;
+} CUmemcpyAttributes;
+
 /* Device attributes gleam's host device reports (the numbers are CUDA's). */
 enum {
     GL_ATTR_MAX_THREADS_PER_BLOCK = 1,

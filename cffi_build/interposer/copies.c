@@ -68,8 +68,8 @@ CUresult gli_cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t Byte
     return gl_copy_dtoh(dstHost, srcDevice, ByteCount, hStream, ptds);
 }
 
-static CUresult routed(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async,
-                       int ptds)
+CUresult gl_copy_routed(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async,
+                        int ptds)
 {
     CUresult r = gl_ready();
 
@@ -91,11 +91,11 @@ static CUresult routed(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, i
 
 CUresult gli_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, int ptds)
 {
-    return routed(dst, src, ByteCount, NULL, 0, ptds);
+    return gl_copy_routed(dst, src, ByteCount, NULL, 0, ptds);
 }
 
 CUresult gli_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream,
                            int ptds)
 {
-    return routed(dst, src, ByteCount, hStream, 1, ptds);
+    return gl_copy_routed(dst, src, ByteCount, hStream, 1, ptds);
 }

@@ -69,6 +69,9 @@ int gl_pinned_find(const void *p, uintptr_t *base, size_t *size);
 CUresult gl_copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int ptds);
 /* Waits for the bytes (also for an asynchronous copy: see copies.c). */
 CUresult gl_copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int ptds);
+/* Either direction, told by address (unified addressing), as cuMemcpy. */
+CUresult gl_copy_routed(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async,
+                        int ptds);
 
 /* ---- context.c: per-thread context stack */
 

@@ -5,8 +5,8 @@ attributes) with stream-ordered allocation, ``cuMemGetAddressRange``,
 registered host memory, stream-capture queries (begin capture is refused on
 gleam: CUDA graphs are not supported), the thread's capture mode, events with
 flags (an untimed event in ``cuEventElapsedTime``), ``cuStreamWaitEvent``,
-and the per-thread-stream twins of these calls. It checks each answer and
-prints one JSON verdict. ``--gleam`` adds the checks of what gleam answers
+``cuMemcpyBatchAsync``, and the per-thread-stream twins of these calls. It
+checks each answer and prints one JSON verdict. ``--gleam`` adds the checks of what gleam answers
 differently from a GPU (capture is refused) and of its own symbol table.
 """
 
@@ -113,6 +113,30 @@ def streams_and_events(checks: dict[str, bool], stream: Any) -> None:
         == int(cu.CUresult.CUDA_ERROR_INVALID_HANDLE)
 
 
+def batch_copies(checks: dict[str, bool], stream: Any) -> None:
+    """cuMemcpyBatchAsync: host to device, device to device and back in one batch
+    of three (two attribute sets), then the legacy stream is refused."""
+    a = np.arange(256, dtype=np.float32)
+    back = np.zeros_like(a)
+    d1, d2 = ok(cu.cuMemAlloc(a.nbytes)), ok(cu.cuMemAlloc(a.nbytes))
+    stream_order = cu.CUmemcpySrcAccessOrder.CU_MEMCPY_SRC_ACCESS_ORDER_STREAM
+    attrs = [cu.CUmemcpyAttributes(), cu.CUmemcpyAttributes()]
+    for at in attrs:
+        at.srcAccessOrder = stream_order
+    ptr = cu.CUdeviceptr  # the bindings take every address as one, host ones too
+    ok(cu.cuMemcpyBatchAsync([d1], [ptr(a.ctypes.data)], [a.nbytes], 1, attrs[:1], [0], 1,
+                             stream))
+    ok(cu.cuMemcpyBatchAsync([d2, ptr(back.ctypes.data)], [d1, d2], [a.nbytes, a.nbytes // 2],
+                             2, attrs, [0, 1], 2, stream))
+    ok(cu.cuStreamSynchronize(stream))
+    checks["batch_copies"] = bool((back[:128] == a[:128]).all() and (back[128:] == 0).all())
+    bad = cu.CUmemcpyAttributes()  # srcAccessOrder left INVALID
+    checks["batch_bad_attribute"] = code(cu.cuMemcpyBatchAsync(
+        [d2], [d1], [16], 1, [bad], [0], 1, stream)) == int(cu.CUresult.CUDA_ERROR_INVALID_VALUE)
+    ok(cu.cuMemFree(d1))
+    ok(cu.cuMemFree(d2))
+
+
 def gleam_only(checks: dict[str, bool], stream: Any) -> None:
     """What gleam answers that a GPU would not, and its exported twins."""
     checks["begin_capture_refused"] = code(cu.cuStreamBeginCapture(
@@ -139,6 +163,7 @@ def main() -> None:
     registered(checks, a, x)
     ok(cu.cuMemFreeAsync(a, stream))
     streams_and_events(checks, stream)
+    batch_copies(checks, stream)
     if "--gleam" in sys.argv[1:]:
         gleam_only(checks, stream)
     ok(cu.cuCtxSynchronize())
