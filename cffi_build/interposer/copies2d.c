@@ -89,16 +89,22 @@ static CUresult make_side(side *s, CUmemorytype type, const void *host, CUdevice
     }
 }
 
-static CUresult check_side(const side *s, size_t width, size_t height)
+/* The span bytes from a side's first row: session memory, or host bytes that
+ * do not wrap. */
+static CUresult check_reach(const side *s, uint64_t span)
 {
-    uint64_t span;
-    if (height > 1 && s->pitch < width)
-        return CUDA_ERROR_INVALID_VALUE; /* rows would overlap: CUDA refuses it too */
-    if (gl_span_bytes(s->pitch, width, height, &span) != 0)
-        return CUDA_ERROR_INVALID_VALUE;
     if (s->dev)
         return gl_check_dptr(s->addr, span);
     return s->addr + span < s->addr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+/* gl_span_bytes refuses overlapping rows (a pitch under the width), as CUDA does. */
+static CUresult check_side(const side *s, size_t width, size_t height)
+{
+    uint64_t span;
+    if (gl_span_bytes(s->pitch, width, height, &span) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return check_reach(s, span);
 }
 
 /* n contiguous bytes, either direction. */
@@ -115,10 +121,11 @@ static CUresult copy_flat(const copy2d *c, size_t n)
     return CUDA_SUCCESS;
 }
 
-/* Rows per record: as many as fit in a copy chunk (0: a row is larger). */
+/* Rows per record: as many as fit in a copy chunk (run_2d sends rows wider
+ * than a chunk as plain copies). */
 static size_t rows_per_chunk(size_t width)
 {
-    return width > GL_COPY_CHUNK ? 0 : GL_COPY_CHUNK / width;
+    return GL_COPY_CHUNK / width;
 }
 
 static CUresult htod_rows(const copy2d *c)
@@ -127,13 +134,6 @@ static CUresult htod_rows(const copy2d *c)
     size_t per = rows_per_chunk(c->width);
     CUresult r = CUDA_SUCCESS;
 
-    if (per == 0) { /* each row is itself at least a chunk: plain copies */
-        for (size_t y = 0; r == CUDA_SUCCESS && y < c->height; y++)
-            r = gl_copy_htod(d->addr + y * d->pitch,
-                             (const void *)(uintptr_t)(s->addr + y * s->pitch), c->width,
-                             c->stream, c->ptds);
-        return r;
-    }
     /* Packed host rows go as they are; others are packed into one buffer. */
     uint8_t *pack = NULL;
     if (s->pitch != c->width && (pack = malloc(per * c->width)) == NULL)
@@ -159,12 +159,6 @@ static CUresult dtoh_rows(const copy2d *c)
     size_t per = rows_per_chunk(c->width);
     CUresult r = CUDA_SUCCESS;
 
-    if (per == 0) {
-        for (size_t y = 0; r == CUDA_SUCCESS && y < c->height; y++)
-            r = gl_copy_dtoh((void *)(uintptr_t)(d->addr + y * d->pitch), s->addr + y * s->pitch,
-                             c->width, c->stream, c->ptds);
-        return r;
-    }
     uint8_t *pack = NULL;
     if (d->pitch != c->width && (pack = malloc(per * c->width)) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -197,14 +191,19 @@ static CUresult run_2d(const copy2d *c)
     if (s->dev && d->dev)
         return glw_glMemcpy2DDtoD(d->addr, d->pitch, s->addr, s->pitch, c->width, c->height,
                                   c->stream, c->ptds);
-    if (d->dev)
+    if (c->width <= GL_COPY_CHUNK && d->dev)
         return htod_rows(c);
-    if (s->dev)
+    if (c->width <= GL_COPY_CHUNK && s->dev)
         return dtoh_rows(c);
-    for (size_t y = 0; y < c->height; y++)
-        memmove((void *)(uintptr_t)(d->addr + y * d->pitch),
-                (const void *)(uintptr_t)(s->addr + y * s->pitch), c->width);
-    return CUDA_SUCCESS;
+    /* Host to host, or rows of a chunk or more: a plain copy per row. */
+    copy2d row = *c;
+    r = CUDA_SUCCESS;
+    for (size_t y = 0; r == CUDA_SUCCESS && y < c->height; y++) {
+        row.src.addr = s->addr + y * s->pitch;
+        row.dst.addr = d->addr + y * d->pitch;
+        r = copy_flat(&row, c->width);
+    }
+    return r;
 }
 
 static CUresult memcpy2d(const CUDA_MEMCPY2D *p, CUstream stream, int ptds)
@@ -266,9 +265,7 @@ static CUresult check_extent(const side *s, uint64_t step, const CUDA_MEMCPY3D *
     if (gl_span_bytes(s->pitch, p->WidthInBytes, p->Height, &slice) != 0 ||
         gl_span_bytes(step, slice, p->Depth, &all) != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (s->dev)
-        return gl_check_dptr(s->addr, all);
-    return s->addr + all < s->addr ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    return check_reach(s, all);
 }
 
 static CUresult memcpy3d(const CUDA_MEMCPY3D *p, CUstream stream, int ptds)
@@ -355,7 +352,7 @@ static CUresult memset2d(CUdeviceptr dst, size_t pitch, unsigned int value, size
     if (width == 0 || height == 0)
         return CUDA_SUCCESS;
     if (__builtin_mul_overflow((uint64_t)width, (uint64_t)elem, &row_bytes) ||
-        (height > 1 && pitch < row_bytes) || dst % elem != 0 || pitch % elem != 0 ||
+        dst % elem != 0 || pitch % elem != 0 ||
         gl_span_bytes(pitch, row_bytes, height, &span) != 0)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = gl_check_dptr(dst, span);
