@@ -132,6 +132,18 @@ ROWS: tuple[Row, ...] = (
     R("cuGetErrorName", "CUresult error, const char **pStr", LOCAL, (s("cuGetErrorName", 6000),)),
     R("cuGetErrorString", "CUresult error, const char **pStr", LOCAL,
       (s("cuGetErrorString", 6000),)),
+    # Driver logs (12.9): gleam's own messages, kept and handed to callbacks
+    # (interposer/logs.c). PyTorch adds them to its CUDA errors.
+    R("cuLogsRegisterCallback", "CUlogsCallback callbackFunc, void *userData, "
+      "CUlogsCallbackHandle *callback_out", LOCAL, (s("cuLogsRegisterCallback", 12090),)),
+    R("cuLogsUnregisterCallback", "CUlogsCallbackHandle callback", LOCAL,
+      (s("cuLogsUnregisterCallback", 12090),)),
+    R("cuLogsCurrent", "CUlogIterator *iterator_out, unsigned int flags", LOCAL,
+      (s("cuLogsCurrent", 12090),)),
+    R("cuLogsDumpToFile", "CUlogIterator *iterator, const char *pathToFile, unsigned int flags",
+      LOCAL, (s("cuLogsDumpToFile", 12090),)),
+    R("cuLogsDumpToMemory", "CUlogIterator *iterator, char *buffer, size_t *size, "
+      "unsigned int flags", LOCAL, (s("cuLogsDumpToMemory", 12090),)),
     # ------------------------------------------------------------------ devices
     R("cuDeviceGet", "CUdevice *device, int ordinal", CACHED, (s("cuDeviceGet", 2000),)),
     R("cuDeviceGetCount", "int *count", CACHED, (s("cuDeviceGetCount", 2000),), ready=True),

@@ -276,18 +276,23 @@ def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
         call = ", ".join([p.name for p in ps])
         for name, since, per_thread, base in exported(r):
             sep = ", " if call else ""
-            # cuGetProcAddress traces what it resolves itself (procaddr.c).
+            forward = f"{target}({call}{sep}{per_thread})"
+            # cuGetProcAddress traces what it resolves itself (procaddr.c); the
+            # others say their name first (a call may print lines of its own)
+            # and their result when it is not CUDA_SUCCESS.
             trace = ("" if base == "cuGetProcAddress" else
-                     f"    if (__builtin_expect(gl_trace_on, 0))\n"
-                     f"        gl_trace_call(\"{name}\");\n")
+                     f"    if (__builtin_expect(gl_trace_on, 0)) {{\n"
+                     f"        gl_trace_call(\"{name}\");\n"
+                     f"        return gl_trace_result(\"{name}\", {forward});\n    }}\n")
             # Rows that must know which loaded object called them (caller.c).
             caller = ("    gl_caller = __builtin_return_address(0);\n" if r.caller else "")
             out.append(f"GL_EXPORT CUresult {name}({decl(ps, extra='')})\n"
                        f"{{\n{caller}{trace}"
-                       f"    return {target}({call}{sep}{per_thread});\n}}\n")
+                       f"    return {forward};\n}}\n")
             table.append(f'    {{"{base}", "{name}", {since}, {per_thread}, (void *){name}}},\n')
     out.append("\nconst gl_symbol gl_symbols[] = {\n" + "".join(table) + "};\n")
     out.append(f"const int gl_symbol_count = {len(table)};\n\n")
+    out.append(gen_unforwarded({name for r in rows for name, *_ in exported(r)}))
     out.append("/* Trampolines handed out for symbols gleam does not forward. */\n")
     out.append("#define GL_UNSUP(i) static CUresult gl_unsup_##i(void) "
                "{ return gl_unsupported_call(i); }\n")
@@ -296,6 +301,28 @@ def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
                + "".join(f"    (void *)gl_unsup_{i},\n" for i in range(UNSUPPORTED_SLOTS))
                + "};\n")
     out.append(f"const int gl_unsupported_slot_count = {UNSUPPORTED_SLOTS};\n")
+    return "".join(out)
+
+
+def unforwarded_names(exported_names: set[str]) -> list[str]:
+    """The driver's exported names (driver_symbols.txt) that no row exports."""
+    lines = (HERE / "driver_symbols.txt").read_text().splitlines()
+    names = [n.strip() for n in lines if n.strip() and not n.startswith("#")]
+    return [n for n in names if n not in exported_names]
+
+
+def gen_unforwarded(exported_names: set[str]) -> str:
+    """A stub for each name of NVIDIA's libcuda that gleam does not forward, so that
+    a library resolving entry points with dlsym finds every one it expects; calling
+    one says so once (procaddr.c) and returns CUDA_ERROR_NOT_SUPPORTED. Arguments are
+    ignored: the stub takes none, which the caller's cleanup makes harmless."""
+    names = unforwarded_names(exported_names)
+    out = ["/* NVIDIA's exported names that gleam does not forward (driver_symbols.txt). */\n"]
+    out += [f'GL_EXPORT CUresult {n}(void) {{ return gl_not_forwarded("{n}"); }}\n'
+            for n in names]
+    out.append("const gl_unforwarded_symbol gl_unforwarded[] = {\n"
+               + "".join(f'    {{"{n}", (void *){n}}},\n' for n in names) + "};\n")
+    out.append(f"const int gl_unforwarded_count = {len(names)};\n\n")
     return "".join(out)
 
 

@@ -4,7 +4,8 @@
 # needs only python3 (3.11+) and gcc.
 #
 #   main: gleam and what the demo needs (numpy, NVIDIA's cuda.h), nothing else
-#   test: also the test tools, mypy, and the training extra (torch, CPU build)
+#   test: also the test tools, mypy, the training extra (torch, CPU build), and
+#         torch's CUDA build in .venv/torch-cuda for tests/test_torch_cuda.py
 #
 # gleam is installed as a regular (non-editable) package: its top-level folders
 # map onto gleam.peer / gleam.discovery / gleam.plugins, which an editable install
@@ -64,5 +65,20 @@ if [ "$(sed -n 1p "$stamp" 2>/dev/null)" != "$sources" ] || [ -n "$missing" ] \
     fi
     all="$( { tr ',' '\n' <<<"$extras"; echo "$have"; } | grep -v '^$' | sort -u | paste -sd,)"
     printf '%s\n%s\n' "$sources" "$all" > "$stamp"
+fi
+if [ "$job" = test ]; then
+    # PyTorch's CUDA build (cudart, cuBLAS, cuDNN 13 as wheels) in a folder of its
+    # own, which only tests/test_torch_cuda.py puts on its programs' PYTHONPATH:
+    # in .venv it would bring nvJitLink, with which numba-cuda links to SASS
+    # that the host device cannot run (docs/cuda-forwarding.md, "numba-cuda").
+    # About 5.4 GB, once; this machine kind keeps the release on disk.
+    cuda_torch="${GLEAM_TORCH_CUDA_VERSION:-2.14.1}"
+    if [ ! -e "$venv/torch-cuda/.gleam-$cuda_torch" ]; then
+        echo "== installing torch $cuda_torch (CUDA build) into $venv/torch-cuda (a minute)" >&2
+        rm -rf "$venv/torch-cuda"
+        "$venv/bin/python" -m pip install --quiet --target "$venv/torch-cuda" \
+            "torch==$cuda_torch"
+        touch "$venv/torch-cuda/.gleam-$cuda_torch"
+    fi
 fi
 export PATH="$venv/bin:$PATH"

@@ -87,9 +87,10 @@ def test_runtime_bindings_program(mesh):
 
 def test_driver_calls_of_runtimes_and_libraries(mesh):
     verdict = run_example(mesh, str(EXAMPLES / "driver_calls.py"), "--gleam")
-    assert len(verdict["checks"]) == 26
+    assert len(verdict["checks"]) == 28
     assert verdict["checks"]["begin_capture_refused"]
     assert verdict["checks"]["per_thread_twin_resolved"]
+    assert verdict["checks"]["free_null"] and verdict["checks"]["unforwarded_exported"]
 
 
 def test_a_module_larger_than_a_copy_chunk_travels_in_parts_then_as_references(mesh, tmp_path):

@@ -322,3 +322,125 @@ assert not hasattr(lib, "gl_emit")  # the core stays hidden
                           timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "CUDA_ERROR_DEVICE_UNAVAILABLE\n"
+
+
+def run_against_built_library(code: str, env: dict[str, str] | None = None
+                              ) -> subprocess.CompletedProcess:
+    """code run in a child with ``lib`` the built libcuda.so.1 (a libcuda loaded
+    into the test process would shadow the real driver for anything else there)."""
+    from gleam.peer.cuda.examples import interposer_dir
+
+    lib = interposer_dir() / "libcuda.so.1"
+    head = f"import ctypes\nlib = ctypes.CDLL({str(lib)!r})\n"
+    proc = subprocess.run([sys.executable, "-c", head + code], capture_output=True, text=True,
+                          timeout=TIMEOUT, env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_every_name_of_nvidias_driver_is_exported() -> None:
+    names = [n for n in (BUILD / "driver_symbols.txt").read_text().splitlines()
+             if n and not n.startswith("#")]
+    assert len(names) > 600 and "cuGraphCreate" in names and "cuMemcpy_ptds" in names
+    proc = run_against_built_library(f"""
+missing = [n for n in {names!r} if not hasattr(lib, n)]
+assert not missing, missing
+create = lib.cuGraphCreate
+create.argtypes = [ctypes.c_void_p, ctypes.c_uint]
+print(create(None, 0), create(None, 0))
+fn = ctypes.c_void_p()
+assert lib.cuGetProcAddress_v2(b"cuGraphCreate", ctypes.byref(fn), 12000, 0, None) == 0
+assert fn.value == ctypes.cast(lib.cuGraphCreate, ctypes.c_void_p).value
+""")
+    assert proc.stdout.split() == ["801", "801"]
+    # Said once, however often it is called.
+    assert proc.stderr.count("gleam: cuGraphCreate is not forwarded") == 1
+
+
+def test_the_symbol_list_comes_from_cuda_h() -> None:
+    from list_driver_symbols import driver_symbols
+
+    header = """
+    #define __CUDA_API_PTDS(api) api ## _ptds
+    #define cuMemAlloc                          cuMemAlloc_v2
+    #define cuMemcpy                            __CUDA_API_PTDS(cuMemcpy)
+    CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize);
+    CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount);
+    CUresult CUDAAPI cuInit(unsigned int Flags);
+    """
+    assert driver_symbols(header) == ["cuInit", "cuMemAlloc", "cuMemAlloc_v2", "cuMemcpy",
+                                      "cuMemcpy_ptds"]
+
+
+DRIVER_LOGS = """
+import sys
+LOGGED = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t)
+seen = []
+callback = LOGGED(lambda data, level, text, length: seen.append((level, text[:length].decode())))
+handle = ctypes.c_void_p()
+assert lib.cuLogsRegisterCallback(callback, None, ctypes.byref(handle)) == 0 and handle.value
+assert lib.cuLogsRegisterCallback(None, None, None) == 1
+start = ctypes.c_uint()
+assert lib.cuLogsCurrent(ctypes.byref(start), 0) == 0 and lib.cuLogsCurrent(None, 0) == 1
+lib.cuGraphCreate(None, 0)     # two messages: each is logged
+lib.cuGraphLaunch(None, None)
+assert [level for level, _ in seen] == [0, 0], seen
+assert "[gleam][E][cuGraphCreate] cuGraphCreate is not forwarded" in seen[0][1], seen
+
+it = ctypes.c_uint(start.value)
+buf = ctypes.create_string_buffer(4096)
+size = ctypes.c_size_t(len(buf))
+assert lib.cuLogsDumpToMemory(ctypes.byref(it), buf, ctypes.byref(size), 0) == 0
+lines = buf.value.decode().splitlines()
+assert size.value == len(buf.value) and len(lines) == 2 and it.value == start.value + 2, lines
+assert lines[0] == seen[0][1] and lines[1] == seen[1][1]
+size = ctypes.c_size_t(len(buf))   # the iterator advanced: nothing new
+assert lib.cuLogsDumpToMemory(ctypes.byref(it), buf, ctypes.byref(size), 0) == 0
+assert size.value == 0 and buf.value == b""
+
+it = ctypes.c_uint(start.value)    # room for the note and the newest line only
+room = len(seen[1][1]) + 60
+size = ctypes.c_size_t(room)
+assert lib.cuLogsDumpToMemory(ctypes.byref(it), buf, ctypes.byref(size), 0) == 0
+lines = buf.value.decode().splitlines()
+assert lines == ["[gleam] 1 earlier log lines are not in this buffer", seen[1][1]], lines
+it = ctypes.c_uint(start.value)
+size = ctypes.c_size_t(8)          # not even one line
+assert lib.cuLogsDumpToMemory(ctypes.byref(it), buf, ctypes.byref(size), 0) == 1
+assert size.value == 0
+assert lib.cuLogsDumpToMemory(None, None, ctypes.byref(size), 0) == 1
+
+assert lib.cuLogsDumpToFile(None, sys.argv[1].encode(), 0) == 0
+assert lib.cuLogsDumpToFile(None, None, 0) == 1
+assert lib.cuLogsUnregisterCallback(handle) == 0
+assert lib.cuLogsUnregisterCallback(handle) == 1
+lib.cuStreamBeginCaptureToGraph(None)
+assert len(seen) == 2              # no longer called
+print("ok")
+"""
+
+
+def test_driver_logs_keep_gleams_messages_for_callbacks_and_dumps(tmp_path: Path) -> None:
+    dump, log_file = tmp_path / "dump.txt", tmp_path / "cuda.log"
+    code = DRIVER_LOGS.replace("sys.argv[1]", repr(str(dump)))
+    proc = run_against_built_library(code, env={"CUDA_LOG_FILE": str(log_file)})
+    assert proc.stdout == "ok\n"
+    dumped = dump.read_text().splitlines()
+    assert len(dumped) == 2 and "cuGraphLaunch is not forwarded" in dumped[1]
+    # CUDA_LOG_FILE gets every line as it is logged, the third one included.
+    logged = log_file.read_text().splitlines()
+    assert logged[:2] == dumped and "cuStreamBeginCaptureToGraph" in logged[2]
+    # stderr still has the plain line for each.
+    assert proc.stderr.count("gleam: ") == 3
+
+
+def test_trace_names_the_result_of_a_failing_call() -> None:
+    proc = run_against_built_library("""
+s = ctypes.c_char_p()
+assert lib.cuGetErrorName(12345, ctypes.byref(s)) == 1
+assert lib.cuGetErrorName(0, ctypes.byref(s)) == 0
+""", env={"GLEAM_TRACE": "1"})
+    lines = [line for line in proc.stderr.splitlines() if "cuGetErrorName" in line]
+    assert lines == ["gleam: trace: cuGetErrorName",
+                     "gleam: trace: cuGetErrorName -> CUDA_ERROR_INVALID_VALUE",
+                     "gleam: trace: cuGetErrorName"]

@@ -44,6 +44,10 @@ typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUmemPoolProps_st CUmemPoolProps; /* only ever pointed to */
 typedef int CUmemPool_attribute;
 typedef int CUfunc_cache;
+typedef int CUlogLevel; /* CU_LOG_LEVEL_ERROR 0, CU_LOG_LEVEL_WARNING 1 */
+typedef struct CUlogsCallbackEntry_st *CUlogsCallbackHandle;
+typedef void (*CUlogsCallback)(void *data, CUlogLevel logLevel, char *message, size_t length);
+typedef unsigned int CUlogIterator;
 /* cuCtxCreate_v4's parameters (execution affinity and CIG); gleam accepts only
  * a NULL pointer or one whose members are both NULL. */
 typedef struct { void *execAffinityParams; int numExecAffinityParams; void *cigParams; } CUctxCreateParams;

@@ -88,8 +88,8 @@ CUresult gli_cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode,
     (void)ptds;
     if (r != CUDA_SUCCESS)
         return r;
-    fprintf(stderr, "gleam: stream capture (CUDA graphs) is not supported; "
-                    "returning CUDA_ERROR_NOT_SUPPORTED\n");
+    gl_log(GL_LOG_ERROR, "cuStreamBeginCapture", "stream capture (CUDA graphs) is not "
+           "supported; returning CUDA_ERROR_NOT_SUPPORTED");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 

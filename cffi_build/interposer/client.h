@@ -40,6 +40,16 @@ extern const int gl_symbol_count;
 extern void *const gl_unsupported_slots[];
 extern const int gl_unsupported_slot_count;
 
+/* NVIDIA's exported names gleam does not forward, each with its stub
+ * (generated from driver_symbols.txt). */
+typedef struct {
+    const char *name;
+    void *fn;
+} gl_unforwarded_symbol;
+
+extern const gl_unforwarded_symbol gl_unforwarded[];
+extern const int gl_unforwarded_count;
+
 /* CUDA_SUCCESS once cuInit succeeded; CUDA_ERROR_NOT_INITIALIZED before;
  * the session's failure code after the agent or the server was lost. */
 CUresult gl_ready(void);
@@ -76,11 +86,22 @@ CUresult gl_wait(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
  * stderr and returns CUDA_ERROR_NOT_SUPPORTED. */
 CUresult gl_unsupported_call(int slot);
 
+/* A message for the user: one "gleam: ..." line on stderr, also kept in the
+ * driver's log for cuLogs* and its callbacks (logs.c). entry names the call. */
+#define GL_LOG_ERROR 0
+#define GL_LOG_WARNING 1
+void gl_log(int level, const char *entry, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The same for a named stub of gl_unforwarded. */
+CUresult gl_not_forwarded(const char *name);
+
 /* GLEAM_TRACE=1 (read once when the library loads): every exported call and
  * every symbol gleam does not forward is named on stderr (trace.c). Off, a
  * stub pays one predictable branch on this flag. */
 extern int gl_trace_on;
 void gl_trace_call(const char *name);
+CUresult gl_trace_result(const char *name, CUresult r);
 
 /* The return address of the exported call in progress on this thread, set
  * by the stubs of rows marked `caller` (caller.c tells whose code it is). */

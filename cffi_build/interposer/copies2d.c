@@ -46,8 +46,8 @@ typedef struct {
 
 static CUresult no_arrays(void)
 {
-    fprintf(stderr, "gleam: CUDA arrays are not supported (a 2D/3D copy names one); "
-                    "returning CUDA_ERROR_NOT_SUPPORTED\n");
+    gl_log(GL_LOG_ERROR, "cuMemcpy2D", "CUDA arrays are not supported (a 2D/3D copy names "
+           "one); returning CUDA_ERROR_NOT_SUPPORTED");
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 

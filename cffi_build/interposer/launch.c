@@ -157,7 +157,8 @@ static CUresult check_attribute(const CUlaunchAttribute *a)
     default:
         break;
     }
-    fprintf(stderr, "gleam: cuLaunchKernelEx: launch attribute %d is not supported\n", a->id);
+    gl_log(GL_LOG_ERROR, "cuLaunchKernelEx", "cuLaunchKernelEx: launch attribute %d is not "
+           "supported", a->id);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 

@@ -81,9 +81,9 @@ static CUresult add(gl_link *l, CUjitInputType type, const void *data, size_t si
 {
     if (type != GL_CU_JIT_INPUT_PTX && type != GL_CU_JIT_INPUT_CUBIN
         && type != GL_CU_JIT_INPUT_FATBINARY) {
-        fprintf(stderr, "gleam: cuLinkAdd%s: input kind %d (%s) is not supported; gleam links "
-                "one PTX, cubin or fatbin image\n", name ? "Data" : "File", type,
-                name ? name : "?");
+        gl_log(GL_LOG_ERROR, "cuLinkAddData", "cuLinkAdd%s: input kind %d (%s) is not "
+               "supported; gleam links one PTX, cubin or fatbin image", name ? "Data" : "File",
+               type, name ? name : "?");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     if (l->inputs > 0) {
@@ -162,8 +162,8 @@ CUresult gli_cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut,
     if (l->inputs == 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (l->inputs > 1) {
-        fprintf(stderr, "gleam: cuLinkComplete: linking %u images is not supported; gleam "
-                "links one PTX, cubin or fatbin image\n", l->inputs);
+        gl_log(GL_LOG_ERROR, "cuLinkComplete", "cuLinkComplete: linking %u images is not "
+               "supported; gleam links one PTX, cubin or fatbin image", l->inputs);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     *cubinOut = l->image;

@@ -33,6 +33,10 @@ CUresult gls_cuMemFree(CUdeviceptr dptr, int ptds)
 {
     CUresult r = CUDA_SUCCESS;
 
+    /* Freeing 0 does nothing, as on NVIDIA's driver: libraries that link
+     * cudart statically (cuBLAS) start it with cudaFree(0). */
+    if (dptr == 0)
+        return CUDA_SUCCESS;
     if (!gl_va_is_base(dptr))
         return CUDA_ERROR_INVALID_VALUE;
     /* The free record goes out before the range can be handed out again, so

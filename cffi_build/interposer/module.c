@@ -104,10 +104,10 @@ static void warn_machine_code_only(const void *image, size_t size)
     const char *sm = strstr(targets, "sm_");
     if (sm != NULL)
         snprintf(arch, sizeof arch, "%.*s", (int)strspn(sm + 3, "0123456789"), sm + 3);
-    fprintf(stderr, "gleam: a kernel image here is machine code only (%s), which gleam's host "
-                    "device cannot run; its kernels fail with CUDA_ERROR_NOT_FOUND. Build it "
-                    "with PTX too (nvcc -gencode arch=compute_%s,code=compute_%s) or use a GPU "
-                    "peer\n", targets, arch, arch);
+    gl_log(GL_LOG_WARNING, "cuLibraryLoadData", "a kernel image here is machine code only "
+           "(%s), which gleam's host device cannot run; its kernels fail with "
+           "CUDA_ERROR_NOT_FOUND. Build it with PTX too (nvcc -gencode "
+           "arch=compute_%s,code=compute_%s) or use a GPU peer", targets, arch, arch);
 }
 
 static CUresult load(void **handle, const void *image, int is_lib, int ptds)

@@ -46,8 +46,25 @@ CUresult gl_unsupported_call(int slot)
         name = g_names[slot];
     pthread_mutex_unlock(&g_lock);
     if (atomic_exchange(&g_warned[slot], 1) == 0)
-        fprintf(stderr, "gleam: %s is not forwarded; returning CUDA_ERROR_NOT_SUPPORTED\n", name);
+        gl_log(GL_LOG_ERROR, name, "%s is not forwarded; returning CUDA_ERROR_NOT_SUPPORTED",
+               name);
     return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult gl_not_forwarded(const char *name)
+{
+    if (gl_trace_on)
+        gl_trace_call(name);
+    return gl_unsupported_call(unsupported_slot(name));
+}
+
+/* The stub of an exported name gleam does not forward, or NULL. */
+static void *unforwarded_stub(const char *symbol)
+{
+    for (int i = 0; i < gl_unforwarded_count; i++)
+        if (strcmp(gl_unforwarded[i].name, symbol) == 0)
+            return gl_unforwarded[i].fn;
+    return NULL;
 }
 
 /* The best symbol for base: the stream flavour asked for when a twin exists,
@@ -103,10 +120,13 @@ CUresult gli_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion
         status = GL_CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
         r = CUDA_ERROR_NOT_FOUND;
     } else {
-        int slot = unsupported_slot(symbol);
+        void *stub = unforwarded_stub(symbol);
+        int slot = stub != NULL ? -1 : unsupported_slot(symbol);
         if (gl_trace_on)
             fprintf(stderr, "gleam: trace: cuGetProcAddress(%s): not forwarded\n", symbol);
-        if (slot >= 0) {
+        if (stub != NULL) {
+            *pfn = stub;
+        } else if (slot >= 0) {
             *pfn = gl_unsupported_slots[slot];
         } else {
             status = GL_CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;

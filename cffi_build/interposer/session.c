@@ -44,7 +44,7 @@ void gl_lost(const char *why)
     int expected = ST_READY;
 
     if (atomic_compare_exchange_strong(&g_state, &expected, ST_LOST)) {
-        fprintf(stderr, "gleam: lost the CUDA server: %s\n", why);
+        gl_log(GL_LOG_ERROR, "gleam", "lost the CUDA server: %s", why);
         /* Wake anything blocked on the socket; the fd stays open so that no
          * other file can take its number while a thread still uses it. */
         shutdown(g_fd, SHUT_RDWR);
@@ -366,7 +366,7 @@ static void attach_once(void)
     int fd = connect_agent(why, sizeof why);
 
     if (fd < 0) {
-        fprintf(stderr, "gleam: no CUDA device: %s\n", why);
+        gl_log(GL_LOG_ERROR, "cuInit", "no CUDA device: %s", why);
         g_init_result = CUDA_ERROR_NO_DEVICE;
         return;
     }

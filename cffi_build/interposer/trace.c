@@ -1,13 +1,15 @@
 /*
  * trace.c — GLEAM_TRACE=1: one stderr line per exported call, per symbol
  * resolved that gleam does not forward, and per export-table slot cudart
- * calls, so a user can see where a program stops. The flag is read once,
- * when the library loads; it is the only state here.
+ * calls, and the result of each call that fails, so a user can see where
+ * and why a program stops. The flag is read once, when the library loads; it
+ * is the only state here.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "client.h"
+#include "gl_client_gen.h"
 
 int gl_trace_on;
 
@@ -21,4 +23,15 @@ __attribute__((constructor)) static void read_trace_flag(void)
 void gl_trace_call(const char *name)
 {
     fprintf(stderr, "gleam: trace: %s\n", name);
+}
+
+CUresult gl_trace_result(const char *name, CUresult r)
+{
+    const char *code = NULL;
+
+    if (r != CUDA_SUCCESS) {
+        gli_cuGetErrorName(r, &code, 0);
+        fprintf(stderr, "gleam: trace: %s -> %s\n", name, code ? code : "an unknown code");
+    }
+    return r;
 }

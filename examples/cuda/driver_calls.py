@@ -7,7 +7,8 @@ gleam: CUDA graphs are not supported), the thread's capture mode, events with
 flags (an untimed event in ``cuEventElapsedTime``), ``cuStreamWaitEvent``,
 ``cuMemcpyBatchAsync``, and the per-thread-stream twins of these calls. It
 checks each answer and prints one JSON verdict. ``--gleam`` adds the checks of what gleam answers
-differently from a GPU (capture is refused) and of its own symbol table.
+differently from a GPU (capture is refused), of its own symbol table (twins, every name of
+NVIDIA's driver exported) and of freeing address 0.
 """
 
 from __future__ import annotations
@@ -152,6 +153,14 @@ def gleam_only(checks: dict[str, bool], stream: Any) -> None:
         cu.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
     checks["per_thread_twin_resolved"] = \
         int(pfn) == ctypes.cast(lib.cuMemAllocAsync_ptsz, ctypes.c_void_p).value
+    # cudart's cudaFree(0) and the cudart inside cuBLAS free 0 to start up.
+    checks["free_null"] = code(cu.cuMemFree(0)) == 0
+    # cuBLASLt finds its entry points with dlsym: every driver name is there,
+    # and one gleam does not forward answers CUDA_ERROR_NOT_SUPPORTED.
+    graph_create = lib.cuGraphCreate
+    graph_create.argtypes = [ctypes.c_void_p, ctypes.c_uint]
+    checks["unforwarded_exported"] = \
+        graph_create(None, 0) == int(cu.CUresult.CUDA_ERROR_NOT_SUPPORTED)
 
 
 def main() -> None:

@@ -50,7 +50,11 @@ class CompressionHook:
         if dedicated_group:
             # Every rank reaches this line in the same order (construction).
             ranks = dist.get_process_group_ranks(process_group or dist.group.WORLD)
-            process_group = dist.new_group(ranks=ranks, backend=dist.get_backend(process_group))
+            group = dist.new_group(ranks=ranks, backend=dist.get_backend(process_group))
+            # new_group answers a marker, not a group, to a rank outside ranks.
+            if not isinstance(group, dist.ProcessGroup):
+                raise RuntimeError("this rank is not in the group it built from its own ranks")
+            process_group = group
         self.group = process_group
         self.collective = TorchCollective(process_group, native_or=native_or)
         self.world = self.collective.world

@@ -19,6 +19,7 @@ from typing import Any
 
 import cffi
 
+from gleam.peer.cuda.host_identity import host_attributes
 from gleam.peer.cuda.launch import IllegalAddress, Launch, param_layout
 from gleam.peer.nativelib import ffi, lib
 
@@ -212,11 +213,7 @@ class HostBackend(_Backend):
 
     def devices(self) -> list[DeviceInfo]:
         cores = os.cpu_count() or 1
-        attrs = {
-            1: 1024, 2: 1024, 3: 1024, 4: 64, 5: 2**31 - 1, 6: 65535, 7: 65535,
-            8: 48 * 1024, 10: 32, 11: 2**31 - 1, 14: 512, 16: cores, 41: 1, 51: 32,
-            75: 8, 76: 0,
-        }
+        attrs = host_attributes(cores)
         name = f"gleam host device ({cores}-core {_cpu_model()})"
         uuid = (b"gleam-host-dev" + cores.to_bytes(2, "little"))[:16]
         return [DeviceInfo(name, self.memory_limit, uuid, attrs)]

@@ -1,0 +1,72 @@
+"""What gleam's host device says it is: the attributes ``cuDeviceGetAttribute``
+answers, one table.
+
+The host device reports compute capability 8.0 (docs/cuda-forwarding.md,
+"Device identity"), so cudart and the libraries above it take the paths an
+8.0 GPU takes, and each value here is either what the host device really does
+(one block per core at a time, no managed or mapped memory, no clusters) or,
+where it only describes hardware the host does not have (clocks, caches), a
+value an 8.0 device reports. cudart copies all of them into
+``cudaDeviceProp``; cuBLASLt refuses a context whose per-block and
+per-multiprocessor limits are zero, which is why the table is complete rather
+than the few attributes gleam itself reads.
+"""
+
+from __future__ import annotations
+
+# Shared memory an 8.0 device lets one block opt into, and has per multiprocessor:
+# what libraries plan their tiles for. The host device allows more (PTX_MAX_SHARED,
+# 1 MiB), so anything planned within these runs.
+_OPTIN_SHARED = 163 * 1024
+_SM_SHARED = 164 * 1024
+
+# CUdevice_attribute number: (value, why). Numbers not listed answer 0: a texture,
+# surface, NUMA or interop feature the host device does not have.
+_TABLE: dict[int, tuple[int, str]] = {
+    1: (1024, "MAX_THREADS_PER_BLOCK: the interpreter's block limit"),
+    2: (1024, "MAX_BLOCK_DIM_X"),
+    3: (1024, "MAX_BLOCK_DIM_Y"),
+    4: (64, "MAX_BLOCK_DIM_Z"),
+    5: (2**31 - 1, "MAX_GRID_DIM_X"),
+    6: (65535, "MAX_GRID_DIM_Y"),
+    7: (65535, "MAX_GRID_DIM_Z"),
+    8: (48 * 1024, "MAX_SHARED_MEMORY_PER_BLOCK without opting in, as on a GPU"),
+    9: (64 * 1024, "TOTAL_CONSTANT_MEMORY"),
+    10: (32, "WARP_SIZE"),
+    11: (2**31 - 1, "MAX_PITCH"),
+    12: (65536, "MAX_REGISTERS_PER_BLOCK"),
+    13: (1_410_000, "CLOCK_RATE (kHz): an 8.0 device's"),
+    14: (512, "TEXTURE_ALIGNMENT: also the pitch of cuMemAllocPitch rows"),
+    15: (1, "GPU_OVERLAP: copies and kernels overlap across streams"),
+    30: (512, "SURFACE_ALIGNMENT"),
+    31: (1, "CONCURRENT_KERNELS: streams run kernels side by side"),
+    36: (1_215_000, "MEMORY_CLOCK_RATE (kHz): an 8.0 device's"),
+    37: (5120, "GLOBAL_MEMORY_BUS_WIDTH (bits): an 8.0 device's"),
+    38: (40 * 1024 * 1024, "L2_CACHE_SIZE: an 8.0 device's"),
+    39: (1024, "MAX_THREADS_PER_MULTIPROCESSOR: one block of up to 1024 per core"),
+    40: (1, "ASYNC_ENGINE_COUNT: copies overlap kernels"),
+    41: (1, "UNIFIED_ADDRESSING: one address space for host and device pointers"),
+    51: (32, "TEXTURE_PITCH_ALIGNMENT"),
+    75: (8, "COMPUTE_CAPABILITY_MAJOR"),
+    76: (0, "COMPUTE_CAPABILITY_MINOR"),
+    78: (1, "STREAM_PRIORITIES_SUPPORTED: priorities are accepted (and ignored)"),
+    79: (1, "GLOBAL_L1_CACHE_SUPPORTED"),
+    80: (1, "LOCAL_L1_CACHE_SUPPORTED"),
+    81: (_SM_SHARED, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
+    82: (65536, "MAX_REGISTERS_PER_MULTIPROCESSOR"),
+    87: (2, "SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO"),
+    97: (_OPTIN_SHARED, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+    99: (1, "HOST_REGISTER_SUPPORTED: cuMemHostRegister works (interposer/pinned.c)"),
+    106: (1, "MAX_BLOCKS_PER_MULTIPROCESSOR: one block per core at a time"),
+    115: (1, "MEMORY_POOLS_SUPPORTED: cuMemAllocAsync and pools (interposer/mempool.c)"),
+    126: (1, "MEM_SYNC_DOMAIN_COUNT"),
+    131: (-1, "NUMA_ID: none"),
+    134: (-1, "HOST_NUMA_ID: none"),
+}
+
+
+def host_attributes(cores: int) -> dict[int, int]:
+    """The host device's attributes for a machine with ``cores`` cores."""
+    attrs = {number: value for number, (value, _why) in _TABLE.items()}
+    attrs[16] = max(1, cores)  # MULTIPROCESSOR_COUNT: a core runs one block at a time
+    return attrs

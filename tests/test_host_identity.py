@@ -1,0 +1,38 @@
+"""The host device's attribute table (peer/cuda/host_identity.py): complete enough
+for cudart's ``cudaDeviceProp`` and cuBLASLt, and true to what the interpreter does."""
+
+from __future__ import annotations
+
+from gleam.peer.cuda.host_identity import host_attributes
+from gleam.peer.cuda.native import HostBackend
+
+PTX_MAX_SHARED = 1 << 20  # cffi_build/src/ptx.h: static + dynamic shared bytes per block
+
+
+def test_capability_and_the_limits_libraries_read() -> None:
+    attrs = host_attributes(6)
+    assert (attrs[75], attrs[76]) == (8, 0)
+    assert attrs[16] == 6  # a core per multiprocessor
+    # cuBLASLt refuses a context whose per-block or per-SM limits are zero.
+    for number in (8, 9, 12, 13, 36, 37, 38, 39, 81, 82, 97, 106):
+        assert attrs[number] > 0, number
+    assert attrs[8] <= attrs[97] <= attrs[81] <= PTX_MAX_SHARED
+    assert attrs[1] == attrs[2] == attrs[39] == 1024  # the interpreter's block limit
+    assert all(-(2**31) <= v < 2**31 for v in attrs.values())
+
+
+def test_what_the_host_device_does_not_have_reads_zero() -> None:
+    attrs = host_attributes(2)
+    # Managed and mapped memory, cooperative launches, clusters, VMM: not there.
+    for number in (19, 83, 89, 95, 102, 120):
+        assert attrs.get(number, 0) == 0, number
+    assert host_attributes(0)[16] == 1
+
+
+def test_the_backend_reports_the_table() -> None:
+    backend = HostBackend({}, memory_limit=1 << 26)
+    try:
+        (device,) = backend.devices()
+    finally:
+        backend.close()
+    assert device.attrs[97] == host_attributes(1)[97] and device.attrs[16] >= 1
