@@ -444,3 +444,15 @@ assert lib.cuGetErrorName(0, ctypes.byref(s)) == 0
     assert lines == ["gleam: trace: cuGetErrorName",
                      "gleam: trace: cuGetErrorName -> CUDA_ERROR_INVALID_VALUE",
                      "gleam: trace: cuGetErrorName"]
+
+
+def test_every_code_gleam_returns_has_a_name() -> None:
+    proc = run_against_built_library("""
+s = ctypes.c_char_p()
+for code in (215, 401, 712, 713):
+    assert lib.cuGetErrorName(code, ctypes.byref(s)) == 0, code
+    print(s.value.decode())
+""")
+    assert proc.stdout.split() == ["CUDA_ERROR_UNSUPPORTED_LIMIT", "CUDA_ERROR_ILLEGAL_STATE",
+                                   "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+                                   "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"]

@@ -108,10 +108,16 @@ CUresult gli_cuCtxGetFlags(unsigned int *flags, int ptds)
 /* CUlimit values 0..6 with the defaults NVIDIA's driver reports: stack
  * size, printf FIFO, malloc heap, device-runtime sync depth and pending
  * launches, L2 fetch granularity, persisting L2 size. The host device has
- * none of these resources; the numbers only have to be sane. */
-#define GL_LIMITS 7
-static size_t g_limits[GL_LIMITS] = {1024, 1 << 20, 8 << 20, 2, 2048, 32, 0};
-#define GL_CUDA_ERROR_UNSUPPORTED_LIMIT 215
+ * none of these resources; the numbers only have to be sane. 9, the CIG
+ * shared-memory fallback, is on by default. 7 and 8 (CUDA 12.8's CIG
+ * limits) can only be read: a context that is not CIG (none here is) has
+ * the device's opt-in shared memory per block and is not CIG-enabled;
+ * cuBLASLt reads 7 as it starts. */
+#define GL_LIMITS 10
+#define GL_LIMIT_SHMEM_SIZE 7
+#define GL_LIMIT_CIG_ENABLED 8
+#define GL_ATTR_SHARED_OPTIN 97
+static size_t g_limits[GL_LIMITS] = {1024, 1 << 20, 8 << 20, 2, 2048, 32, 0, 0, 0, 1};
 
 CUresult gls_cuCtxGetLimit(size_t *pvalue, CUlimit limit, int ptds)
 {
@@ -119,7 +125,18 @@ CUresult gls_cuCtxGetLimit(size_t *pvalue, CUlimit limit, int ptds)
     if (pvalue == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if (limit < 0 || limit >= GL_LIMITS)
-        return GL_CUDA_ERROR_UNSUPPORTED_LIMIT;
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    if (limit == GL_LIMIT_SHMEM_SIZE) {
+        CUdevice dev;
+        int optin = 0;
+        CUresult r = gli_cuCtxGetDevice(&dev, ptds);
+        if (r == CUDA_SUCCESS)
+            r = gli_cuDeviceGetAttribute(&optin, GL_ATTR_SHARED_OPTIN, dev, ptds);
+        if (r != CUDA_SUCCESS)
+            return r;
+        *pvalue = (size_t)optin;
+        return CUDA_SUCCESS;
+    }
     pthread_mutex_lock(&g_lock);
     *pvalue = g_limits[limit];
     pthread_mutex_unlock(&g_lock);
@@ -130,7 +147,9 @@ CUresult gls_cuCtxSetLimit(CUlimit limit, size_t value, int ptds)
 {
     (void)ptds;
     if (limit < 0 || limit >= GL_LIMITS)
-        return GL_CUDA_ERROR_UNSUPPORTED_LIMIT;
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    if (limit == GL_LIMIT_SHMEM_SIZE || limit == GL_LIMIT_CIG_ENABLED)
+        return CUDA_ERROR_INVALID_VALUE; /* read-only */
     pthread_mutex_lock(&g_lock);
     g_limits[limit] = value;
     pthread_mutex_unlock(&g_lock);

@@ -8,7 +8,7 @@ flags (an untimed event in ``cuEventElapsedTime``), ``cuStreamWaitEvent``,
 ``cuMemcpyBatchAsync``, and the per-thread-stream twins of these calls. It
 checks each answer and prints one JSON verdict. ``--gleam`` adds the checks of what gleam answers
 differently from a GPU (capture is refused), of its own symbol table (twins, every name of
-NVIDIA's driver exported) and of freeing address 0.
+NVIDIA's driver exported), of freeing address 0 and of the read-only CIG limits.
 """
 
 from __future__ import annotations
@@ -155,6 +155,14 @@ def gleam_only(checks: dict[str, bool], stream: Any) -> None:
         int(pfn) == ctypes.cast(lib.cuMemAllocAsync_ptsz, ctypes.c_void_p).value
     # cudart's cudaFree(0) and the cudart inside cuBLAS free 0 to start up.
     checks["free_null"] = code(cu.cuMemFree(0)) == 0
+    # cuBLASLt reads the context's shared memory (CUDA 12.8's CIG limits, read-only):
+    # a context that is not CIG has the device's opt-in shared memory per block.
+    dev = ok(cu.cuCtxGetDevice())
+    optin = cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+    checks["shmem_limit"] = int(ok(cu.cuCtxGetLimit(cu.CUlimit.CU_LIMIT_SHMEM_SIZE))) \
+        == int(ok(cu.cuDeviceGetAttribute(optin, dev)))
+    checks["cig_limit_read_only"] = code(cu.cuCtxSetLimit(cu.CUlimit.CU_LIMIT_CIG_ENABLED, 1)) \
+        == int(cu.CUresult.CUDA_ERROR_INVALID_VALUE)
     # cuBLASLt finds its entry points with dlsym: every driver name is there,
     # and one gleam does not forward answers CUDA_ERROR_NOT_SUPPORTED.
     graph_create = lib.cuGraphCreate
