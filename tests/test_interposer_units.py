@@ -300,13 +300,9 @@ def test_session_with_a_fake_agent(harness: Path, tmp_path: Path) -> None:
 def test_built_library_exports_the_driver_api() -> None:
     from gleam.peer.cuda.examples import interposer_dir
 
-    lib = interposer_dir() / "libcuda.so.1"  # where the installed gleam has it
-    assert lib.exists(), "the build did not link the interposer"
-    # In a child: a libcuda.so.1 loaded into the test process would shadow
-    # the real driver for anything else that runs there.
-    code = f"""
-import ctypes
-lib = ctypes.CDLL({str(lib)!r})
+    # where the installed gleam has it
+    assert (interposer_dir() / "libcuda.so.1").exists(), "the build did not link the interposer"
+    proc = run_against_built_library("""
 v = ctypes.c_int()
 assert lib.cuDriverGetVersion(ctypes.byref(v)) == 0 and v.value == 13000
 s = ctypes.c_char_p()
@@ -317,10 +313,7 @@ fn = ctypes.c_void_p()
 assert lib.cuGetProcAddress_v2(b"cuLaunchKernel", ctypes.byref(fn), 12000, 2, None) == 0
 assert fn.value == ctypes.cast(lib.cuLaunchKernel_ptsz, ctypes.c_void_p).value
 assert not hasattr(lib, "gl_emit")  # the core stays hidden
-"""
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=TIMEOUT)
-    assert proc.returncode == 0, proc.stderr
+""")
     assert proc.stdout == "CUDA_ERROR_DEVICE_UNAVAILABLE\n"
 
 

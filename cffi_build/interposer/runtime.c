@@ -116,7 +116,6 @@ CUresult gli_cuCtxGetFlags(unsigned int *flags, int ptds)
 #define GL_LIMITS 10
 #define GL_LIMIT_SHMEM_SIZE 7
 #define GL_LIMIT_CIG_ENABLED 8
-#define GL_ATTR_SHARED_OPTIN 97
 static size_t g_limits[GL_LIMITS] = {1024, 1 << 20, 8 << 20, 2, 2048, 32, 0, 0, 0, 1};
 
 CUresult gls_cuCtxGetLimit(size_t *pvalue, CUlimit limit, int ptds)
@@ -131,7 +130,8 @@ CUresult gls_cuCtxGetLimit(size_t *pvalue, CUlimit limit, int ptds)
         int optin = 0;
         CUresult r = gli_cuCtxGetDevice(&dev, ptds);
         if (r == CUDA_SUCCESS)
-            r = gli_cuDeviceGetAttribute(&optin, GL_ATTR_SHARED_OPTIN, dev, ptds);
+            r = gli_cuDeviceGetAttribute(&optin, GL_ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev,
+                                         ptds);
         if (r != CUDA_SUCCESS)
             return r;
         *pvalue = (size_t)optin;
