@@ -557,6 +557,60 @@ ROWS: tuple[Row, ...] = (
       "size_t width, size_t height, CUstream stream", ONEWAY, (),
       {"dst": "dptr:span(dpitch, width, height)", "src": "dptr:span(spitch, width, height)",
        "stream": "h:stream"}),
+    # ------------------------ appended for Hopper's tensor maps (interposer/tensormap.c)
+    # A tensor map is 128 opaque bytes that only the serving device's driver
+    # writes: each call packs its arguments into one gl_tmap_request
+    # (include/gl_tensormap.h) and waits for the map (host: hostdev_tensormap.c).
+    R("cuTensorMapEncodeTiled", "CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, "
+      "cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, "
+      "const cuuint64_t *globalStrides, const cuuint32_t *boxDim, "
+      "const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, "
+      "CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, "
+      "CUtensorMapFloatOOBfill oobFill", LOCAL, (s("cuTensorMapEncodeTiled", 12000),),
+      ready=True),
+    R("cuTensorMapEncodeIm2col", "CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, "
+      "cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim, "
+      "const cuuint64_t *globalStrides, const int *pixelBoxLowerCorner, "
+      "const int *pixelBoxUpperCorner, cuuint32_t channelsPerPixel, "
+      "cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides, "
+      "CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, "
+      "CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill", LOCAL,
+      (s("cuTensorMapEncodeIm2col", 12000),), ready=True),
+    R("cuTensorMapEncodeIm2colWide", "CUtensorMap *tensorMap, "
+      "CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress, "
+      "const cuuint64_t *globalDim, const cuuint64_t *globalStrides, "
+      "int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth, "
+      "cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, "
+      "const cuuint32_t *elementStrides, CUtensorMapInterleave interleave, "
+      "CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle, "
+      "CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill", LOCAL,
+      (s("cuTensorMapEncodeIm2colWide", 12080),), ready=True),
+    R("cuTensorMapReplaceAddress", "CUtensorMap *tensorMap, void *globalAddress", LOCAL,
+      (s("cuTensorMapReplaceAddress", 12000),), ready=True),
+    R("glTensorMapEncode", "void *tensorMap, const void *request, size_t n", WAITING, (),
+      {"tensorMap": "hout:128", "request": "hin:n"}, server="exec"),
+    # ------------------------- appended for thread-block clusters (interposer/launch.c)
+    # cuBLASLt and cuDNN launch Hopper kernels in clusters (cuLaunchKernelEx's
+    # CLUSTER_DIMENSION) and ask how many fit (host: hostdev_attrs.c).
+    R("glLaunchCluster", "CUfunction f, unsigned int gridDimX, unsigned int gridDimY, "
+      "unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, "
+      "unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, "
+      "unsigned int clusterDimX, unsigned int clusterDimY, unsigned int clusterDimZ, "
+      "const void *params, size_t size", ONEWAY, (),
+      {"f": "h:func", "hStream": "h:stream", "params": "hin:size"}),
+    R("cuOccupancyMaxActiveClusters", "int *numClusters, CUfunction func, "
+      "const CUlaunchConfig *config", LOCAL, (s("cuOccupancyMaxActiveClusters", 11070),),
+      ready=True),
+    R("cuOccupancyMaxPotentialClusterSize", "int *clusterSize, CUfunction func, "
+      "const CUlaunchConfig *config", LOCAL, (s("cuOccupancyMaxPotentialClusterSize", 11070),),
+      ready=True),
+    # query: GL_CLUSTER_ACTIVE (how many clusters of the shape fit at once) or
+    # GL_CLUSTER_POTENTIAL_SIZE (the largest cluster the launch could have).
+    R("glClusterOccupancy", "int *value, CUfunction func, unsigned int query, "
+      "unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, "
+      "unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, "
+      "unsigned int sharedMemBytes, unsigned int clusterDimX, unsigned int clusterDimY, "
+      "unsigned int clusterDimZ", WAITING, (), {"value": "out", "func": "h:func"}),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

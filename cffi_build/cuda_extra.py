@@ -47,4 +47,13 @@ EXTRAS: tuple[Extra, ...] = (
     Extra("cuModuleGetGlobal_v2", required=False),
     # Pitched copies (the glMemcpy2D* rows).
     Extra("cuMemcpy2DAsync_v2", required=False),
+    # Hopper's tensor maps (cb_glTensorMapEncode): the driver alone knows their layout.
+    Extra("cuTensorMapEncodeTiled", required=False),
+    Extra("cuTensorMapEncodeIm2col", required=False),
+    Extra("cuTensorMapEncodeIm2colWide", required=False),
+    Extra("cuTensorMapReplaceAddress", required=False),
+    # Thread-block clusters (cb_glLaunchCluster, cb_glClusterOccupancy).
+    Extra("cuLaunchKernelEx", required=False),
+    Extra("cuOccupancyMaxActiveClusters", required=False),
+    Extra("cuOccupancyMaxPotentialClusterSize", required=False),
 )

@@ -172,6 +172,10 @@ same python-vector_add 60 "$py" "$root/examples/cuda/vector_add_bindings.py" "$p
 same python-runtime 60 "$py" "$root/examples/cuda/runtime_bindings.py"
 same python-driver-calls 60 "$py" "$root/examples/cuda/driver_calls.py"
 same python-pitched 60 "$py" "$root/examples/cuda/pitched_copies.py"
+# Tensor maps encoded by the serving driver, and a TMA kernel that reads through them.
+same python-tensor-maps 60 "$py" "$root/examples/cuda/tensor_maps.py"
+# Thread-block clusters (cuLaunchKernelEx), as cuBLASLt and cuDNN launch on Hopper.
+same python-clusters 60 "$py" "$root/examples/cuda/clusters.py"
 
 # ---- CuPy (a cuBLAS matmul among its steps) and PyTorch, compared
 compared cupy 90 cupy_step.py

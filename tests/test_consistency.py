@@ -328,6 +328,10 @@ def test_an_unreplayable_call_or_a_malformed_batch_breaks_the_journal():
     journal.add(_envelope([CallRecord(ids["cuModuleGetGlobal"], (mint(2), 0),
                                       payload=b"g\0")]), 16)
     assert journal.broken is not None and "cuModuleGetGlobal" in journal.broken
+    tensor_map = Journal(limit=1 << 20)
+    tensor_map.add(_envelope([CallRecord(ids["glTensorMapEncode"], (312,),
+                                         payload=bytes(312))]), 16)
+    assert tensor_map.broken is not None and "a tensor map" in tensor_map.broken
     garbage = Journal(limit=1 << 20)
     garbage.add(memoryview(bytearray(16) + b"not a batch at all, no"), 16)
     assert garbage.broken == "the program sent a malformed batch"
@@ -378,14 +382,11 @@ def test_the_cuda_backend_reserves_the_range_asked_for_or_refuses(tmp_path):
 
     from gleam.peer.cuda import native
 
-    from .test_cuda_executor import FAKE_DRIVER
+    from .stand_in_driver import build_stand_in
 
     if shutil.which("gcc") is None:
         pytest.fail("gcc is needed to build the stand-in driver")
-    (tmp_path / "fake.c").write_text(FAKE_DRIVER)
-    so = tmp_path / "libfakecuda.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(so), str(tmp_path / "fake.c")],
-                   check=True)
+    so, _ = build_stand_in(tmp_path, "", "")
     be = native.CudaBackend(str(so))
     first = native.ExecSession(be, 1 << 24)
     assert 16 << 40 <= first.va_base < 80 << 40  # the band (cffi_build/src/vaband.h)

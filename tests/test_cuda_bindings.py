@@ -5,8 +5,10 @@
 ``examples/cuda/driver_calls.py`` makes the driver calls of runtimes and
 libraries: memory pools and stream-ordered allocation, registered host
 memory, capture queries, event flags, primary-context state, the per-thread
-twins. Both run through two real agents on loopback and check their own
-results; the verdict names every check. A third program loads a PTX module of
+twins; ``examples/cuda/tensor_maps.py`` encodes, replaces and refuses tensor
+maps; ``examples/cuda/clusters.py`` launches thread-block clusters. They run
+through two real agents on loopback and check their own results; the verdict
+names every check. Another program loads a PTX module of
 more than one copy chunk, which travels in parts (glImagePart) and, the second
 time, as blob references.
 """
@@ -92,6 +94,72 @@ def test_driver_calls_of_runtimes_and_libraries(mesh):
     assert verdict["checks"]["per_thread_twin_resolved"]
     assert verdict["checks"]["free_null"] and verdict["checks"]["unforwarded_exported"]
     assert verdict["checks"]["shmem_limit"] and verdict["checks"]["cig_limit_read_only"]
+
+
+def test_tensor_maps_encoded_replaced_and_refused_by_the_rules(mesh):
+    verdict = run_example(mesh, str(EXAMPLES / "tensor_maps.py"), "--gleam")
+    checks = verdict["checks"]
+    assert checks["tiled_encodes"] and checks["im2col_encodes"] and checks["host_layout"]
+    assert checks["refuses_memory_outside_the_session"] and checks["refuses_rank_over_5"]
+    assert len([c for c in checks if c.startswith("refuses_")]) == 12
+    assert not any(c.startswith("tma_") for c in checks)  # the host device is 8.0: no TMA
+
+
+# Encodes COUNT tiled maps, of one tensor (SAME) or of COUNT tensors, and checks each.
+REPEATED_MAPS = r"""
+import json, sys
+from cuda.bindings import driver as cu
+
+def ok(result):
+    err, *rest = result
+    if int(err) != 0:
+        raise RuntimeError(repr(err))
+    return rest[0] if len(rest) == 1 else (rest or None)
+
+same, count = sys.argv[1] == "same", int(sys.argv[2])
+ok(cu.cuInit(0))
+ok(cu.cuCtxSetCurrent(ok(cu.cuDevicePrimaryCtxRetain(ok(cu.cuDeviceGet(0))))))
+d = int(ok(cu.cuMemAlloc(1 << 20)))
+maps = []
+for i in range(count):
+    maps.append(ok(cu.cuTensorMapEncodeTiled(
+        cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, d + (0 if same else 256 * i),
+        [cu.cuuint64_t(64), cu.cuuint64_t(32)], [cu.cuuint64_t(256)],
+        [cu.cuuint32_t(16), cu.cuuint32_t(16)], [cu.cuuint32_t(1), cu.cuuint32_t(1)],
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
+        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)))
+words = [[int(w) for w in m.opaque] for m in maps]
+# The host device's layout keeps the start at word 2: each map names its own tensor.
+good = all(w[2] == d + (0 if same else 256 * i) for i, w in enumerate(words))
+print(json.dumps({"ok": good and (len({tuple(w) for w in words}) == (1 if same else count))}))
+"""
+
+
+def test_a_repeated_tensor_map_is_answered_without_a_round_trip(mesh, tmp_path):
+    client, _ = mesh
+    program = tmp_path / "maps.py"
+    program.write_text(REPEATED_MAPS)
+
+    def ended() -> list:
+        return control.request(client.state.control_socket, "cuda_sessions")["finished"]
+
+    waits = {}
+    for kind in ("same", "distinct"):
+        before = {r["id"] for r in ended()}
+        run_example(mesh, str(program), kind, "20")
+        new = wait_for(lambda b=before: [r for r in ended() if r["id"] not in b], 20,
+                       "the session's end")
+        waits[kind] = new[-1]["waiting"]
+    assert waits["distinct"] - waits["same"] == 19, waits
+
+
+def test_cluster_launches_and_their_occupancy(mesh):
+    verdict = run_example(mesh, str(EXAMPLES / "clusters.py"))
+    assert set(verdict["checks"]) == {
+        "cluster_of_2", "cluster_of_4", "cluster_of_1_is_a_plain_launch",
+        "grid_not_a_multiple_refused", "occupancy_of_a_cluster", "potential_cluster_size"}
 
 
 def test_a_module_larger_than_a_copy_chunk_travels_in_parts_then_as_references(mesh, tmp_path):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import struct
-import subprocess
 
 import pytest
 
@@ -15,8 +14,8 @@ from gleam.peer.cuda.journal import Entry, Journal
 from gleam.peer.records import CallRecord
 
 from .cuda_session import CTX, FUNC, LIB, MOD, Session, mint, rec
+from .stand_in_driver import build_stand_in
 from .test_consistency import _envelope
-from .test_cuda_executor import FAKE_DRIVER
 from .test_ptx_fuzz import HEADER
 
 INVALID_VALUE, INVALID_HANDLE, NOT_SUPPORTED = 1, 400, 801
@@ -178,10 +177,7 @@ CUresult cuModuleUnload(void *m) { free(m); return 0; }
 def test_the_cuda_backend_refuses_to_keep_variables_it_cannot(tmp_path):
     if shutil.which("gcc") is None:
         pytest.fail("gcc is needed to build the stand-in driver")
-    (tmp_path / "fake.c").write_text(FAKE_DRIVER + MODULES)
-    so = tmp_path / "libfakecuda.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(so), str(tmp_path / "fake.c")],
-                   check=True)
+    so, _ = build_stand_in(tmp_path, MODULES, "")
     be = native.CudaBackend(str(so))
     s = Session(be)
     try:

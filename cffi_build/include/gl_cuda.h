@@ -48,6 +48,15 @@ typedef int CUlogLevel; /* CU_LOG_LEVEL_ERROR 0, CU_LOG_LEVEL_WARNING 1 */
 typedef struct CUlogsCallbackEntry_st *CUlogsCallbackHandle;
 typedef void (*CUlogsCallback)(void *data, CUlogLevel logLevel, char *message, size_t length);
 typedef unsigned int CUlogIterator;
+/* Hopper's tensor maps: 128 opaque bytes (CUDA 13's cuda.h aligns the type to
+ * 128; gleam only ever copies them); the enums are plain ints. */
+typedef struct CUtensorMap_st { cuuint64_t opaque[16]; } CUtensorMap;
+typedef int CUtensorMapDataType;
+typedef int CUtensorMapInterleave;
+typedef int CUtensorMapSwizzle;
+typedef int CUtensorMapL2promotion;
+typedef int CUtensorMapFloatOOBfill;
+typedef int CUtensorMapIm2ColWideMode;
 /* cuCtxCreate_v4's parameters (execution affinity and CIG); gleam accepts only
  * a NULL pointer or one whose members are both NULL. */
 typedef struct { void *execAffinityParams; int numExecAffinityParams; void *cigParams; } CUctxCreateParams;
@@ -77,6 +86,7 @@ enum {
     CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
     CUDA_ERROR_LAUNCH_FAILED = 719,
     CUDA_ERROR_NOT_SUPPORTED = 801,
+    CUDA_ERROR_INVALID_CLUSTER_SIZE = 912,
     CUDA_ERROR_UNKNOWN = 999
 };
 
@@ -126,6 +136,9 @@ typedef struct {
     CUlaunchAttribute *attrs;
     unsigned int numAttrs;
 } CUlaunchConfig;
+/* glClusterOccupancy's queries: cuOccupancyMaxActiveClusters and
+ * cuOccupancyMaxPotentialClusterSize. */
+enum { GL_CLUSTER_ACTIVE = 0, GL_CLUSTER_POTENTIAL_SIZE = 1 };
 enum {
     GL_CU_LAUNCH_ATTRIBUTE_IGNORE = 0,
     GL_CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW = 1,

@@ -2,7 +2,8 @@
  * launch.c — cuLaunchKernel: packs the parameters into one buffer with the
  * function's layout (module.c) and sends one glLaunch record. The `extra`
  * form (a ready buffer) is sent as given. cuLaunchKernelEx is the same launch
- * described by a CUlaunchConfig.
+ * described by a CUlaunchConfig; with a thread-block cluster it is one
+ * glLaunchCluster record. The cluster occupancy queries ask the server.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,12 +69,17 @@ static CUresult check_launch_limits(unsigned gx, unsigned gy, unsigned gz, unsig
     return CUDA_SUCCESS;
 }
 
-CUresult gls_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                            unsigned int gridDimZ, unsigned int blockDimX,
-                            unsigned int blockDimY, unsigned int blockDimZ,
-                            unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
-                            void **extra, int ptds)
+/* A launch as both entry points describe it; a cluster of {1, 1, 1} is none. */
+typedef struct {
+    unsigned grid[3], block[3], cluster[3];
+    unsigned shared;
+    CUstream stream;
+} launch_shape;
+
+static CUresult launch(CUfunction f, const launch_shape *s, void **kernelParams, void **extra,
+                       int ptds)
 {
+    const unsigned *g = s->grid, *b = s->block, *c = s->cluster;
     const gl_layout *l;
     const void *buf = NULL;
     uint8_t *packed = NULL;
@@ -86,10 +92,9 @@ CUresult gls_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gr
     f = (CUfunction)(uintptr_t)fh;
     if ((r = gl_check_handle(GL_H_FUNC, fh)) != CUDA_SUCCESS)
         return r;
-    if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ)
+    if (!g[0] || !g[1] || !g[2] || !b[0] || !b[1] || !b[2])
         return launch_config_error();
-    if ((r = check_launch_limits(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                                 blockDimZ)) != CUDA_SUCCESS)
+    if ((r = check_launch_limits(g[0], g[1], g[2], b[0], b[1], b[2])) != CUDA_SUCCESS)
         return r;
     /* An `extra` holding only the end marker gives nothing. */
     if (extra != NULL && extra[0] == GL_CU_LAUNCH_PARAM_END)
@@ -116,20 +121,38 @@ CUresult gls_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gr
         buf = packed;
         size = l->total;
     }
-    r = glw_glLaunch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                     sharedMemBytes, hStream, buf, size, ptds);
+    if (c[0] > 1 || c[1] > 1 || c[2] > 1)
+        r = glw_glLaunchCluster(f, g[0], g[1], g[2], b[0], b[1], b[2], s->shared, s->stream,
+                                c[0], c[1], c[2], buf, size, ptds);
+    else
+        r = glw_glLaunch(f, g[0], g[1], g[2], b[0], b[1], b[2], s->shared, s->stream, buf, size,
+                         ptds);
     free(packed);
     return r;
 }
 
+CUresult gls_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                            unsigned int gridDimZ, unsigned int blockDimX,
+                            unsigned int blockDimY, unsigned int blockDimZ,
+                            unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
+                            void **extra, int ptds)
+{
+    const launch_shape s = {{gridDimX, gridDimY, gridDimZ}, {blockDimX, blockDimY, blockDimZ},
+                            {1, 1, 1}, sharedMemBytes, hStream};
+    return launch(f, &s, kernelParams, extra, ptds);
+}
+
 /* Launch attributes that change nothing a program can observe on gleam's
- * devices pass; any other one is refused with a line saying which.
- * Programmatic stream serialization (programmatic dependent launch, which
- * cuBLAS uses on Hopper) only lets a kernel start before the previous one
- * ends: launched without it, the kernel waits for its predecessor, which is
- * always correct (its griddepcontrol.wait then returns at once). Scheduling
- * policies, memory-sync domains and preferred cluster shapes are hints. */
-static CUresult check_attribute(const CUlaunchAttribute *a)
+ * devices pass; a cluster dimension is kept for the launch (glLaunchCluster:
+ * the serving driver forms the clusters, the host device runs their blocks
+ * as it runs any, hostdev_attrs.c); any other one is refused with a line
+ * saying which. Programmatic stream serialization (programmatic dependent
+ * launch, which cuBLAS uses on Hopper) only lets a kernel start before the
+ * previous one ends: launched without it, the kernel waits for its
+ * predecessor, which is always correct (its griddepcontrol.wait then returns
+ * at once). Scheduling policies, memory-sync domains and preferred cluster
+ * shapes are hints. */
+static CUresult check_attribute(const CUlaunchAttribute *a, unsigned cluster[3])
 {
     switch (a->id) {
     case GL_CU_LAUNCH_ATTRIBUTE_IGNORE:
@@ -149,11 +172,14 @@ static CUresult check_attribute(const CUlaunchAttribute *a)
         if (a->value.cooperative == 0)
             return CUDA_SUCCESS;
         break;
-    case GL_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
-        if (a->value.clusterDim[0] <= 1 && a->value.clusterDim[1] <= 1
-            && a->value.clusterDim[2] <= 1)
-            return CUDA_SUCCESS;
-        break;
+    case GL_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: {
+        const unsigned *c = a->value.clusterDim;
+        /* {0, 0, 0} included: no cluster. A shape with a zero beside a larger
+         * extent goes to the serving driver, which says what is wrong with it. */
+        if (c[0] > 1 || c[1] > 1 || c[2] > 1)
+            memcpy(cluster, c, 3 * sizeof *c);
+        return CUDA_SUCCESS;
+    }
     default:
         break;
     }
@@ -162,18 +188,65 @@ static CUresult check_attribute(const CUlaunchAttribute *a)
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-CUresult gli_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-                              void **extra, int ptds)
+/* The cluster a configuration asks for ({1, 1, 1}: none), or why not. */
+static CUresult config_cluster(const CUlaunchConfig *config, unsigned cluster[3])
 {
+    cluster[0] = cluster[1] = cluster[2] = 1;
     if (config == NULL || (config->numAttrs > 0 && config->attrs == NULL))
         return CUDA_ERROR_INVALID_VALUE;
     for (unsigned int i = 0; i < config->numAttrs; i++) {
-        CUresult r = check_attribute(&config->attrs[i]);
+        CUresult r = check_attribute(&config->attrs[i], cluster);
         if (r != CUDA_SUCCESS)
             return r;
     }
-    return gli_cuLaunchKernel(f, config->gridDimX, config->gridDimY, config->gridDimZ,
-                              config->blockDimX, config->blockDimY, config->blockDimZ,
-                              config->sharedMemBytes, config->hStream, kernelParams, extra,
-                              ptds);
+    return CUDA_SUCCESS;
+}
+
+CUresult gli_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                              void **extra, int ptds)
+{
+    launch_shape s;
+    CUresult r = config_cluster(config, s.cluster);
+
+    if (r != CUDA_SUCCESS || (r = gl_ready()) != CUDA_SUCCESS)
+        return r;
+    s = (launch_shape){{config->gridDimX, config->gridDimY, config->gridDimZ},
+                       {config->blockDimX, config->blockDimY, config->blockDimZ},
+                       {s.cluster[0], s.cluster[1], s.cluster[2]},
+                       config->sharedMemBytes,
+                       config->hStream};
+    return launch(f, &s, kernelParams, extra, ptds);
+}
+
+/* The occupancy queries of a cluster launch: the serving device's answer for
+ * the launch the configuration describes (its cluster, if any, included). */
+static CUresult cluster_query(int *value, CUfunction func, unsigned query,
+                              const CUlaunchConfig *config, int ptds)
+{
+    unsigned c[3];
+    uint64_t fh;
+    CUresult r = config_cluster(config, c);
+
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (value == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = gl_launchable((uint64_t)(uintptr_t)func, &fh)) != CUDA_SUCCESS)
+        return r;
+    return glw_glClusterOccupancy(value, (CUfunction)(uintptr_t)fh, query, config->gridDimX,
+                                  config->gridDimY, config->gridDimZ, config->blockDimX,
+                                  config->blockDimY, config->blockDimZ, config->sharedMemBytes,
+                                  c[0], c[1], c[2], ptds);
+}
+
+CUresult gls_cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func,
+                                          const CUlaunchConfig *config, int ptds)
+{
+    return cluster_query(numClusters, func, GL_CLUSTER_ACTIVE, config, ptds);
+}
+
+CUresult gls_cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func,
+                                                const CUlaunchConfig *config, int ptds)
+{
+    return cluster_query(clusterSize, func, GL_CLUSTER_POTENTIAL_SIZE, config, ptds);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "executor.h"
+#include "gl_tensormap.h"
 #include "imagevars.h"
 #include "vaband.h"
 
@@ -327,6 +328,64 @@ CUresult cb_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, c
     return ((fn_global)c->fn.cuModuleGetGlobal_v2)(dptr, bytes, hmod, name);
 }
 
+/* A tensor map is the driver's to encode: the request's fields become the
+ * call's arguments (the executor bounded them, exec_tensormap.c). */
+typedef CUresult (*fn_tmap_tiled)(void *, int, cuuint32_t, void *, const cuuint64_t *,
+                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, int,
+                                  int, int, int);
+typedef CUresult (*fn_tmap_im2col)(void *, int, cuuint32_t, void *, const cuuint64_t *,
+                                   const cuuint64_t *, const int *, const int *, cuuint32_t,
+                                   cuuint32_t, const cuuint32_t *, int, int, int, int);
+typedef CUresult (*fn_tmap_wide)(void *, int, cuuint32_t, void *, const cuuint64_t *,
+                                 const cuuint64_t *, int, int, cuuint32_t, cuuint32_t,
+                                 const cuuint32_t *, int, int, int, int, int);
+typedef CUresult (*fn_tmap_replace)(void *, void *);
+
+/* The driver wants the map 64-byte aligned, which the reply's bytes need not
+ * be: it writes an aligned copy. */
+static CUresult tmap_encode(void *fp, const gl_tmap_request *q, void *map)
+{
+    void *addr = (void *)(uintptr_t)q->address;
+    int dt = (int)q->dtype, il = (int)q->interleave, sw = (int)q->swizzle;
+    int l2 = (int)q->l2promotion, oob = (int)q->oobfill;
+
+    switch (q->kind) {
+    case GL_TMAP_TILED:
+        return ((fn_tmap_tiled)fp)(map, dt, q->rank, addr, q->dim, q->stride, q->box,
+                                   q->estride, il, sw, l2, oob);
+    case GL_TMAP_IM2COL:
+        return ((fn_tmap_im2col)fp)(map, dt, q->rank, addr, q->dim, q->stride, q->lower,
+                                    q->upper, q->channels, q->pixels, q->estride, il, sw, l2,
+                                    oob);
+    case GL_TMAP_IM2COL_WIDE:
+        return ((fn_tmap_wide)fp)(map, dt, q->rank, addr, q->dim, q->stride, q->lower[0],
+                                  q->upper[0], q->channels, q->pixels, q->estride, il,
+                                  (int)q->mode, sw, l2, oob);
+    default:
+        memcpy(map, q->map, sizeof q->map);
+        return ((fn_tmap_replace)fp)(map, addr);
+    }
+}
+
+CUresult cb_glTensorMapEncode(void *tensorMap, const void *request, size_t n)
+{
+    const gl_cuda_extra *fn = &cuda_of(gl_exec_current())->fn;
+    const gl_tmap_request *q = request;
+    void *fp = q->kind == GL_TMAP_TILED    ? fn->cuTensorMapEncodeTiled
+               : q->kind == GL_TMAP_IM2COL ? fn->cuTensorMapEncodeIm2col
+               : q->kind == GL_TMAP_REPLACE ? fn->cuTensorMapReplaceAddress
+                                            : fn->cuTensorMapEncodeIm2colWide;
+    _Alignas(GL_TMAP_ALIGN) unsigned char map[GL_TMAP_BYTES];
+
+    (void)n;
+    if (fp == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult r = tmap_encode(fp, q, map);
+    if (r == CUDA_SUCCESS)
+        memcpy(tensorMap, map, sizeof map);
+    return r;
+}
+
 CUresult cb_glLaunch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                      unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                      unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
@@ -340,6 +399,68 @@ CUresult cb_glLaunch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
     return ((fn_launch)c->fn.cuLaunchKernel)(f, gridDimX, gridDimY, gridDimZ, blockDimX,
                                              blockDimY, blockDimZ, sharedMemBytes, hStream, NULL,
                                              extra);
+}
+
+/* A cluster launch is the driver's cuLaunchKernelEx with one attribute, the
+ * cluster's shape (the client kept no other: the rest are hints, launch.c). */
+typedef CUresult (*fn_launch_ex)(const CUlaunchConfig *, CUfunction, void **, void **);
+typedef CUresult (*fn_clusters)(int *, CUfunction, const CUlaunchConfig *);
+
+static CUlaunchConfig cluster_config(CUlaunchAttribute *attr, const unsigned grid[3],
+                                     const unsigned block[3], unsigned shared, CUstream stream,
+                                     const unsigned cluster[3])
+{
+    memset(attr, 0, sizeof *attr);
+    attr->id = GL_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    memcpy(attr->value.clusterDim, cluster, sizeof attr->value.clusterDim);
+    return (CUlaunchConfig){grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                            shared,  stream,  attr,    1};
+}
+
+CUresult cb_glLaunchCluster(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                            unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                            unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                            unsigned int clusterDimX, unsigned int clusterDimY,
+                            unsigned int clusterDimZ, const void *params, size_t size)
+{
+    gl_cuda *c = cuda_of(gl_exec_current());
+    const unsigned grid[3] = {gridDimX, gridDimY, gridDimZ};
+    const unsigned block[3] = {blockDimX, blockDimY, blockDimZ};
+    const unsigned cluster[3] = {clusterDimX, clusterDimY, clusterDimZ};
+    CUlaunchAttribute attr;
+
+    if (c->fn.cuLaunchKernelEx == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUlaunchConfig config = cluster_config(&attr, grid, block, sharedMemBytes, hStream, cluster);
+    void *extra[] = {GL_CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)params,
+                     GL_CU_LAUNCH_PARAM_BUFFER_SIZE, &size, GL_CU_LAUNCH_PARAM_END};
+    return ((fn_launch_ex)c->fn.cuLaunchKernelEx)(&config, f, NULL, extra);
+}
+
+CUresult cb_glClusterOccupancy(int *value, CUfunction func, unsigned int query,
+                               unsigned int gridDimX, unsigned int gridDimY,
+                               unsigned int gridDimZ, unsigned int blockDimX,
+                               unsigned int blockDimY, unsigned int blockDimZ,
+                               unsigned int sharedMemBytes, unsigned int clusterDimX,
+                               unsigned int clusterDimY, unsigned int clusterDimZ)
+{
+    const gl_cuda_extra *fn = &cuda_of(gl_exec_current())->fn;
+    const unsigned grid[3] = {gridDimX, gridDimY, gridDimZ};
+    const unsigned block[3] = {blockDimX, blockDimY, blockDimZ};
+    const unsigned cluster[3] = {clusterDimX, clusterDimY, clusterDimZ};
+    void *fp = query == GL_CLUSTER_ACTIVE           ? fn->cuOccupancyMaxActiveClusters
+               : query == GL_CLUSTER_POTENTIAL_SIZE ? fn->cuOccupancyMaxPotentialClusterSize
+                                                    : NULL;
+    CUlaunchAttribute attr;
+
+    if (fp == NULL)
+        return query > GL_CLUSTER_POTENTIAL_SIZE ? CUDA_ERROR_INVALID_VALUE
+                                                 : CUDA_ERROR_NOT_SUPPORTED;
+    CUlaunchConfig config = cluster_config(&attr, grid, block, sharedMemBytes, NULL, cluster);
+    /* {1, 1, 1} is a launch without a cluster: no attribute, as the client got it. */
+    if (cluster[0] * cluster[1] * cluster[2] == 1)
+        config.numAttrs = 0;
+    return ((fn_clusters)fp)(value, func, &config);
 }
 
 /* --------------------------------------------------- bookkeeping wrappers */

@@ -396,7 +396,7 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
         x->stats.per_call[rec.call_id]++;
         if (r != CUDA_SUCCESS)
             x->stats.errors++;
-        else if (rec.call_id == GL_CALL_glLaunch)
+        else if (rec.call_id == GL_CALL_glLaunch || rec.call_id == GL_CALL_glLaunchCluster)
             x->stats.launches++;
         else if (rec.call_id == GL_CALL_glMemcpyHtoD)
             x->stats.bytes_h2d += rec.payload_len;

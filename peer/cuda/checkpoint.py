@@ -52,6 +52,7 @@ DATA_CALLS = (
     "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
     "glModuleVarsRead", "glModuleVarsWrite",  # (the snapshot holds the variables)
     "glMemcpy2DHtoD", "glMemcpy2DDtoH", "glMemcpy2DDtoD",
+    "glLaunchCluster", "glClusterOccupancy",
 )
 
 

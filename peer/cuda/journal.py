@@ -31,6 +31,9 @@ DEFAULT_LIMIT_MB = 1024
 # server's loader put it (docs/consistency.md).
 NOT_REPLAYABLE = {
     "cuModuleGetGlobal": "the address of a module global belongs to the server that gave it",
+    # The program keeps the map's bytes (it passes them to kernels), and they are the
+    # layout of the driver that wrote them: another server's device may read them otherwise.
+    "glTensorMapEncode": "a tensor map is in the layout of the driver that wrote it",
 }
 
 
