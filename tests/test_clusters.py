@@ -79,8 +79,11 @@ def test_cluster_occupancy_on_the_host_device():
         cores = os.cpu_count() or 1
         assert occupancy(s, fn, ACTIVE, (2, 1, 1)) == (0, max(1, cores // 2))
         assert occupancy(s, fn, ACTIVE, (1, 1, 1)) == (0, cores)
+        assert occupancy(s, fn, ACTIVE, (0, 0, 0)) == (0, cores)  # no cluster: one block each
         assert occupancy(s, fn, POTENTIAL_SIZE, (1, 1, 1)) == (0, 8)
+        assert occupancy(s, fn, POTENTIAL_SIZE, (16, 1, 1)) == (0, 8)  # its cluster is ignored
         assert occupancy(s, fn, ACTIVE, (3, 3, 1))[0] == INVALID_CLUSTER_SIZE
+        assert occupancy(s, fn, ACTIVE, (1 << 31, 1 << 31, 4))[0] == INVALID_CLUSTER_SIZE
         assert occupancy(s, fn, 2, (2, 1, 1))[0] == INVALID_VALUE
         assert occupancy(s, fn, ACTIVE, (2, 1, 1), block=2048)[0] == INVALID_VALUE
 
@@ -132,5 +135,7 @@ def test_the_cuda_backend_launches_clusters_with_the_drivers_launch_ex(tmp_path)
         assert occupancy(s, fn, ACTIVE, (4, 1, 1)) == (0, 5)
         assert [fake.fake_last(i) for i in (7, 8, 9)] == [1, 4, 4]
         assert occupancy(s, fn, POTENTIAL_SIZE, (1, 1, 1)) == (0, 16)
-        assert fake.fake_last(7) == 0  # no cluster: no attribute
+        assert [fake.fake_last(i) for i in (7, 9)] == [1, 1]  # {1, 1, 1} as the program gave it
+        assert occupancy(s, fn, POTENTIAL_SIZE, (0, 0, 0)) == (0, 16)
+        assert fake.fake_last(7) == 0  # no cluster dimension: no attribute
         assert occupancy(s, fn, 2, (1, 1, 1))[0] == INVALID_VALUE

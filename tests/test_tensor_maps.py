@@ -80,6 +80,30 @@ def test_replacing_an_address_keeps_the_rest_of_the_map(s):
     assert encode(s, request(REPLACE, address=d + 8, tmap=tmap))[0] == INVALID_VALUE
     outside = s.x.va_base + (1 << 29)
     assert encode(s, request(REPLACE, address=outside, tmap=tmap))[0] == INVALID_VALUE
+    # The whole tensor (8 KiB) must fit at the new start, not only its first byte.
+    assert encode(s, request(REPLACE, address=d + (1 << 16) - 4096, tmap=tmap))[0] \
+        == INVALID_VALUE
+
+
+def test_rules_that_depend_on_the_type_the_form_or_the_interleave(s):
+    d = s.alloc(1 << 16)
+    packed = dict(address=d, dtype=15, dims=(128, 32), strides=(256,), box=(128, 16))
+    assert encode(s, request(swizzle=3, **packed))[0] == 0
+    assert encode(s, request(swizzle=5, **packed))[0] == INVALID_VALUE  # not for 16U6
+    # The two ALIGN16B types take a byte per element: 256 of them need 256 bytes.
+    assert encode(s, request(**{**packed, "dims": (256, 1), "strides": (256,),
+                                "box": (128, 1), "address": d + (1 << 16) - 224}))[0] \
+        == INVALID_VALUE
+    # Without interleave the first element stride is ignored, as TMA has none there.
+    assert encode(s, request(address=d, estrides=(0, 1)))[0] == 0
+    wide = dict(address=d, dtype=FLOAT16, dims=(32, 8, 8, 2), strides=(64, 512, 4096), box=(),
+                channels=32, pixels=64, lower=(-1,), upper=(-1,))
+    assert encode(s, request(WIDE, swizzle=2, **wide))[0] == 0
+    assert encode(s, request(WIDE, swizzle=0, **wide))[0] == INVALID_VALUE  # 64B and up only
+    # W128 mode ignores the pixels per column; W mode needs 1 to 1024.
+    assert encode(s, request(WIDE, swizzle=2, mode=1, **{**wide, "pixels": 0}))[0] == 0
+    assert encode(s, request(WIDE, swizzle=2, mode=0, **{**wide, "pixels": 0}))[0] \
+        == INVALID_VALUE
 
 
 def test_im2col_and_its_wide_form(s):
@@ -110,7 +134,7 @@ BROKEN = {
     "box of 0": dict(box=(16, 0)),
     "box row not 16 bytes": dict(box=(2, 16)),
     "element stride 9": dict(estrides=(1, 9)),
-    "element stride 0": dict(estrides=(0, 1)),
+    "element stride 0": dict(estrides=(1, 0)),
     "interleave past the last": dict(interleave=3),
     "interleave on rank 2": dict(interleave=1),
     "swizzle past the last": dict(swizzle=7),

@@ -43,19 +43,22 @@ typedef struct {
     uint8_t map[GL_TMAP_BYTES];     /* Replace */
 } gl_tmap_request;
 
-/* CUtensorMapDataType (CUDA 12.0-13.0): bits per element; 0 for an unknown
- * type. The last three are packed 4- and 6-bit integers (CUDA 12.8). */
+/* CUtensorMapDataType (CUDA 12.0-13.0): bits each element takes in memory;
+ * 0 for an unknown type. The last three are packed 4- and 6-bit integers
+ * (CUDA 12.8): 16U4_ALIGN8B packs 16 in 8 bytes, while the two ALIGN16B types
+ * pad each 16 to 16 bytes (8- and 4-byte gaps), so they take 8 bits each. */
 static inline unsigned gl_tmap_dtype_bits(uint32_t dtype)
 {
     static const unsigned char bits[] = {8,  16, 32, 32, 64, 64, 16, 32,
-                                         64, 16, 32, 32, 32, 4,  4,  6};
+                                         64, 16, 32, 32, 32, 4,  8,  8};
     return dtype < sizeof bits ? bits[dtype] : 0;
 }
 
 /* 0 and *out = the bytes the tensor reaches from its address: its innermost
  * row, plus each outer dimension's (dim - 1) strides. -1 when a dimension is
- * zero, the rank or type is out of range, or the sum does not fit in 64 bits
- * (which would let a huge tensor pass a range check). */
+ * zero or above 2^32 (CUDA's bound, which also keeps the row's arithmetic
+ * from wrapping), the rank or type is out of range, or the sum does not fit
+ * in 64 bits (which would let a huge tensor pass a range check). */
 static inline int gl_tmap_extent(const gl_tmap_request *q, uint64_t *out)
 {
     unsigned bits = gl_tmap_dtype_bits(q->dtype);
@@ -64,7 +67,7 @@ static inline int gl_tmap_extent(const gl_tmap_request *q, uint64_t *out)
     if (q->rank == 0 || q->rank > GL_TMAP_RANK_MAX || bits == 0)
         return -1;
     for (uint32_t i = 0; i < q->rank; i++)
-        if (q->dim[i] == 0)
+        if (q->dim[i] == 0 || q->dim[i] > ((uint64_t)1 << 32))
             return -1;
     if (__builtin_mul_overflow(q->dim[0], (uint64_t)bits, &total))
         return -1;

@@ -69,7 +69,9 @@ static CUresult check_launch_limits(unsigned gx, unsigned gy, unsigned gz, unsig
     return CUDA_SUCCESS;
 }
 
-/* A launch as both entry points describe it; a cluster of {1, 1, 1} is none. */
+/* A launch as both entry points describe it. cluster: the configuration's
+ * CLUSTER_DIMENSION as given, {0, 0, 0} without one; a launch is a cluster
+ * launch when an extent is above 1 ({1, 1, 1} is a plain launch). */
 typedef struct {
     unsigned grid[3], block[3], cluster[3];
     unsigned shared;
@@ -138,7 +140,7 @@ CUresult gls_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gr
                             void **extra, int ptds)
 {
     const launch_shape s = {{gridDimX, gridDimY, gridDimZ}, {blockDimX, blockDimY, blockDimZ},
-                            {1, 1, 1}, sharedMemBytes, hStream};
+                            {0, 0, 0}, sharedMemBytes, hStream};
     return launch(f, &s, kernelParams, extra, ptds);
 }
 
@@ -172,14 +174,11 @@ static CUresult check_attribute(const CUlaunchAttribute *a, unsigned cluster[3])
         if (a->value.cooperative == 0)
             return CUDA_SUCCESS;
         break;
-    case GL_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: {
-        const unsigned *c = a->value.clusterDim;
-        /* {0, 0, 0} included: no cluster. A shape with a zero beside a larger
-         * extent goes to the serving driver, which says what is wrong with it. */
-        if (c[0] > 1 || c[1] > 1 || c[2] > 1)
-            memcpy(cluster, c, 3 * sizeof *c);
+    case GL_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+        /* The last one stands. A shape with a zero beside a larger extent goes
+         * to the serving driver, which says what is wrong with it. */
+        memcpy(cluster, a->value.clusterDim, 3 * sizeof *cluster);
         return CUDA_SUCCESS;
-    }
     default:
         break;
     }
@@ -188,10 +187,10 @@ static CUresult check_attribute(const CUlaunchAttribute *a, unsigned cluster[3])
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-/* The cluster a configuration asks for ({1, 1, 1}: none), or why not. */
+/* The cluster a configuration gives ({0, 0, 0}: none), or why not. */
 static CUresult config_cluster(const CUlaunchConfig *config, unsigned cluster[3])
 {
-    cluster[0] = cluster[1] = cluster[2] = 1;
+    cluster[0] = cluster[1] = cluster[2] = 0;
     if (config == NULL || (config->numAttrs > 0 && config->attrs == NULL))
         return CUDA_ERROR_INVALID_VALUE;
     for (unsigned int i = 0; i < config->numAttrs; i++) {
@@ -219,7 +218,9 @@ CUresult gli_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void *
 }
 
 /* The occupancy queries of a cluster launch: the serving device's answer for
- * the launch the configuration describes (its cluster, if any, included). */
+ * the launch the configuration describes, its cluster dimension as given
+ * ({0, 0, 0}: none, which the cuda backend passes on as no attribute). The
+ * configuration's stream is not sent: gleam's sessions have one context. */
 static CUresult cluster_query(int *value, CUfunction func, unsigned query,
                               const CUlaunchConfig *config, int ptds)
 {

@@ -60,6 +60,7 @@ static CUresult common(gl_tmap_request *q, uint32_t kind, const CUtensorMap *map
 
 typedef struct {
     int used;
+    CUdevice device; /* the device of the context that asked: maps are per device */
     gl_tmap_request request;
     unsigned char map[GL_TMAP_BYTES];
 } memo_slot;
@@ -80,9 +81,12 @@ static CUresult encode(CUtensorMap *map, const gl_tmap_request *q, int ptds)
 {
     memo_slot *slot = &g_memo[memo_index(q)];
     unsigned char got[GL_TMAP_BYTES];
+    CUdevice dev = -1;
 
+    if (gli_cuCtxGetDevice(&dev, ptds) != CUDA_SUCCESS)
+        return glw_glTensorMapEncode(map, q, sizeof *q, ptds); /* the server says why */
     pthread_mutex_lock(&g_memo_lock);
-    int hit = slot->used && memcmp(&slot->request, q, sizeof *q) == 0;
+    int hit = slot->used && slot->device == dev && memcmp(&slot->request, q, sizeof *q) == 0;
     if (hit)
         memcpy(map, slot->map, sizeof slot->map);
     pthread_mutex_unlock(&g_memo_lock);
@@ -95,6 +99,7 @@ static CUresult encode(CUtensorMap *map, const gl_tmap_request *q, int ptds)
     memcpy(map, got, sizeof got);
     pthread_mutex_lock(&g_memo_lock);
     slot->used = 1;
+    slot->device = dev;
     slot->request = *q;
     memcpy(slot->map, got, sizeof got);
     pthread_mutex_unlock(&g_memo_lock);

@@ -457,8 +457,8 @@ CUresult cb_glClusterOccupancy(int *value, CUfunction func, unsigned int query,
         return query > GL_CLUSTER_POTENTIAL_SIZE ? CUDA_ERROR_INVALID_VALUE
                                                  : CUDA_ERROR_NOT_SUPPORTED;
     CUlaunchConfig config = cluster_config(&attr, grid, block, sharedMemBytes, NULL, cluster);
-    /* {1, 1, 1} is a launch without a cluster: no attribute, as the client got it. */
-    if (cluster[0] * cluster[1] * cluster[2] == 1)
+    /* {0, 0, 0}: the program gave no cluster dimension, so none is passed on. */
+    if ((cluster[0] | cluster[1] | cluster[2]) == 0)
         config.numAttrs = 0;
     return ((fn_clusters)fp)(value, func, &config);
 }

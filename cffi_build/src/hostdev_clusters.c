@@ -19,7 +19,9 @@ static CUresult shape_ok(const unsigned grid[3], const unsigned cluster[3])
     uint64_t blocks = 1;
 
     for (int i = 0; i < 3; i++) {
-        if (cluster[i] == 0 || (grid != NULL && grid[i] % cluster[i] != 0))
+        /* Each extent at most 8 first, so that the product cannot wrap. */
+        if (cluster[i] == 0 || cluster[i] > PORTABLE_CLUSTER_BLOCKS ||
+            (grid != NULL && grid[i] % cluster[i] != 0))
             return CUDA_ERROR_INVALID_CLUSTER_SIZE;
         blocks *= cluster[i];
     }
@@ -48,7 +50,11 @@ CUresult hb_glLaunchCluster(CUfunction f, unsigned int gridDimX, unsigned int gr
  * at once as there are cores for all their blocks, and at least one (its
  * blocks never wait on each other here, so they need not run together); none
  * when a block does not fit. The grid does not bound it (nor CUDA's answer).
- * The largest cluster is the portable 8 blocks, or 0 when a block does not fit. */
+ * A configuration without a cluster dimension ({0, 0, 0}) counts clusters of
+ * one block here (a GPU refuses it unless the kernel names its own size,
+ * which the host device does not keep). The largest cluster is the portable
+ * 8 blocks, or 0 when a block does not fit; as on CUDA, the configuration's
+ * cluster does not matter to that query. */
 CUresult hb_glClusterOccupancy(int *value, CUfunction func, unsigned int query,
                                unsigned int gridDimX, unsigned int gridDimY,
                                unsigned int gridDimZ, unsigned int blockDimX,
@@ -56,7 +62,7 @@ CUresult hb_glClusterOccupancy(int *value, CUfunction func, unsigned int query,
                                unsigned int sharedMemBytes, unsigned int clusterDimX,
                                unsigned int clusterDimY, unsigned int clusterDimZ)
 {
-    const unsigned cluster[3] = {clusterDimX, clusterDimY, clusterDimZ};
+    unsigned cluster[3] = {clusterDimX, clusterDimY, clusterDimZ};
     uint64_t threads = (uint64_t)blockDimX * blockDimY * blockDimZ;
     long cores = sysconf(_SC_NPROCESSORS_ONLN); /* what the host device reports as SMs */
     int fits = 0;
@@ -64,7 +70,9 @@ CUresult hb_glClusterOccupancy(int *value, CUfunction func, unsigned int query,
     (void)gridDimX, (void)gridDimY, (void)gridDimZ;
     if (query > GL_CLUSTER_POTENTIAL_SIZE || threads == 0 || threads > 1024)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = shape_ok(NULL, cluster);
+    if ((cluster[0] | cluster[1] | cluster[2]) == 0)
+        cluster[0] = cluster[1] = cluster[2] = 1;
+    CUresult r = query == GL_CLUSTER_ACTIVE ? shape_ok(NULL, cluster) : CUDA_SUCCESS;
     if (r == CUDA_SUCCESS)
         r = hb_cuOccupancyMaxActiveBlocksPerMultiprocessor(&fits, func, (int)threads,
                                                            sharedMemBytes);
@@ -74,7 +82,8 @@ CUresult hb_glClusterOccupancy(int *value, CUfunction func, unsigned int query,
         *value = fits ? PORTABLE_CLUSTER_BLOCKS : 0;
         return CUDA_SUCCESS;
     }
-    uint64_t resident = (uint64_t)(cores > 0 ? cores : 1) / (cluster[0] * cluster[1] * cluster[2]);
+    uint64_t blocks = (uint64_t)cluster[0] * cluster[1] * cluster[2]; /* <= 8: shape_ok */
+    uint64_t resident = (uint64_t)(cores > 0 ? cores : 1) / blocks;
     *value = fits ? (int)(resident > 0 ? resident : 1) : 0;
     return CUDA_SUCCESS;
 }

@@ -10,7 +10,7 @@
 #include <assert.h>
 #include <string.h>
 
-#include "gl_cuda.h"
+#include "executor.h"
 #include "gl_tensormap.h"
 
 /* The host device's map: the request's fields, narrowed to the ranges the
@@ -35,13 +35,30 @@ static_assert(sizeof(gl_host_tmap) == GL_TMAP_BYTES, "a tensor map is 128 bytes"
 
 #define HOST_TMAP_MAGIC 0x4d544c47u /* "GLTM" */
 
-enum { SWIZZLE_NONE, SWIZZLE_32B, SWIZZLE_64B, SWIZZLE_128B, SWIZZLE_LAST = 6 };
+enum {
+    SWIZZLE_NONE, SWIZZLE_32B, SWIZZLE_64B, SWIZZLE_128B, SWIZZLE_128B_ATOM_32B,
+    SWIZZLE_128B_ATOM_32B_FLIP_8B, SWIZZLE_128B_ATOM_64B, SWIZZLE_LAST = SWIZZLE_128B_ATOM_64B
+};
 enum { INTERLEAVE_NONE, INTERLEAVE_16B, INTERLEAVE_32B };
 enum { DT_16U4_ALIGN8B = 13, DT_16U4_ALIGN16B = 14, DT_16U6_ALIGN16B = 15 };
 
 static int packed16(uint32_t dtype)
 {
     return dtype == DT_16U4_ALIGN16B || dtype == DT_16U6_ALIGN16B;
+}
+
+/* The swizzles a type allows (bit per CUtensorMapSwizzle): the packed
+ * ALIGN16B types have a few; the wide im2col form has its own few. */
+static unsigned swizzles_allowed(uint32_t dtype, uint32_t kind)
+{
+    const unsigned atoms = 1u << SWIZZLE_128B | 1u << SWIZZLE_128B_ATOM_32B;
+    if (kind == GL_TMAP_IM2COL_WIDE)
+        return packed16(dtype) ? atoms : atoms | 1u << SWIZZLE_64B;
+    if (dtype == DT_16U6_ALIGN16B)
+        return atoms | 1u << SWIZZLE_NONE | 1u << SWIZZLE_128B_ATOM_64B;
+    if (dtype == DT_16U4_ALIGN16B)
+        return atoms | 1u << SWIZZLE_NONE;
+    return (1u << (SWIZZLE_LAST + 1)) - 1;
 }
 
 static int is_float(uint32_t dtype)
@@ -72,9 +89,11 @@ static int common_ok(const gl_tmap_request *q, uint64_t inner_bytes)
         return 0;
     if (!address_ok(q->address, q->dtype, q->interleave))
         return 0;
+    /* With no interleave the first element stride is ignored (TMA has none there). */
     for (uint32_t i = 0; i < q->rank; i++)
-        if (q->dim[i] == 0 || q->dim[i] > ((uint64_t)1 << 32) || q->estride[i] == 0 ||
-            q->estride[i] > 8)
+        if (q->dim[i] == 0 || q->dim[i] > ((uint64_t)1 << 32) ||
+            ((q->estride[i] == 0 || q->estride[i] > 8) &&
+             (i > 0 || q->interleave != INTERLEAVE_NONE)))
             return 0;
     for (uint32_t i = 0; i + 1 < q->rank; i++)
         if (q->stride[i] % sa != 0 || q->stride[i] >= ((uint64_t)1 << 40))
@@ -84,6 +103,8 @@ static int common_ok(const gl_tmap_request *q, uint64_t inner_bytes)
     if (q->dtype == DT_16U4_ALIGN8B && q->dim[0] % 2 != 0)
         return 0;
     if (q->interleave == INTERLEAVE_32B && q->swizzle != SWIZZLE_32B)
+        return 0;
+    if (!(swizzles_allowed(q->dtype, q->kind) >> q->swizzle & 1u))
         return 0;
     if (q->interleave == INTERLEAVE_NONE && q->swizzle != SWIZZLE_NONE &&
         inner_bytes > span[q->swizzle])
@@ -143,7 +164,8 @@ static int im2col_ok(const gl_tmap_request *q)
         return 0;
     if (q->channels == 0 || q->channels > 256 || (packed16(q->dtype) && q->channels != 128))
         return 0;
-    if (q->pixels == 0 || q->pixels > 1024)
+    /* The wide form's W128 mode ignores the pixels per column. */
+    if ((q->pixels == 0 || q->pixels > 1024) && !(q->kind == GL_TMAP_IM2COL_WIDE && q->mode == 1))
         return 0;
     return common_ok(q, row_bytes(q->channels, q->dtype));
 }
@@ -172,12 +194,26 @@ static void encode(const gl_tmap_request *q, gl_host_tmap *m)
     }
 }
 
-/* A map this device wrote, with a new start that keeps its alignment. */
+/* A map this device wrote, with a new start that keeps its alignment and
+ * has the whole tensor in the session's memory (the executor checked the
+ * start alone: only this device can read the map's extent). */
 static CUresult replace(const gl_tmap_request *q, gl_host_tmap *m)
 {
+    gl_tmap_request shape = {.dtype = 0};
+    uint64_t extent;
+
     memcpy(m, q->map, sizeof *m);
     if (m->magic != HOST_TMAP_MAGIC || m->kind < GL_TMAP_TILED || m->kind > GL_TMAP_IM2COL_WIDE ||
+        m->rank == 0 || m->rank > GL_TMAP_RANK_MAX ||
         !address_ok(q->address, m->dtype, m->interleave))
+        return CUDA_ERROR_INVALID_VALUE;
+    shape.dtype = m->dtype;
+    shape.rank = m->rank;
+    for (uint32_t i = 0; i < m->rank; i++)
+        shape.dim[i] = (uint64_t)m->dim[i] | (uint64_t)(m->dim_hi >> i & 1u) << 32;
+    memcpy(shape.stride, m->stride, sizeof m->stride);
+    if (gl_tmap_extent(&shape, &extent) != 0 ||
+        gl_exec_check_dptr(gl_exec_current(), q->address, extent) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
     m->address = q->address;
     return CUDA_SUCCESS;
