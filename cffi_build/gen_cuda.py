@@ -279,10 +279,12 @@ def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
             forward = f"{target}({call}{sep}{per_thread})"
             # cuGetProcAddress traces what it resolves itself (procaddr.c); the
             # others say their name first (a call may print lines of its own)
-            # and their result when it is not CUDA_SUCCESS.
+            # and their result when it is not CUDA_SUCCESS (GLEAM_TRACE=errors:
+            # the result alone).
             trace = ("" if base == "cuGetProcAddress" else
-                     f"    if (__builtin_expect(gl_trace_on, 0)) {{\n"
-                     f"        gl_trace_call(\"{name}\");\n"
+                     f"    if (__builtin_expect(gl_trace_errors, 0)) {{\n"
+                     f"        if (gl_trace_on)\n"
+                     f"            gl_trace_call(\"{name}\");\n"
                      f"        return gl_trace_result(\"{name}\", {forward});\n    }}\n")
             # Rows that must know which loaded object called them (caller.c).
             caller = ("    gl_caller = __builtin_return_address(0);\n" if r.caller else "")

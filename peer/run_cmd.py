@@ -31,7 +31,8 @@ chooses the server. CUPY_COMPILE_WITH_PTX=1 is set unless the environment sets
 it: CuPy then compiles to PTX, which every device can run (a session may move,
 or fail over to gleam's host device, which runs PTX only).
 
-GLEAM_TRACE=1 prints each driver call and each symbol gleam does not forward."""
+GLEAM_TRACE=1 prints each driver call and each symbol gleam does not forward;
+GLEAM_TRACE=errors prints only the calls that fail, each with its result."""
 
 LIB_DESCRIPTION = """\
 Print the directory that holds gleam's interposer (libcuda.so.1), for running

@@ -58,8 +58,9 @@ step() {
     return 1
 }
 
-# Commands, not functions: timeout runs them.
-through=("$py" -m gleam.peer run --state-dir "$work/client" --)
+# Commands, not functions: timeout runs them. Runs through gleam name each call
+# that fails (GLEAM_TRACE=errors), so one run on a GPU says where a step stopped.
+through=(env GLEAM_TRACE=errors "$py" -m gleam.peer run --state-dir "$work/client" --)
 direct=(env -u LD_LIBRARY_PATH)
 
 # same NAME LIMIT PROGRAM...: the program without gleam, then through it; their

@@ -439,6 +439,16 @@ assert lib.cuGetErrorName(0, ctypes.byref(s)) == 0
                      "gleam: trace: cuGetErrorName"]
 
 
+def test_trace_of_errors_names_only_the_failing_calls() -> None:
+    proc = run_against_built_library("""
+s = ctypes.c_char_p()
+assert lib.cuGetErrorName(12345, ctypes.byref(s)) == 1
+assert lib.cuGetErrorName(0, ctypes.byref(s)) == 0
+""", env={"GLEAM_TRACE": "errors"})
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("gleam: trace:")]
+    assert lines == ["gleam: trace: cuGetErrorName -> CUDA_ERROR_INVALID_VALUE"]
+
+
 def test_every_code_gleam_returns_has_a_name() -> None:
     proc = run_against_built_library("""
 s = ctypes.c_char_p()

@@ -97,9 +97,12 @@ void gl_log(int level, const char *entry, const char *fmt, ...)
 CUresult gl_not_forwarded(const char *name);
 
 /* GLEAM_TRACE=1 (read once when the library loads): every exported call and
- * every symbol gleam does not forward is named on stderr (trace.c). Off, a
- * stub pays one predictable branch on this flag. */
+ * every symbol gleam does not forward is named on stderr (trace.c), and so
+ * is each failing call's result; gl_trace_errors is set for that too, and
+ * alone by GLEAM_TRACE=errors (failing results only). Off, a stub pays one
+ * predictable branch on gl_trace_errors. */
 extern int gl_trace_on;
+extern int gl_trace_errors;
 void gl_trace_call(const char *name);
 CUresult gl_trace_result(const char *name, CUresult r);
 

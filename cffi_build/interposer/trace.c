@@ -2,8 +2,12 @@
  * trace.c — GLEAM_TRACE=1: one stderr line per exported call, per symbol
  * resolved that gleam does not forward, and per export-table slot cudart
  * calls, and the result of each call that fails, so a user can see where
- * and why a program stops. The flag is read once, when the library loads; it
- * is the only state here.
+ * and why a program stops. GLEAM_TRACE=errors prints only the results of
+ * the calls that fail: a few lines where the whole trace of a PyTorch run is
+ * hundreds of thousands (scripts/gpu-check.sh keeps it on for its runs
+ * through gleam, which a GPU machine's few minutes do not let one repeat).
+ * The flags are read once, when the library loads; they are the only state
+ * here.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,13 +15,17 @@
 #include "client.h"
 #include "gl_client_gen.h"
 
+#include <string.h>
+
 int gl_trace_on;
+int gl_trace_errors;
 
 __attribute__((constructor)) static void read_trace_flag(void)
 {
     const char *env = getenv("GLEAM_TRACE");
 
-    gl_trace_on = env != NULL && env[0] != '\0' && env[0] != '0';
+    gl_trace_errors = env != NULL && env[0] != '\0' && env[0] != '0';
+    gl_trace_on = gl_trace_errors && strcmp(env, "errors") != 0;
 }
 
 void gl_trace_call(const char *name)
