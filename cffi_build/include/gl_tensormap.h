@@ -54,6 +54,13 @@ static inline unsigned gl_tmap_dtype_bits(uint32_t dtype)
     return dtype < sizeof bits ? bits[dtype] : 0;
 }
 
+/* The bytes a row of N elements of the type takes (N at most 2^32, so the
+ * product cannot wrap). */
+static inline uint64_t gl_tmap_row_bytes(uint64_t n, uint32_t dtype)
+{
+    return (n * gl_tmap_dtype_bits(dtype) + 7) / 8;
+}
+
 /* 0 and *out = the bytes the tensor reaches from its address: its innermost
  * row, plus each outer dimension's (dim - 1) strides. -1 when a dimension is
  * zero or above 2^32 (CUDA's bound, which also keeps the row's arithmetic
@@ -69,9 +76,7 @@ static inline int gl_tmap_extent(const gl_tmap_request *q, uint64_t *out)
     for (uint32_t i = 0; i < q->rank; i++)
         if (q->dim[i] == 0 || q->dim[i] > ((uint64_t)1 << 32))
             return -1;
-    if (__builtin_mul_overflow(q->dim[0], (uint64_t)bits, &total))
-        return -1;
-    total = (total + 7) / 8;
+    total = gl_tmap_row_bytes(q->dim[0], q->dtype);
     for (uint32_t i = 1; i < q->rank; i++)
         if (__builtin_mul_overflow(q->dim[i] - 1, q->stride[i - 1], &step) ||
             __builtin_add_overflow(total, step, &total))

@@ -204,16 +204,16 @@ static CUresult config_cluster(const CUlaunchConfig *config, unsigned cluster[3]
 CUresult gli_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                               void **extra, int ptds)
 {
-    launch_shape s;
-    CUresult r = config_cluster(config, s.cluster);
+    unsigned c[3];
+    CUresult r = config_cluster(config, c);
 
     if (r != CUDA_SUCCESS || (r = gl_ready()) != CUDA_SUCCESS)
         return r;
-    s = (launch_shape){{config->gridDimX, config->gridDimY, config->gridDimZ},
-                       {config->blockDimX, config->blockDimY, config->blockDimZ},
-                       {s.cluster[0], s.cluster[1], s.cluster[2]},
-                       config->sharedMemBytes,
-                       config->hStream};
+    const launch_shape s = {{config->gridDimX, config->gridDimY, config->gridDimZ},
+                            {config->blockDimX, config->blockDimY, config->blockDimZ},
+                            {c[0], c[1], c[2]},
+                            config->sharedMemBytes,
+                            config->hStream};
     return launch(f, &s, kernelParams, extra, ptds);
 }
 

@@ -116,11 +116,6 @@ static int common_ok(const gl_tmap_request *q, uint64_t inner_bytes)
     return 1;
 }
 
-static uint64_t row_bytes(uint64_t elements, uint32_t dtype)
-{
-    return (elements * gl_tmap_dtype_bits(dtype) + 7) / 8;
-}
-
 static int tiled_ok(const gl_tmap_request *q)
 {
     if (q->rank == 0 || q->rank > GL_TMAP_RANK_MAX)
@@ -128,7 +123,7 @@ static int tiled_ok(const gl_tmap_request *q)
     for (uint32_t i = 0; i < q->rank; i++)
         if (q->box[i] == 0 || q->box[i] > 256)
             return 0;
-    uint64_t inner = row_bytes(q->box[0], q->dtype);
+    uint64_t inner = gl_tmap_row_bytes(q->box[0], q->dtype);
     if (q->interleave == INTERLEAVE_NONE && inner % 16 != 0)
         return 0;
     if (packed16(q->dtype) && q->box[0] != 128)
@@ -167,7 +162,7 @@ static int im2col_ok(const gl_tmap_request *q)
     /* The wide form's W128 mode ignores the pixels per column. */
     if ((q->pixels == 0 || q->pixels > 1024) && !(q->kind == GL_TMAP_IM2COL_WIDE && q->mode == 1))
         return 0;
-    return common_ok(q, row_bytes(q->channels, q->dtype));
+    return common_ok(q, gl_tmap_row_bytes(q->channels, q->dtype));
 }
 
 static void encode(const gl_tmap_request *q, gl_host_tmap *m)
