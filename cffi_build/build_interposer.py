@@ -22,7 +22,7 @@ from gen_cuda import generate  # noqa: E402
 LIB_NAME = "libcuda.so.1"
 # Files of the native core that the interposer links too (plain C, no Python);
 # everything in cffi_build/common is linked into both as well.
-SHARED_CORE = ("records.c", "ranges.c", "fatbin.c")
+SHARED_CORE = ("records.c", "ranges.c")
 
 
 def shared_sources() -> list[pathlib.Path]:

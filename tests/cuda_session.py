@@ -36,6 +36,7 @@ class Session:
         self.x = native.ExecSession(backend, va_size)
         self.reply = bytearray(native.REPLY_CAPACITY)
         self._next = 0
+        self.notes: list[str] = []  # the server's lines carried by the last reply
 
     def run(self, *records: CallRecord) -> Reply | None:
         """None when the batch ended on a one-way call (no reply is owed)."""
@@ -44,8 +45,11 @@ class Session:
             return None
         result, deferred, nvals, nbytes = struct.unpack_from("<iiII", self.reply, 0)
         values = list(struct.unpack_from("<8Q", self.reply, 16))[:nvals]
-        assert n == 80 + nbytes
-        return result, deferred, values, bytes(self.reply[80:n])
+        assert n >= 80 + nbytes
+        notes = bytes(self.reply[80 + nbytes:n])
+        assert not notes or result or deferred, "notes ride only on a reply that reports an error"
+        self.notes = notes.decode().splitlines()
+        return result, deferred, values, bytes(self.reply[80:80 + nbytes])
 
     def context(self) -> None:
         ctx = mint(CTX)

@@ -82,6 +82,7 @@ def test_vector_add_from_ptx_and_from_a_fatbin(mesh, binaries, image):
         # agent logs one line naming the image's targets and the flag that adds PTX.
         done, _ = run(client, binaries["vector_add"], image, check=False)
         assert done.returncode != 0 and "CUDA_ERROR_NOT_FOUND" in done.stderr
+        assert "-gencode arch=compute_80,code=compute_80" in done.stderr  # (the program's)
         wait_for(lambda: "-gencode arch=compute_80,code=compute_80" in server.log_text(), 10,
                  "the server's line about the missing PTX")
         assert "sm_80" in server.log_text()
@@ -94,18 +95,24 @@ FAULTS = Path(__file__).resolve().parent / "cuda_faults.py"
 ILLEGAL_ADDRESS, LAUNCH_FAILED, INVALID_PTX = 700, 719, 218
 
 
-@pytest.mark.parametrize(("mode", "expected"), [
-    ("oob", {"launch": 0, "sync": ILLEGAL_ADDRESS, "copy_after": ILLEGAL_ADDRESS}),
-    ("trap", {"launch": 0, "sync": LAUNCH_FAILED, "copy_after": LAUNCH_FAILED}),
-    ("bad", {"load": 0, "sync": INVALID_PTX, "sync_again": 0}),
+@pytest.mark.parametrize(("mode", "expected", "reason"), [
+    ("oob", {"launch": 0, "sync": ILLEGAL_ADDRESS, "copy_after": ILLEGAL_ADDRESS},
+     "kernel store: illegal address (PTX line 13, address 0x"),
+    ("trap", {"launch": 0, "sync": LAUNCH_FAILED, "copy_after": LAUNCH_FAILED},
+     "kernel boom: trap (PTX line 16,"),
+    ("bad", {"load": 0, "sync": INVALID_PTX, "sync_again": 0},
+     "the module's PTX is refused: line 4: unsupported PTX instruction 'frobnicate'"),
 ])
-def test_a_faulting_kernel_fails_its_session_only(mesh, binaries, mode, expected):
+def test_a_faulting_kernel_fails_its_session_only(mesh, binaries, mode, expected, reason):
     """An out-of-bounds write, a trap and an unsupported instruction give the documented
-    error at the next waiting call; the serving agent and its next session go on."""
+    error at the next waiting call, with the server's reason on the program's stderr
+    (once); the serving agent and its next session go on."""
     pytest.importorskip("cuda.bindings.driver")
     client, server = mesh
-    _, result = run(client, sys.executable, FAULTS, mode, check=False)
+    done, result = run(client, sys.executable, FAULTS, mode, check=False)
     assert result == expected
+    said = [line for line in done.stderr.splitlines() if line.startswith(f"gleam: {server.name}: ")]
+    assert len(said) == 1 and reason in said[0], done.stderr
     _, verdict = run(client, binaries["vector_add"], KERNELS_PTX)
     assert verdict["ok"] and verdict["mismatches"] == 0
     assert server.process.poll() is None

@@ -449,6 +449,44 @@ assert lib.cuGetErrorName(0, ctypes.byref(s)) == 0
     assert lines == ["gleam: trace: cuGetErrorName -> CUDA_ERROR_INVALID_VALUE"]
 
 
+def test_trace_names_an_unforwarded_call_once_when_called_not_when_resolved() -> None:
+    """cudart resolves every name it knows at start-up: resolving says nothing, the
+    first call of an unforwarded name says it once, a name that is no driver name at
+    all (cudart asks for "") is not found, as NVIDIA's driver answers."""
+    proc = run_against_built_library("""
+fn = ctypes.c_void_p()
+status = ctypes.c_int(-1)
+for name in (b"cuDeviceGetP2PAttribute", b"cuDeviceGetByPCIBusId", b"cuNotYetInvented"):
+    assert lib.cuGetProcAddress_v2(name, ctypes.byref(fn), 13000, 0, ctypes.byref(status)) == 0
+    assert status.value == 0 and fn.value
+call = ctypes.CFUNCTYPE(ctypes.c_int)(fn.value)
+assert call() == 801 and call() == 801
+assert lib.cuGetProcAddress_v2(b"", ctypes.byref(fn), 13000, 0, ctypes.byref(status)) == 500
+assert status.value == 1 and not fn.value
+""", env={"GLEAM_TRACE": "1"})
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("gleam:")]
+    assert lines == ["gleam: cuNotYetInvented is not forwarded; returning "
+                     "CUDA_ERROR_NOT_SUPPORTED"], proc.stderr
+
+
+def test_trace_of_errors_leaves_out_what_nvidias_driver_refuses_too() -> None:
+    """A refused export table is the driver's own answer to a program's probe:
+    GLEAM_TRACE=errors leaves it out, =1 marks it."""
+    code = """
+table = ctypes.c_void_p()
+uuid = bytes.fromhex("da9151d33ae6cc41a5c04f26d533e328")
+assert lib.cuGetExportTable(ctypes.byref(table), uuid) == 500
+s = ctypes.c_char_p()
+assert lib.cuGetErrorName(12345, ctypes.byref(s)) == 1
+"""
+    quiet = run_against_built_library(code, env={"GLEAM_TRACE": "errors"})
+    assert quiet.stderr.splitlines() == ["gleam: trace: cuGetErrorName -> "
+                                         "CUDA_ERROR_INVALID_VALUE"]
+    full = run_against_built_library(code, env={"GLEAM_TRACE": "1"})
+    assert ("gleam: trace: cuGetExportTable -> CUDA_ERROR_NOT_FOUND (as NVIDIA's driver "
+            "answers)") in full.stderr.splitlines()
+
+
 def test_every_code_gleam_returns_has_a_name() -> None:
     proc = run_against_built_library("""
 s = ctypes.c_char_p()

@@ -27,10 +27,14 @@ enum { GL_ENV_BATCH = 1, GL_ENV_REPLY = 2, GL_ENV_HELLO = 3, GL_ENV_FAIL = 4 };
 #define GL_BATCH_CAPACITY (256u * 1024u)
 /* A REPLY body: i32 result, i32 deferred, u32 n_values, u32 n_bytes,
  * u64 values[GL_REPLY_MAX_VALUES] (n_values of them meaningful), then n_bytes
- * bytes. The value slots are fixed so that the executor can write output
- * bytes in place before it knows anything else. */
+ * bytes, then (only in a reply that reports an error) up to
+ * GL_REPLY_NOTES_MAX bytes of notes: UTF-8 lines, each ending in '\n', that
+ * say why the server faulted or refused (src/notes.h); the envelope's length
+ * tells whether there are any. The value slots are fixed so that the executor
+ * can write output bytes in place before it knows anything else. */
 #define GL_REPLY_MAX_VALUES 8
 #define GL_REPLY_HEADER_SIZE (16 + 8 * GL_REPLY_MAX_VALUES)
+#define GL_REPLY_NOTES_MAX 8192
 
 #define GL_MAX_DEVICES 8
 #define GL_DEVICE_ATTR_SLOTS 256

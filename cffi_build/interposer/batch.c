@@ -195,6 +195,28 @@ static CUresult lose(const char *why)
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
+/* The notes after a reply's bytes: each line to stderr and the driver's log,
+ * named after the server (its reasons are its own, not this process's). */
+static CUresult read_notes(uint32_t len)
+{
+    char notes[GL_REPLY_NOTES_MAX + 1];
+    if (gl_io_recv(notes, len) != 0)
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    notes[len] = '\0';
+    const gl_session_hello *h = gl_session();
+    const char *server = h != NULL && h->server[0] != '\0' ? h->server : "the server";
+    for (char *line = notes, *nl; *line != '\0'; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (nl == NULL)
+            nl = line + strlen(line) - 1; /* (a last line without its newline) */
+        else
+            *nl = '\0';
+        if (line[0] != '\0')
+            gl_log(GL_LOG_ERROR, "server", "%s: %s", server, line);
+    }
+    return CUDA_SUCCESS;
+}
+
 /* Reads envelopes until the REPLY; its bytes land straight in out. */
 static CUresult read_reply(uint64_t *values, uint32_t nvalues, void *out, size_t out_len)
 {
@@ -221,12 +243,16 @@ static CUresult read_reply(uint64_t *values, uint32_t nvalues, void *out, size_t
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     int32_t result = (int32_t)le32(rh), deferred = (int32_t)le32(rh + 4);
     uint32_t n_bytes = le32(rh + 12);
-    if (n_bytes > out_len || len != GL_REPLY_HEADER_SIZE + (uint64_t)n_bytes) {
-        snprintf(why, sizeof why, "malformed reply (%u bytes for a %zu-byte buffer)", n_bytes,
-                 out_len);
+    uint64_t notes = (uint64_t)len - GL_REPLY_HEADER_SIZE - n_bytes; /* (wraps when short) */
+    if (n_bytes > out_len || GL_REPLY_HEADER_SIZE + (uint64_t)n_bytes > len
+        || notes > GL_REPLY_NOTES_MAX || (notes > 0 && result == 0 && deferred == 0)) {
+        snprintf(why, sizeof why, "malformed reply (%u bytes for a %zu-byte buffer, %u in all)",
+                 n_bytes, out_len, len);
         return lose(why);
     }
     if (n_bytes > 0 && gl_io_recv(out, n_bytes) != 0)
+        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    if (notes > 0 && read_notes((uint32_t)notes) != CUDA_SUCCESS)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     for (uint32_t i = 0; i < nvalues && i < GL_REPLY_MAX_VALUES; i++)
         values[i] = le64(rh + 16 + 8 * i);

@@ -105,6 +105,10 @@ extern int gl_trace_on;
 extern int gl_trace_errors;
 void gl_trace_call(const char *name);
 CUresult gl_trace_result(const char *name, CUresult r);
+/* The failing call in progress answers as NVIDIA's driver does (a probe for
+ * a table or symbol that a driver may lack, which programs expect to fail):
+ * GLEAM_TRACE=errors leaves its result out, GLEAM_TRACE=1 marks it. */
+void gl_trace_as_driver(void);
 
 /* The return address of the exported call in progress on this thread, set
  * by the stubs of rows marked `caller` (caller.c tells whose code it is). */

@@ -188,8 +188,11 @@ CUresult gls_cuCtxGetDevice(CUdevice *device, int ptds)
         return CUDA_SUCCESS;
     }
     uintptr_t v = ctx && g_devices ? (uintptr_t)gl_hmap_get(g_devices, ctx) : 0;
-    if (v == 0)
+    if (v == 0) {
+        if (ctx == 0) /* cudart asks before it makes one, as of NVIDIA's driver */
+            gl_trace_as_driver();
         return CUDA_ERROR_INVALID_CONTEXT;
+    }
     *device = (CUdevice)(v - 1);
     t_device.ctx = ctx;
     t_device.gen = gen;

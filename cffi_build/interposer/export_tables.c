@@ -416,13 +416,17 @@ static void build_live(void)
 /* Tables answered CUDA_ERROR_NOT_FOUND (the answer of a driver without them),
  * after which cudart's ordinary initialisation goes on. f8cff951: cudart 13
  * asks for it before cuInit. 21318c60: cudart 13.2+ (cuda.bindings 13.5's)
- * asks for it after tools TLS, and NOT_SUPPORTED there stops cudaSetDevice. */
+ * asks for it after tools TLS, and NOT_SUPPORTED there stops cudaSetDevice.
+ * da9151d3: the cudart 12 inside CuPy 14 asks for it once it has a context
+ * and goes on without it. */
 static const struct {
     const char *name;
     uint8_t uuid[16];
 } g_refused[] = {
     {"f8cff951", {0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e,
                   0x7c, 0x0d, 0xd9}},
+    {"da9151d3", {0xda, 0x91, 0x51, 0xd3, 0x3a, 0xe6, 0xcc, 0x41, 0xa5, 0xc0, 0x4f, 0x26, 0xd5,
+                  0x33, 0xe3, 0x28}},
 };
 
 /* The table handed out under a name (its address enters the integrity answer). */
@@ -491,6 +495,7 @@ CUresult gli_cuGetExportTable(const void **ppExportTable, const CUuuid *pExportT
             if (gl_trace_on)
                 fprintf(stderr, "gleam: trace: export table %s refused (not found)\n",
                         g_refused[k].name);
+            gl_trace_as_driver();
             *ppExportTable = NULL;
             return CUDA_ERROR_NOT_FOUND;
         }

@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "gl_calls.h"
-#include "fatbin.h"
 #include "gl_client_gen.h"
 #include "internal.h"
 
@@ -83,33 +82,6 @@ static CUresult send_image(void **handle, const void *image, size_t size, int is
     return r;
 }
 
-/* The host device runs PTX only: an image of machine code alone cannot run
- * there, and the reason would otherwise be only in the serving agent's log
- * (on another machine) while the program sees CUDA_ERROR_NOT_FOUND at its
- * launches. Said once per process (GLEAM_TRACE: for every such image). */
-static void warn_machine_code_only(const void *image, size_t size)
-{
-    static int said;
-    const gl_session_hello *h = gl_session();
-    char targets[96] = "a cubin";
-
-    if (h == NULL || strncmp(h->backend, "host", sizeof h->backend) != 0)
-        return;
-    if (memcmp(image, "\x7f" "ELF", 4) != 0 &&
-        gl_fatbin_targets(image, size, targets, sizeof targets) != 0)
-        return; /* it has PTX, or is no fatbin the server could run anyway */
-    if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED) && !gl_trace_on)
-        return;
-    char arch[16] = "XX"; /* the PTX to add: the first machine code's architecture */
-    const char *sm = strstr(targets, "sm_");
-    if (sm != NULL)
-        snprintf(arch, sizeof arch, "%.*s", (int)strspn(sm + 3, "0123456789"), sm + 3);
-    gl_log(GL_LOG_WARNING, "cuLibraryLoadData", "a kernel image here is machine code only "
-           "(%s), which gleam's host device cannot run; its kernels fail with "
-           "CUDA_ERROR_NOT_FOUND. Build it with PTX too (nvcc -gencode "
-           "arch=compute_%s,code=compute_%s) or use a GPU peer", targets, arch, arch);
-}
-
 static CUresult load(void **handle, const void *image, int is_lib, int ptds)
 {
     size_t size;
@@ -124,8 +96,6 @@ static CUresult load(void **handle, const void *image, int is_lib, int ptds)
     image = gl_image_unwrap(image);
     if ((r = gl_image_size(image, &size, &is_ptx)) != CUDA_SUCCESS)
         return r;
-    if (!is_ptx)
-        warn_machine_code_only(image, size);
     if (is_ptx && (e = calloc(1, sizeof *e)) != NULL && gl_ptx_entries(image, e) != 0) {
         free(e); /* unparsable PTX: the server will say what is wrong with it */
         e = NULL;

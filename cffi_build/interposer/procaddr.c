@@ -119,11 +119,15 @@ CUresult gli_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion
     } else if (matched) {
         status = GL_CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
         r = CUDA_ERROR_NOT_FOUND;
+    } else if (strncmp(symbol, "cu", 2) != 0) {
+        /* Not a driver name at all (cudart asks for ""): the driver's answer. */
+        status = GL_CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        r = CUDA_ERROR_NOT_FOUND;
     } else {
+        /* Resolving is not calling: cudart resolves every name it knows at
+         * start-up, so an unforwarded one is named once, when it is called. */
         void *stub = unforwarded_stub(symbol);
         int slot = stub != NULL ? -1 : unsupported_slot(symbol);
-        if (gl_trace_on)
-            fprintf(stderr, "gleam: trace: cuGetProcAddress(%s): not forwarded\n", symbol);
         if (stub != NULL) {
             *pfn = stub;
         } else if (slot >= 0) {
@@ -135,8 +139,9 @@ CUresult gli_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion
     }
     if (symbolStatus)
         *symbolStatus = status;
-    if (gl_trace_on && r != CUDA_SUCCESS)
-        fprintf(stderr, "gleam: trace: cuGetProcAddress(%s, %d): %d\n", symbol, cudaVersion, r);
+    if (gl_trace_on && status == GL_CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT)
+        fprintf(stderr, "gleam: trace: cuGetProcAddress(%s, %d): the version is not "
+                "sufficient (as NVIDIA's driver answers)\n", symbol, cudaVersion);
     return r;
 }
 

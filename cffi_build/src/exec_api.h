@@ -67,6 +67,10 @@ void gl_backend_set_user(gl_backend *be, void *user);
 void gl_backend_free(gl_backend *be);
 
 gl_exec *gl_exec_new(gl_backend *be, uint64_t va_size, char *err, size_t err_len);
+/* Why a kernel written in Python failed, for the log and the program
+ * (executor.h, gl_exec_note). */
+#define GL_NOTES_LINE 600
+void gl_exec_note_text(gl_exec *x, const char *text);
 gl_exec *gl_exec_new_at(gl_backend *be, uint64_t va_base, uint64_t va_size, char *err,
                         size_t err_len);
 uint64_t gl_exec_va_base(gl_exec *x);

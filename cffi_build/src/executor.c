@@ -31,6 +31,24 @@ void gl_set_err(char *err, size_t err_len, const char *fmt, ...)
     va_end(ap);
 }
 
+void gl_exec_note(gl_exec *x, const char *fmt, ...)
+{
+    char text[GL_NOTES_LINE];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    int host = x == NULL || x->be->kind == GL_BACKEND_HOST;
+    fprintf(stderr, "gleam %s: %s\n", host ? "host device" : "cuda backend", text);
+    if (x != NULL)
+        gl_notes_add(&x->notes, text);
+}
+
+void gl_exec_note_text(gl_exec *x, const char *text)
+{
+    gl_exec_note(x, "%s", text);
+}
+
 /* ------------------------------------------------------------- handles */
 
 static int minted_kind(uint64_t key)
@@ -110,6 +128,9 @@ CUresult gl_exec_check_dptr(gl_exec *x, uint64_t ptr, uint64_t size)
     for (size_t g = 0; g < x->globals.n; g++)
         if (gl_range_holds(&x->globals.r[g], ptr, size))
             return CUDA_SUCCESS;
+    gl_exec_note(x, "%s: device memory 0x%llx (%llu bytes) is not inside the session's "
+                 "allocations", gl_call_name(x->call), (unsigned long long)ptr,
+                 (unsigned long long)size);
     return CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -391,6 +412,7 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
         }
         gl_reply_out o = {.bytes = reply + GL_REPLY_HEADER_SIZE,
                           .cap = reply_cap - GL_REPLY_HEADER_SIZE};
+        x->call = rec.call_id;
         CUresult r = gl_dispatch(x, &rec, &o);
         x->stats.records++;
         x->stats.per_call[rec.call_id]++;
@@ -419,6 +441,12 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
             memcpy(reply + 16 + 8 * k, &v, 8);
         }
         *reply_len = GL_REPLY_HEADER_SIZE + o.len;
+        /* The reply that reports an error carries the reasons after its bytes. */
+        if (r != CUDA_SUCCESS || x->deferred != CUDA_SUCCESS) {
+            size_t room = reply_cap - *reply_len;
+            *reply_len += gl_notes_take(&x->notes, reply + *reply_len,
+                                        room < GL_REPLY_NOTES_MAX ? room : GL_REPLY_NOTES_MAX);
+        }
         x->deferred = CUDA_SUCCESS;
         replied = 1;
     }

@@ -17,6 +17,7 @@
 #include "records.h"
 #include "exec_api.h"
 #include "gl_calls.h"
+#include "notes.h"
 
 
 /* A waiting call's output while it is being produced. */
@@ -80,6 +81,8 @@ struct gl_exec {
     gl_exec_stats_t stats;
     void *priv; /* backend's per-session state */
     gl_staged_image staged; /* parts of an image being sent (exec_images.c) */
+    int call;               /* the call id of the record being dispatched */
+    gl_notes notes;         /* reasons waiting for the program (notes.h) */
 };
 
 /* The session whose batch runs on this thread (the slots find it here). */
@@ -91,6 +94,9 @@ CUresult gl_exec_add_global(gl_exec *x, uint64_t base, uint64_t size, void *owne
 void gl_exec_drop_globals(gl_exec *x, void *owner);
 void gl_set_err(char *err, size_t err_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Why the server faulted or refused, in one line: logged at once, and kept
+ * for the program's next error reply (notes.h). x NULL: log only. */
+void gl_exec_note(gl_exec *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 extern const gl_backend_ops gl_host_ops;
 extern const gl_backend_ops gl_cuda_ops;

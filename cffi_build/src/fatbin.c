@@ -256,13 +256,6 @@ int gl_fatbin_ptx(const uint8_t *img, size_t n, uint8_t **ptx, size_t *ptx_len, 
     return entry_text(best, ptx, ptx_len);
 }
 
-int gl_fatbin_targets(const uint8_t *img, size_t n, char *targets, size_t targets_len)
-{
-    const uint8_t *best;
-    int rc = scan_image(img, n, targets, targets_len, &best);
-    return rc < 0 ? rc : best != NULL;
-}
-
 const char *gl_fatbin_strerror(int rc)
 {
     switch (rc) {

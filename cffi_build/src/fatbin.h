@@ -49,10 +49,4 @@ const char *gl_fatbin_strerror(int rc);
 void gl_fatbin_free(void *p);
 /* cdef: end */
 
-/* Only the entries' headers (no decompression): 1 if the container at img
- * holds a PTX entry, 0 if machine code only, a negative GL_FATBIN_* code
- * otherwise; targets as for gl_fatbin_ptx. The interposer asks it to tell a
- * program at load that the host device cannot run an image. */
-int gl_fatbin_targets(const uint8_t *img, size_t n, char *targets, size_t targets_len);
-
 #endif

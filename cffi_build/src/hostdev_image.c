@@ -211,7 +211,7 @@ CUresult gl_himage_load_ptx(gl_hmod *m, char *err, size_t err_len)
             if (rc == GL_FATBIN_NOMEM)
                 return CUDA_ERROR_OUT_OF_MEMORY;
             /* host implementations may still serve it: warn, do not refuse */
-            fprintf(stderr, "gleam host device: %s\n", err);
+            gl_exec_note(NULL, "%s", err);
             err[0] = 0;
             return CUDA_SUCCESS;
         }

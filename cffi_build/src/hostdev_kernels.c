@@ -56,7 +56,7 @@ static CUresult ensure_loaded(gl_hmod *m)
     char err[256];
     CUresult r = gl_himage_load_ptx(m, err, sizeof err);
     if (r == CUDA_ERROR_INVALID_PTX)
-        fprintf(stderr, "gleam host device: the module's PTX is refused: %s\n", err);
+        gl_exec_note(gl_exec_current(), "the module's PTX is refused: %s", err);
     if (r == CUDA_SUCCESS && m->ptx != NULL) {
         /* module variables: copies to them (cudaMemcpyToSymbol) pass the
          * executor's pointer checks, and kernels may touch them */
@@ -249,12 +249,10 @@ static CUresult resolve(int kind, gl_hmod *m, const char *name, void **out)
                          arch);
             else
                 snprintf(flag, sizeof flag, "-gencode arch=compute_XX,code=compute_XX");
-            fprintf(stderr,
-                    "gleam host device: no host implementation for kernel %s, and its image "
-                    "carries no PTX (only %s); rebuild it with %s to add PTX\n",
-                    name, m->targets, flag);
+            gl_exec_note(x, "no host implementation for kernel %s, and its image carries no PTX "
+                         "(only %s); rebuild it with %s to add PTX", name, m->targets, flag);
         } else
-            fprintf(stderr, "gleam host device: no host implementation for kernel %s\n", name);
+            gl_exec_note(x, "no host implementation for kernel %s", name);
         return CUDA_ERROR_NOT_FOUND;
     }
     ptx_kernel_info info;
@@ -370,7 +368,7 @@ static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s)
     int rc = ptx_launch(fn->mod->ptx, fn->ptx, &a);
     if (rc == PTX_OK)
         return CUDA_SUCCESS;
-    fprintf(stderr, "gleam host device: kernel %s: %s\n", fn->name, err);
+    gl_exec_note(l->x, "kernel %s: %s", fn->name, err);
     if (rc == PTX_E_INVALID_VALUE)
         return CUDA_ERROR_INVALID_VALUE;
     if (rc == PTX_E_OUT_OF_MEMORY)

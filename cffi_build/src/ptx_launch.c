@@ -261,9 +261,9 @@ static void *work(void *arg)
             wk->warps[wi].insns = 0;
         }
         if (rc > 0)
-            set_error(lc, rc, "%s (kernel %s, line %u, address 0x%llx, block %llu)",
-                      fault_name(rc), lc->k->name, wk->b.err_line,
-                      (unsigned long long)wk->b.err_addr, (unsigned long long)idx);
+            set_error(lc, rc, "%s (PTX line %u, address 0x%llx, block %llu)", fault_name(rc),
+                      wk->b.err_line, (unsigned long long)wk->b.err_addr,
+                      (unsigned long long)idx);
         if (rc != 0)
             break;
     }

@@ -172,9 +172,37 @@ def reply_parts(reply: bytes | bytearray | memoryview,
         return -1, None, (), 0
     result, deferred, nv, n_bytes, *values = REPLY_HEAD.unpack_from(body)
     data = None
-    if result == 0 and n_bytes == n and len(body) == REPLY_HEAD.size + n:
-        data = bytes(body[REPLY_HEAD.size:])
+    # (A reply that reports an error may carry the server's notes after its bytes.)
+    if result == 0 and n_bytes == n and len(body) >= REPLY_HEAD.size + n:
+        data = bytes(body[REPLY_HEAD.size:REPLY_HEAD.size + n])
     return result, data, tuple(values[:min(nv, len(values))]), deferred
+
+
+def with_owed_error(reply: bytes | bytearray | memoryview, deferred: int,
+                    notes: bytes) -> bytearray | None:
+    """``reply`` carrying the deferred error (and the server's notes on it) that a
+    snapshot read took from the program; None when the reply carries a deferred
+    error of its own (the owed one then waits for the next reply)."""
+    body = memoryview(reply)[envelope.HEADER_SIZE:]
+    if len(body) < REPLY_HEAD.size or REPLY_HEAD.unpack_from(body)[1] != 0:
+        return None
+    out = bytearray(reply)
+    struct.pack_into("<i", out, envelope.HEADER_SIZE + 4, deferred)
+    room = max(lib.GL_REPLY_NOTES_MAX - len(reply_notes(out)), 0)
+    out += notes[:room]
+    envelope.write_header(out, envelope.REPLY, envelope.session_of(out),
+                          len(out) - envelope.HEADER_SIZE)
+    return out
+
+
+def reply_notes(reply: bytes | bytearray | memoryview) -> bytes:
+    """The server's notes after a REPLY's bytes (gl_session.h): why it faulted or
+    refused, '\\n'-terminated lines; empty when there are none."""
+    body = memoryview(reply)[envelope.HEADER_SIZE:]
+    if len(body) < REPLY_HEAD.size:
+        return b""
+    n_bytes = REPLY_HEAD.unpack_from(body)[3]
+    return bytes(body[REPLY_HEAD.size + n_bytes:])
 
 
 def vars_request(session: int, handle: int, offset: int, n: int) -> bytearray:

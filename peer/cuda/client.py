@@ -27,7 +27,6 @@ import contextlib
 import logging
 import queue
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -50,8 +49,6 @@ _PIPE_DEPTH = 4  # envelopes between the reader and the slow lane's hashing thre
 # How long a checkpoint waits for each snapshot read before it gives up (the
 # session goes on, with the journal it had).
 SNAPSHOT_WAIT = 30.0
-_DEFERRED = struct.Struct("<i")
-_DEFERRED_AT = envelope.HEADER_SIZE + 4  # REPLY body: i32 result, i32 deferred, ...
 
 
 _REPLY_JOIN = 2.0
@@ -145,6 +142,7 @@ class ClientSession:
         self._capture: queue.Queue[bytes | bytearray | memoryview | None] | None = None
         self._swallow = 0
         self._owed_deferred = 0
+        self._owed_notes = b""  # the server's reasons for that error (gl_session.h)
         # The blob cache's side of this session (peer/cache/client.py); None
         # when the server caches nothing or serves from this agent.
         self._blobs: Any = None
@@ -232,12 +230,13 @@ class ClientSession:
             or bool(self._owed_deferred))
 
     def _with_deferred(self, buf: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
-        """The reply carrying the deferred error a snapshot read took (send lock held)."""
-        if len(buf) < _DEFERRED_AT + 4 or _DEFERRED.unpack_from(buf, _DEFERRED_AT)[0] != 0:
+        """The reply carrying the deferred error a snapshot read took, and the
+        server's notes on it (send lock held)."""
+        out = checkpoint.with_owed_error(buf, self._owed_deferred, self._owed_notes)
+        if out is None:  # it carries one of its own: ours waits for the next
             return buf
-        out = bytearray(buf)
-        _DEFERRED.pack_into(out, _DEFERRED_AT, self._owed_deferred)
         self._owed_deferred = 0
+        self._owed_notes = b""
         return out
 
     def fail(self, reason: str) -> None:
@@ -417,6 +416,7 @@ class ClientSession:
                 result, data, values, deferred = checkpoint.reply_parts(reply, n)
                 if deferred and not self._owed_deferred:
                     self._owed_deferred = deferred
+                    self._owed_notes = checkpoint.reply_notes(reply)
                 got.append((result, data, values))
             return got
         finally:

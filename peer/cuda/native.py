@@ -101,7 +101,7 @@ def gl_py_kernel_resolve(user: Any, name: Any, out: Any) -> int:
         if kernel.run is None:
             return 0
         if key not in reg.resolved:
-            entry = (kernel.run, offsets, tuple(kernel.params))
+            entry = (kernel.run, offsets, tuple(kernel.params), key)
             reg.resolved[key] = (ffi.new_handle(entry), entry)
         out.native = -1
         out.handle = reg.resolved[key][0]
@@ -113,16 +113,23 @@ def gl_py_kernel_resolve(user: Any, name: Any, out: Any) -> int:
 
 @ffi.def_extern()
 def gl_py_kernel_run(handle: Any, raw: Any) -> int:
+    name = "?"
     try:
-        run, offsets, sizes = ffi.from_handle(handle)
+        run, offsets, sizes, name = ffi.from_handle(handle)
         run(Launch(raw, offsets, sizes))
         return 0
     except IllegalAddress as exc:
-        log.warning("gleam host device: kernel touched an illegal address: %s", exc)
+        _note(raw, f"host kernel {name}: illegal address: {exc}")
         return CUDA_ERROR_ILLEGAL_ADDRESS
-    except BaseException:
-        log.exception("gleam host device: host kernel failed")
+    except BaseException as exc:
+        log.exception("gleam host device: host kernel %s failed", name)
+        _note(raw, f"host kernel {name} failed: {type(exc).__name__}: {exc}")
         return CUDA_ERROR_LAUNCH_FAILED
+
+
+def _note(raw: Any, text: str) -> None:
+    """Log ``text`` and keep it for the program's next error reply."""
+    lib.gl_exec_note_text(raw.x, text.encode("utf-8", "replace")[:lib.GL_NOTES_LINE - 1])
 
 
 # ----------------------------------------------------------------- backends
