@@ -32,6 +32,7 @@ from gleam.peer import control
 from gleam.peer.addresses import DEFAULT_PORT, PeerAddress
 from gleam.peer.components import Components
 from gleam.peer.discovering import Discovering
+from gleam.peer.failures import UserError, os_error_line
 from gleam.peer.gossip import GossipConfig, GossipMessage
 from gleam.peer.gpus import GpuInventory
 from gleam.peer.link import STREAM_ERRORS, HandshakeFailed, PeerLink, establish
@@ -57,7 +58,7 @@ DIAL_BACKOFF_MIN = 0.5
 DIAL_BACKOFF_MAX = 5.0
 
 
-class AgentStartError(Exception):
+class AgentStartError(UserError):
     """The agent cannot start; the message says why and what to do."""
 
 
@@ -165,11 +166,11 @@ class Agent:
         port: int = listeners[0].socket.getsockname()[1]
         self.listen_port = port
         try:
-            control_listener = await control.open_control_listener(self.state.control_socket)
-        except control.AgentAlreadyRunning as exc:
+            control_listener = await self._open_control()
+        except BaseException:
             for listener in listeners:
                 await listener.aclose()
-            raise AgentStartError(str(exc)) from exc
+            raise
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
@@ -203,6 +204,18 @@ class Agent:
     async def _stop(self) -> None:
         # Links say their own goodbyes as their tasks are cancelled.
         self.pm.hook.gleam_agent_stopping(agent=self)
+
+    async def _open_control(self) -> trio.SocketListener:
+        path = self.state.control_socket
+        try:
+            return await control.open_control_listener(path)
+        except control.AgentAlreadyRunning as exc:
+            raise AgentStartError(str(exc)) from exc
+        except OSError as exc:  # a full disk or a read-only state directory
+            line = os_error_line(exc, f"cannot create the control socket {path}")
+            if line is None:
+                raise
+            raise AgentStartError(line) from exc
 
     async def _open_tcp(self) -> list[trio.SocketListener]:
         host = self.config.host

@@ -10,12 +10,13 @@ from typing import Any
 import trio
 
 from gleam.peer.addresses import PeerAddress
-from gleam.peer.agent import Agent, AgentConfig, AgentStartError
+from gleam.peer.agent import Agent, AgentConfig
 from gleam.peer.discovering import IdentityChanged
+from gleam.peer.failures import user_failure
 from gleam.peer.gpus import GpuInventory, host_gflops
 from gleam.peer.memory import tune_allocator_for_bulk
 from gleam.peer.plugin_manager import make_plugin_manager
-from gleam.peer.state import StateDir, StateError
+from gleam.peer.state import StateDir
 
 log = logging.getLogger("gleam")
 
@@ -101,7 +102,12 @@ def run_agent_main(
     max_sessions: int = 8,
     host_slowdown: float = 1.0,
 ) -> int:
-    """Run until SIGINT/SIGTERM; return the process exit status."""
+    """Run until SIGINT/SIGTERM; return the process exit status.
+
+    A failure the user can fix (a full disk, a taken port, a read-only state
+    directory) is raised as that one UserError, also when it comes out of the
+    agent's nursery inside an exception group; anything else is raised as it is.
+    """
     try:
         config = AgentConfig(
             state=StateDir(state_dir),
@@ -117,21 +123,9 @@ def run_agent_main(
             host_slowdown=host_slowdown,
         )
         trio.run(_run, config, tui)
-    except (AgentStartError, StateError) as exc:
-        log.error("%s", exc)
-        return 1
-    except BaseExceptionGroup as group:
-        # Start-up errors surface through the nursery wrapped in a group.
-        expected = group.subgroup(lambda e: isinstance(e, (AgentStartError, StateError)))
-        if expected is None:
+    except Exception as exc:
+        failure = user_failure(exc)
+        if failure is None or failure is exc:
             raise
-        log.error("%s", _first_leaf(expected))
-        return 1
+        raise failure from None  # the group around it says nothing to the user
     return 0
-
-
-def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc

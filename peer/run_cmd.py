@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gleam.peer.failures import NO_AGENT, UserError
+
 INTERPOSER = "libcuda.so.1"
-NO_AGENT_STATUS = 2
 
 RUN_DESCRIPTION = """\
 Run CMD with its CUDA driver calls forwarded to a GPU in the mesh (or this
@@ -44,10 +45,8 @@ GLEAM_CUDA_SOCKET (the agent's control socket) and GLEAM_CUDA_PEER (a peer to
 use) are read by the interposer; `gleam-peer run` sets both."""
 
 
-class RunError(Exception):
-    def __init__(self, message: str, status: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
+class RunError(UserError):
+    """``run`` or ``lib`` cannot go on; one line, and the exit status it carries."""
 
 
 def interposer_dir() -> Path:
@@ -60,15 +59,13 @@ def interposer_dir() -> Path:
     return libdir
 
 
-def _check_agent(socket_path: Path) -> None:
+def _ask_agent(socket_path: Path, op: str) -> Any:
     from gleam.peer import control
 
     try:
-        control.request(socket_path, "ping", timeout=5)
-    except (control.AgentNotRunning, control.ControlError):
-        raise RunError(
-            "no gleam agent is running (start one with gleam-peer up)", NO_AGENT_STATUS
-        ) from None
+        return control.request(socket_path, op, timeout=10)
+    except (control.AgentNotRunning, control.ControlError) as exc:
+        raise RunError(str(exc), NO_AGENT) from None
 
 
 def run_environment(libdir: Path, socket_path: Path, peer: str | None,
@@ -100,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not command:
             raise RunError("nothing to run: gleam-peer run [--peer NODE] -- CMD [ARGS...]")
         socket_path = StateDir(args.state_dir).control_socket
-        _check_agent(socket_path)
+        _ask_agent(socket_path, "ping")
         env = run_environment(interposer_dir(), socket_path, args.peer, dict(os.environ))
     except RunError as exc:
         print(f"gleam-peer: {exc}", file=sys.stderr)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 HELP = "move a running CUDA session to another server"
 DESCRIPTION = __doc__
@@ -43,5 +44,5 @@ def main(args: argparse.Namespace) -> int:
         print(f"moved session {doc['session']} from {doc['from']} to {doc['to']} "
               f"({doc['batches']} batches replayed)")
     else:
-        print(f"not moved: {doc.get('reason')}")
+        print(f"gleam-peer: not moved: {doc.get('reason')}", file=sys.stderr)
     return 0 if doc.get("moved") else 1
