@@ -245,7 +245,6 @@ class Agent:
     async def _accept(self, stream: trio.SocketStream) -> None:
         try:
             host, port = stream.socket.getpeername()[:2]
-            address = str(PeerAddress(host, port))
         except OSError:
             return
         conn = self._new_connection(Role.RESPONDER)
@@ -256,7 +255,10 @@ class Agent:
             self._log_refusals(self.refusals.note(host, str(exc), trio.current_time()))
             await stream.aclose()
             return
-        await self._run_link(stream, conn, peer, address)
+        # Shown where the peer listens (its hello says), not the port it dialled
+        # from: that one is ephemeral and dialling it reaches nobody.
+        address = PeerAddress(host, peer.listen_port or port)
+        await self._run_link(stream, conn, peer, str(address))
 
     def _log_refusals(self, lines: list[str]) -> None:
         for line in lines:
