@@ -252,7 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"TCP port for peers (default {DEFAULT_PORT}; 0 picks a free one)")
     up.add_argument("--host", default="0.0.0.0",
                     help="address to listen on (default 0.0.0.0, all IPv4 interfaces)")
-    up.add_argument("--name", help="name shown to other peers (default: host name)")
+    up.add_argument("--name", help="this node's name, kept in the state directory for later "
+                    "starts (default, chosen at the first start: the host name, plus the state "
+                    "directory's name when it is not the built-in one)")
     up.add_argument("--peer", action="append", metavar="HOST:PORT",
                     help="a peer to connect to directly (repeatable)")
     up.add_argument("--no-tui", action="store_true",

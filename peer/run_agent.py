@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import socket
 from typing import Any
 
 import trio
@@ -108,10 +107,11 @@ def run_agent_main(
     directory) is raised as that one UserError, also when it comes out of the
     agent's nursery inside an exception group; anything else is raised as it is.
     """
+    state = StateDir(state_dir)
     try:
         config = AgentConfig(
-            state=StateDir(state_dir),
-            name=name or socket.gethostname(),
+            state=state,
+            name=state.node_name(name),
             host=host,
             port=port,
             peers=peers,

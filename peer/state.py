@@ -1,4 +1,4 @@
-"""The agent's state directory: node identity, mesh key, control socket.
+"""The agent's state directory: node identity and name, mesh key, control socket.
 
 Every command finds the agent through the same directory: ``--state-dir``,
 else ``GLEAM_STATE_DIR``, else ``$XDG_STATE_HOME/gleam`` (``~/.local/state/gleam``).
@@ -13,11 +13,13 @@ import contextlib
 import json
 import os
 import secrets
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from gleam.peer.failures import UserError, os_error_line
+from gleam.peer.names import default_name
 
 NODE_FILE = "node.json"
 MESH_KEY_FILE = "mesh.key"
@@ -30,18 +32,24 @@ class StateError(UserError):
     """The state directory cannot be used; the message says what to do."""
 
 
+def builtin_state_dir() -> Path:
+    """The state directory when neither ``--state-dir`` nor ``GLEAM_STATE_DIR`` names one."""
+    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg) / "gleam"
+
+
 def default_state_dir() -> Path:
     env = os.environ.get("GLEAM_STATE_DIR")
     if env:
         return Path(env).expanduser()
-    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(xdg) / "gleam"
+    return builtin_state_dir()
 
 
 @dataclass(frozen=True)
 class NodeIdentity:
     node_id: str
     created: float
+    name: str | None = None  # chosen at the first `up` (peer/names.py), kept since
 
 
 def _write_private(path: Path, data: bytes, what: str) -> None:
@@ -99,7 +107,10 @@ class StateDir:
                 node_id = str(raw["node_id"])
                 if len(node_id) != 32 or any(c not in "0123456789abcdef" for c in node_id):
                     raise ValueError(node_id)
-                return NodeIdentity(node_id, float(raw.get("created", 0.0)))
+                name = raw.get("name")
+                if name is not None and not (isinstance(name, str) and 0 < len(name) <= 64):
+                    raise ValueError(name)
+                return NodeIdentity(node_id, float(raw.get("created", 0.0)), name)
             except (ValueError, KeyError, TypeError) as exc:
                 raise StateError(
                     f"{path} is damaged ({exc!r}); delete it to give this node a new id"
@@ -108,11 +119,34 @@ class StateDir:
         return self._save_identity(NodeIdentity(secrets.token_hex(16), time.time()))
 
     def regenerate_node_id(self) -> NodeIdentity:
-        return self._save_identity(NodeIdentity(secrets.token_hex(16), time.time()))
+        """A new node id for this node (its id is used elsewhere); the name stays."""
+        old = self.node_identity()
+        return self._save_identity(NodeIdentity(secrets.token_hex(16), time.time(), old.name))
+
+    def node_name(self, requested: str | None = None) -> str:
+        """This node's name (peer/names.py): ``requested``, which is kept from now on,
+        else the one kept at an earlier start, else the default, kept from now on."""
+        if requested:
+            return self.keep_name(requested).name or requested
+        ident = self.node_identity()
+        if ident.name:
+            return ident.name
+        name = default_name(socket.gethostname(), self.path, builtin_state_dir(), ident.node_id)
+        self.keep_name(name)
+        return name
+
+    def keep_name(self, name: str) -> NodeIdentity:
+        """Record ``name`` as this node's name for every later start."""
+        ident = self.node_identity()
+        if ident.name == name:
+            return ident
+        return self._save_identity(NodeIdentity(ident.node_id, ident.created, name))
 
     def _save_identity(self, ident: NodeIdentity) -> NodeIdentity:
-        body = json.dumps({"node_id": ident.node_id, "created": ident.created}).encode()
-        _write_private(self.path / NODE_FILE, body, "the node identity")
+        body: dict[str, object] = {"node_id": ident.node_id, "created": ident.created}
+        if ident.name is not None:
+            body["name"] = ident.name
+        _write_private(self.path / NODE_FILE, json.dumps(body).encode(), "the node identity")
         return ident
 
     def has_mesh_key(self) -> bool:

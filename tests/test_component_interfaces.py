@@ -27,6 +27,7 @@ from gleam.peer.discovering import Discovering
 from gleam.peer.gossip import GossipConfig, GossipRecords
 from gleam.peer.link import PeerLink, establish
 from gleam.peer.meshview import LocalFields, MeshGossip
+from gleam.peer.names import PeerNames
 from gleam.peer.protocol import PROTOCOL_VERSION, Connection, LocalIdentity, Role
 from gleam.peer.protocol.framing import FrameBuffer, frame
 from gleam.peer.state import StateDir
@@ -263,7 +264,8 @@ class Event:
 async def test_status_is_built_from_its_inputs(tmp_path: Path) -> None:
     mesh = await _started_mesh({})
     inputs = StatusInputs(
-        node_id=ME, name="here", port=7420, mesh_id="5a" * 8, started_at=0.0,
+        node_id=ME, name="here", names={ME: "here"}, port=7420, mesh_id="5a" * 8,
+        started_at=0.0,
         state_dir=tmp_path, mesh=mesh, inventory=NoGpus(),  # type: ignore[arg-type]
         links={}, targets=[Target(PeerAddress("10.0.0.9", 7420))],
         adverts=[{"id": "c" * 32, "name": "carol", "address": "10.0.0.7:7420", "foreign": True}],
@@ -285,7 +287,7 @@ class Here:
     """A ChoosingAgent with no links, which knows one peer through gossip."""
 
     node_id = ME
-    config = SimpleNamespace(name="here")
+    display_name = "here"
     pm = None  # never asked: no serving peer is linked to be ranked
 
     def __init__(self) -> None:
@@ -293,9 +295,7 @@ class Here:
         self.components = Components()  # no lease service: no book of loads
         far = SimpleNamespace(record=SimpleNamespace(name="far"))
         self.mesh = SimpleNamespace(members=lambda: {"f" * 32: far})
-
-    def link_to(self, node_id_prefix: str) -> PeerLink | None:
-        return None
+        self.names = PeerNames(lambda: {ME: "here", "f" * 32: "far"})
 
 
 async def test_choose_reads_only_its_interface() -> None:
