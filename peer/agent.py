@@ -356,6 +356,12 @@ class Agent:
                 extra.update(fields)
         return LocalFields(port=self.listen_port, sessions=self.session_count(), extra=extra)
 
+    def member_gone(self, node_id: str) -> None:
+        """Gossip dropped ``node_id``: its discovered row goes too, unless a link
+        still vouches for it (zeroconf keeps a killed peer's advert for its TTL)."""
+        if node_id not in self.links:
+            self.discovering.forget(node_id)
+
     def session_count(self) -> int:
         """Sessions this node runs or serves (from the gleam_session_rows hook)."""
         return len(self.session_rows())

@@ -152,6 +152,9 @@ class GossipDesk:
     def local_fields(self) -> LocalFields:
         return LocalFields(port=7420, sessions=2, extra=self.extra)
 
+    def member_gone(self, node_id: str) -> None:
+        self.events.append(("gone", node_id))
+
 
 class NoGpus:
     backend = "host"
@@ -221,15 +224,23 @@ def _discovering(host: Dialer, tmp_path: Path) -> Discovering:
                        started_at=0.0, enabled=False, interfaces=())
 
 
+BOB = "b" * 32
+
+
+async def _bob_found(disco: Discovering, host: Dialer, nursery: trio.Nursery) -> None:
+    """Bob's advert arrives and discovery starts dialling him."""
+    await disco._handle(nursery, PeerFound(_advert(BOB)))
+    await host.dialling.wait()
+
+
 @pytest.mark.parametrize("linked", [False, True])
 async def test_discovery_dials_what_it_finds(tmp_path: Path, linked: bool) -> None:
     host = Dialer()
     disco = _discovering(host, tmp_path)
-    bob = "b" * 32
+    bob = BOB
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            await disco._handle(nursery, PeerFound(_advert(bob)))
-            await host.dialling.wait()
+            await _bob_found(disco, host, nursery)
             if linked:  # the peer is linked: its dialer outlives the advert
                 host.links[bob] = object()
             await disco._handle(nursery, PeerGone("bob", bob))
@@ -240,6 +251,24 @@ async def test_discovery_dials_what_it_finds(tmp_path: Path, linked: bool) -> No
             nursery.cancel_scope.cancel()
     assert host.dialled == [(bob, "bob", [PeerAddress("10.0.0.8", 7420)])]
     assert host.events[0][0] == "found"
+
+
+async def test_a_forgotten_advert_leaves_the_rows_and_its_expiry_ends_the_dialer(
+        tmp_path: Path) -> None:
+    """Gossip declared bob dead: his row goes at once, his dialer stays (he may only be
+    cut off) until zeroconf's expiry says he is gone."""
+    host = Dialer()
+    disco = _discovering(host, tmp_path)
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            await _bob_found(disco, host, nursery)
+            disco.forget(BOB)
+            assert disco.rows() == []
+            await trio.testing.wait_all_tasks_blocked()
+            assert not host.cancelled.is_set()
+            await disco._handle(nursery, PeerGone("bob", BOB))
+            await host.cancelled.wait()
+            nursery.cancel_scope.cancel()
 
 
 # ------------------------------------------------------------------ status
