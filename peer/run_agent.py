@@ -59,6 +59,7 @@ async def _run(config: AgentConfig, tui: bool) -> None:
     # The measured speed reflects --host-slowdown, so what is gossiped is what is served.
     inventory = GpuInventory(measure=lambda: host_gflops() / slowdown)
     current: list[Agent] = []
+    new_mesh = not config.state.has_mesh_key()
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_stop_on_signal, signals, nursery.cancel_scope)
@@ -69,6 +70,9 @@ async def _run(config: AgentConfig, tui: bool) -> None:
                 # starts again; everything else ends the agent.
                 agent = Agent(config, pm, inventory)
                 current[:] = [agent]
+                if new_mesh:
+                    _say_new_mesh(agent)
+                    new_mesh = False
                 restart = False
                 try:
                     await agent.run()
@@ -77,6 +81,14 @@ async def _run(config: AgentConfig, tui: bool) -> None:
                     restart = True
                 if not restart:
                     return
+
+
+def _say_new_mesh(agent: Agent) -> None:
+    """The agent just made a mesh key: a user who meant to join a mesh must hear it."""
+    log.info(
+        "no mesh key in %s: this device starts a new mesh (%s). To join an existing mesh "
+        "instead, run `gleam-peer mesh show` on a device of it, then `gleam-peer mesh import "
+        "CODE` here, and start the agent again", agent.state.path, agent.mesh_id)
 
 
 async def _stop_on_signal(signals: Any, scope: trio.CancelScope) -> None:

@@ -1,6 +1,6 @@
 """The README's one-machine recipe, as written: two agents, two state directories,
 discovery on lo. They get two names, show each other where they listen, and a
-killed one leaves the other's view."""
+killed one leaves the other's view. Also: `up` says when it starts a new mesh."""
 
 from __future__ import annotations
 
@@ -95,4 +95,17 @@ def test_the_readme_recipe_gives_two_names_and_forgets_a_killed_peer(tmp_path: P
         wait_for(lambda: status(g2) and peer_row(g2, one["id"]) is None, 30,
                  "the killed agent to leave the view")
     logs = "".join(p.read_text() for p in tmp_path.glob("up*.log"))
+    assert "starts a new mesh" not in logs  # both had a key before they started
     assert "Traceback" not in logs
+
+
+def test_up_says_it_starts_a_new_mesh_and_how_to_join_one(tmp_path: Path) -> None:
+    state = tmp_path / "fresh"
+    with agents_up(["up", "--state-dir", str(state), "--host", "127.0.0.1", "--port", "0",
+                    "--no-mdns", "--no-tui"], logs=tmp_path):
+        wait_for(lambda: status(state), 30, "the agent")
+    lines = [line for line in (tmp_path / "up0.log").read_text().splitlines()
+             if "new mesh" in line]
+    assert len(lines) == 1, lines
+    assert "gleam-peer mesh show" in lines[0] and "gleam-peer mesh import CODE" in lines[0]
+    assert str(state) in lines[0]
