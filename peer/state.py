@@ -132,7 +132,10 @@ class StateDir:
         if ident.name:
             return ident.name
         name = default_name(socket.gethostname(), self.path, builtin_state_dir(), ident.node_id)
-        self.keep_name(name)
+        # Derived the same way at the next start if it cannot be kept now (a full or
+        # read-only directory, which then fails at a write the agent cannot skip).
+        with contextlib.suppress(StateError):
+            self.keep_name(name)
         return name
 
     def keep_name(self, name: str) -> NodeIdentity:

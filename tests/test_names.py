@@ -62,10 +62,22 @@ def test_the_name_is_kept_across_starts(tmp_path: Path, monkeypatch) -> None:
     assert state.node_name() == "desk"
 
 
-def test_a_node_json_of_an_older_version_gets_a_name(tmp_path: Path) -> None:
-    (tmp_path / "node.json").write_text(json.dumps({"node_id": A, "created": 1.0}))
+def test_a_node_json_of_an_older_version_gets_a_name(tmp_path: Path, monkeypatch) -> None:
+    older = json.dumps({"node_id": A, "created": 1.0})
+    (tmp_path / "node.json").write_text(older)
     state = StateDir(tmp_path)
-    assert state.node_name() and state.node_identity().node_id == A
+    name = state.node_name()
+    assert name and state.node_identity().node_id == A
+    # One that cannot be written (full, read-only) still gets the same name: it is
+    # derived again, and the write the agent cannot skip says what is wrong.
+    (tmp_path / "node.json").write_text(older)
+
+    def no_room(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("gleam.peer.state.os.fsync", no_room)
+    assert StateDir(tmp_path).node_name() == name
+    assert "name" not in json.loads((tmp_path / "node.json").read_text())
 
 
 # ---------------------------------------------------------------- display names
