@@ -32,10 +32,12 @@ from gleam.peer import control
 from gleam.peer.addresses import DEFAULT_PORT, PeerAddress
 from gleam.peer.components import Components
 from gleam.peer.discovering import Discovering
+from gleam.peer.failures import UserError, os_error_line
 from gleam.peer.gossip import GossipConfig, GossipMessage
 from gleam.peer.gpus import GpuInventory
 from gleam.peer.link import STREAM_ERRORS, HandshakeFailed, PeerLink, establish
 from gleam.peer.meshview import LocalFields, MeshGossip
+from gleam.peer.names import PeerNames
 from gleam.peer.plugin_info import describe_plugins
 from gleam.peer.protocol import (
     DEFAULT_MAX_FRAME,
@@ -57,7 +59,7 @@ DIAL_BACKOFF_MIN = 0.5
 DIAL_BACKOFF_MAX = 5.0
 
 
-class AgentStartError(Exception):
+class AgentStartError(UserError):
     """The agent cannot start; the message says why and what to do."""
 
 
@@ -116,6 +118,8 @@ class Agent:
         self.mesh_id = mesh_id(self.mesh_key)
         self.links: dict[str, PeerLink] = {}
         self.targets = [DialTarget(a) for a in config.peers]
+        # Unique display names of every node this agent knows, itself included.
+        self.names = PeerNames(self._known_names)
         self.events: deque[AgentEvent] = deque(maxlen=50)
         self.refusals = RefusalLog()
         self.listen_port: int | None = None
@@ -158,6 +162,19 @@ class Agent:
     def record(self, kind: str, text: str) -> None:
         self.events.append(AgentEvent(time.time(), kind, text))
 
+    @property
+    def display_name(self) -> str:
+        """This node's name as views and logs print it (peer/names.py)."""
+        return self.names.of(self.node_id, self.config.name)
+
+    def _known_names(self) -> dict[str, str]:
+        """Every node this agent knows by name: itself, gossip members, links, static peers."""
+        known = {t.node_id: t.name for t in self.targets if t.node_id and t.name}
+        known.update((n, m.record.name) for n, m in self.mesh.members().items() if m.record.name)
+        known.update((n, link.peer.name) for n, link in self.links.items())
+        known[self.node_id] = self.config.name
+        return known
+
     # -------------------------------------------------------------- running
 
     async def run(self, *, task_status: trio.TaskStatus[Agent] = trio.TASK_STATUS_IGNORED) -> None:
@@ -165,11 +182,11 @@ class Agent:
         port: int = listeners[0].socket.getsockname()[1]
         self.listen_port = port
         try:
-            control_listener = await control.open_control_listener(self.state.control_socket)
-        except control.AgentAlreadyRunning as exc:
+            control_listener = await self._open_control()
+        except BaseException:
             for listener in listeners:
                 await listener.aclose()
-            raise AgentStartError(str(exc)) from exc
+            raise
         try:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
@@ -188,7 +205,7 @@ class Agent:
                 await nursery.start(self.discovering.run, port)
                 log.info(
                     "agent %s (%s) listening on %s:%d, mesh %s",
-                    self.config.name, self.node_id[:8], self.config.host,
+                    self.display_name, self.node_id[:8], self.config.host,
                     self.listen_port, self.mesh_id,
                 )
                 self.record("start", f"listening on port {self.listen_port}")
@@ -203,6 +220,18 @@ class Agent:
     async def _stop(self) -> None:
         # Links say their own goodbyes as their tasks are cancelled.
         self.pm.hook.gleam_agent_stopping(agent=self)
+
+    async def _open_control(self) -> trio.SocketListener:
+        path = self.state.control_socket
+        try:
+            return await control.open_control_listener(path)
+        except control.AgentAlreadyRunning as exc:
+            raise AgentStartError(str(exc)) from exc
+        except OSError as exc:  # a full disk or a read-only state directory
+            line = os_error_line(exc, f"cannot create the control socket {path}")
+            if line is None:
+                raise
+            raise AgentStartError(line) from exc
 
     async def _open_tcp(self) -> list[trio.SocketListener]:
         host = self.config.host
@@ -232,7 +261,6 @@ class Agent:
     async def _accept(self, stream: trio.SocketStream) -> None:
         try:
             host, port = stream.socket.getpeername()[:2]
-            address = str(PeerAddress(host, port))
         except OSError:
             return
         conn = self._new_connection(Role.RESPONDER)
@@ -243,7 +271,10 @@ class Agent:
             self._log_refusals(self.refusals.note(host, str(exc), trio.current_time()))
             await stream.aclose()
             return
-        await self._run_link(stream, conn, peer, address)
+        # Shown where the peer listens (its hello says), not the port it dialled
+        # from: that one is ephemeral and dialling it reaches nobody.
+        address = PeerAddress(host, peer.listen_port or port)
+        await self._run_link(stream, conn, peer, str(address))
 
     def _log_refusals(self, lines: list[str]) -> None:
         for line in lines:
@@ -262,11 +293,12 @@ class Agent:
             stream, conn, peer, address,
             ping_interval=self.config.ping_interval, peer_timeout=self.config.peer_timeout,
             probe_interval=self.config.probe_interval, probe_lock=self.probe_lock,
+            display_name=self.names.of,
         )
         if not await self._adopt(link):
             return
-        log.info("peer %s (%s) authenticated at %s", peer.name, peer.node_id[:8], address)
-        self.record("joined", f"{peer.name} at {address}")
+        log.info("peer %s (%s) authenticated at %s", link.name, peer.node_id[:8], address)
+        self.record("joined", f"{link.name} at {address}")
         self.pm.hook.gleam_peer_authenticated(agent=self, link=link)
         self.mesh.link_up(link)
         try:
@@ -276,8 +308,8 @@ class Agent:
                 del self.links[link.node_id]
                 self._links_changed_now()
                 self.mesh.link_down(link)
-        log.info("link to %s closed: %s", peer.name, reason)
-        self.record("left", f"{peer.name}: {reason}")
+        log.info("link to %s closed: %s", link.name, reason)
+        self.record("left", f"{link.name}: {reason}")
         self.pm.hook.gleam_peer_lost(agent=self, link=link, reason=reason)
 
     def _initiator_of(self, link: PeerLink) -> str:
@@ -306,7 +338,7 @@ class Agent:
             self.mesh.receive(link, message)
             return
         if not self.pm.hook.gleam_control_message(agent=self, link=link, message=message):
-            log.debug("no plugin handles %s from %s", type(message).__name__, link.peer.name)
+            log.debug("no plugin handles %s from %s", type(message).__name__, link.name)
 
     def on_data_batch(self, link: PeerLink, payload: bytes) -> bool:
         """A data-plane batch (on the link's reader thread): the gleam_data_batch hook."""
@@ -324,24 +356,31 @@ class Agent:
                 extra.update(fields)
         return LocalFields(port=self.listen_port, sessions=self.session_count(), extra=extra)
 
+    def member_gone(self, node_id: str) -> None:
+        """Gossip dropped ``node_id``: its discovered row goes too, unless a link
+        still vouches for it (zeroconf keeps a killed peer's advert for its TTL)."""
+        if node_id not in self.links:
+            self.discovering.forget(node_id)
+
     def session_count(self) -> int:
         """Sessions this node runs or serves (from the gleam_session_rows hook)."""
         return len(self.session_rows())
 
     # -------------------------------------------------------------- status
 
-    def link_to(self, node_id_prefix: str) -> PeerLink | None:
-        """The link whose node id or name matches; None if none or ambiguous."""
-        matches = [
-            link for link in self.links.values()
-            if link.node_id.startswith(node_id_prefix) or link.peer.name == node_id_prefix
-        ]
-        return matches[0] if len(matches) == 1 else None
+    def link_to(self, wanted: str) -> PeerLink | None:
+        """The link to the node ``wanted`` names (display name, name or node id
+        prefix; peer/names.py); None if it names no linked node, or several."""
+        try:
+            return self.links.get(self.names.resolve(wanted))
+        except LookupError:  # unknown, or ambiguous
+            return None
 
     def snapshot(self) -> dict[str, Any]:
         """The status document (``gleam-peer status --json``)."""
         doc = build_status(StatusInputs(
-            node_id=self.node_id, name=self.config.name, port=self.listen_port,
+            node_id=self.node_id, name=self.config.name, names=self.names.shown(),
+            port=self.listen_port,
             mesh_id=self.mesh_id, started_at=self.started_at, state_dir=self.state.path,
             mesh=self.mesh, inventory=self.inventory, links=self.links, targets=self.targets,
             adverts=self.discovered_adverts(), sessions=self.session_rows(),

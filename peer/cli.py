@@ -6,13 +6,13 @@ import argparse
 import importlib
 import json
 import logging
-import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gleam.peer import __version__
 from gleam.peer.bench import BENCHES
+from gleam.peer.failures import INTERRUPTED, NO_AGENT, UserError, report_bug, user_failure
 from gleam.peer.native_abi import NativeCoreError
 
 log = logging.getLogger("gleam")
@@ -27,10 +27,6 @@ MODULE_COMMANDS = {
     "lab": "gleam.peer.lab.command",
     "migrate": "gleam.peer.cuda.migrate_cmd",
 }
-
-
-class UserError(Exception):
-    """An error the user can fix; printed as one line, exit status 1."""
 
 
 # ---------------------------------------------------------------- helpers
@@ -104,36 +100,36 @@ def cmd_up(args: argparse.Namespace) -> int:
 def _fetch_status(state: Any) -> dict[str, Any]:
     from gleam.peer import control
 
-    try:
-        return control.request(state.control_socket, "status", timeout=10)  # type: ignore[no-any-return]
-    except control.AgentNotRunning as exc:
-        raise UserError(f"{exc}; start one with `gleam-peer up`") from None
-    except control.ControlError as exc:
-        raise UserError(str(exc)) from None
+    return control.request(state.control_socket, "status", timeout=10)  # type: ignore[no-any-return]
 
 
 def _watch_status(state: Any, interval: float) -> int:
-    """Redraw the status view until Ctrl-C; survive the agent going away."""
+    """Redraw the status view until Ctrl-C; when the agent goes away, say so and end."""
     import time
 
     from rich.console import Console
     from rich.live import Live
     from rich.text import Text
 
+    from gleam.peer.control import AgentNotRunning
     from gleam.peer.tui import render_status
 
     console = Console()
-    with Live(Text("asking the agent..."), console=console, auto_refresh=False) as live:
+    view = render_status(_fetch_status(state), width=console.width)  # no agent: one line
+    with Live(view, console=console, auto_refresh=False) as live:
         try:
             while True:
-                try:
-                    view = render_status(_fetch_status(state), width=console.width)
-                except UserError as exc:
-                    view = Text(f"{exc} (retrying every {interval:g} s; Ctrl-C to stop)")
-                live.update(view, refresh=True)
                 time.sleep(interval)
+                try:
+                    doc = _fetch_status(state)
+                except AgentNotRunning:
+                    live.update(Text(f"the agent at {state.path} stopped"), refresh=True)
+                    break
+                live.update(render_status(doc, width=console.width), refresh=True)
         except KeyboardInterrupt:
             return 0
+    raise UserError(f"the agent at {state.path} stopped; start it again with `gleam-peer up`",
+                    NO_AGENT)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -210,18 +206,13 @@ def cmd_mesh_import(args: argparse.Namespace) -> int:
     except JoinCodeError as exc:
         raise UserError(str(exc)) from None
     state = _state(args)
-    key_file = state.path / "mesh.key"
-    if state.has_mesh_key():
-        old = state.mesh_key()
-        if old == key:
-            print(f"this node is already in mesh {mesh_id(key)}")
-            return 0
-        # Keep the previous key: importing the wrong code must not lose a mesh.
-        backup = key_file.with_name("mesh.key.previous")
-        state.store_mesh_key(old)
-        os.replace(key_file, backup)
-        print(f"previous key (mesh {mesh_id(old)}) saved to {backup}")
-    state.store_mesh_key(key)
+    if state.has_mesh_key() and state.mesh_key() == key:
+        print(f"this node is already in mesh {mesh_id(key)}")
+        return 0
+    old_id = mesh_id(state.mesh_key()) if state.has_mesh_key() else None
+    backup = state.replace_mesh_key(key)
+    if backup is not None:
+        print(f"previous key (mesh {old_id}) saved to {backup}")
     print(f"joined mesh {mesh_id(key)}; restart a running agent to use the new key")
     return 0
 
@@ -261,7 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"TCP port for peers (default {DEFAULT_PORT}; 0 picks a free one)")
     up.add_argument("--host", default="0.0.0.0",
                     help="address to listen on (default 0.0.0.0, all IPv4 interfaces)")
-    up.add_argument("--name", help="name shown to other peers (default: host name)")
+    up.add_argument("--name", help="this node's name, kept in the state directory for later "
+                    "starts (default, chosen at the first start: the host name, plus the state "
+                    "directory's name when it is not the built-in one)")
     up.add_argument("--peer", action="append", metavar="HOST:PORT",
                     help="a peer to connect to directly (repeatable)")
     up.add_argument("--no-tui", action="store_true",
@@ -292,7 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_state_dir(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--watch", action="store_true",
-                        help="keep the view open and refresh it (Ctrl-C to stop)")
+                        help="keep the view open and refresh it (Ctrl-C to stop; ends with "
+                        "status 3 when the agent stops)")
     status.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
                         help="refresh period for --watch (default 1)")
     status.set_defaults(func=cmd_status)
@@ -343,6 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; a failure the user can fix is one line on stderr and its status
+    (gleam.peer.failures, README "Exit status"), anything else a traceback (a bug)."""
     try:
         parser = build_parser()
     except NativeCoreError as exc:  # a command module needs the native core at import
@@ -353,21 +349,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
-    except UserError as exc:
-        print(f"gleam-peer: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED
     except NativeCoreError as exc:
         print(f"gleam-peer: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:
-        from gleam.peer.state import StateError
-
-        if isinstance(exc, StateError):
-            print(f"gleam-peer: {exc}", file=sys.stderr)
-            return 1
-        raise
+        failure = user_failure(exc)
+        if failure is None:
+            return report_bug(sys.stderr)
+        print(f"gleam-peer: {failure}", file=sys.stderr)
+        return failure.status
 
 
 if __name__ == "__main__":

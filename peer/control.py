@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import cbor2
 import trio
 
+from gleam.peer.failures import NO_AGENT, UserError
 from gleam.peer.protocol.framing import FrameBuffer, frame
 
 log = logging.getLogger("gleam.control")
@@ -43,11 +44,17 @@ class RequestError(Exception):
     """A control request was refused; the message is shown to the user."""
 
 
-class AgentNotRunning(Exception):
+class AgentNotRunning(UserError):
     """No agent answers on the control socket of a state directory."""
 
+    status = NO_AGENT
 
-class ControlError(Exception):
+
+class AgentStopped(AgentNotRunning):
+    """The agent went away in the middle of a request (it was stopped or killed)."""
+
+
+class ControlError(UserError):
     """The agent answered a request with an error."""
 
 
@@ -106,11 +113,15 @@ async def open_control_listener(path: Path) -> trio.SocketListener:
     # second line in case the platform ignores umask for sockets.
     old = os.umask(0o177)
     try:
-        await sock.bind(str(path))
-    finally:
-        os.umask(old)
-    os.chmod(path, 0o600)
-    sock.listen(16)
+        try:
+            await sock.bind(str(path))
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        sock.listen(16)
+    except BaseException:
+        sock.close()
+        raise
     return trio.SocketListener(sock)
 
 
@@ -180,35 +191,66 @@ async def serve_control_client(handler: ControlHandler, stream: trio.abc.Stream)
 # ---------------------------------------------------------------- client side
 
 
+START_HINT = "gleam-peer up"
+
+
+def _connect(sock: socket.socket, socket_path: Path) -> None:
+    try:
+        sock.connect(str(socket_path))
+    except FileNotFoundError as exc:
+        raise AgentNotRunning(
+            f"no agent is running (no control socket at {socket_path}); "
+            f"start one with `{START_HINT}`"
+        ) from exc
+    except TimeoutError:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK):
+            raise AgentNotRunning(
+                f"no agent is running (nothing answers at {socket_path}; a stopped agent "
+                f"left it); start one with `{START_HINT}`"
+            ) from exc
+        raise AgentNotRunning(
+            f"cannot reach the agent at {socket_path}: {exc.strerror or exc}; "
+            "check the path and its permissions"
+        ) from exc
+
+
+def _receive_reply(sock: socket.socket, socket_path: Path) -> bytes:
+    buffer = FrameBuffer(MAX_CONTROL_FRAME * 16)
+    while (body := buffer.next_frame()) is None:
+        data = sock.recv(1 << 20)
+        if not data:
+            raise AgentStopped(
+                f"the agent at {socket_path.parent} closed the control connection without "
+                f"answering (it stopped?); start it again with `{START_HINT}`"
+            )
+        buffer.feed(data)
+    return body
+
+
 def request(
     socket_path: Path, op: str, args: dict[str, Any] | None = None, timeout: float = REQUEST_TIMEOUT
 ) -> Any:
     """Send one request to the agent at ``socket_path`` and return its result.
 
-    Blocking, for the CLI and tools. Raises AgentNotRunning or ControlError.
+    Blocking, for the CLI and tools. Raises AgentNotRunning (AgentStopped when
+    the agent went away mid-request) or ControlError.
     """
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
+        _connect(sock, socket_path)
         try:
-            sock.connect(str(socket_path))
-        except FileNotFoundError as exc:
-            raise AgentNotRunning(
-                f"no agent is running (no control socket at {socket_path})"
+            sock.sendall(frame(cbor2.dumps({"op": op, "args": args or {}})))
+            body = _receive_reply(sock, socket_path)
+        except TimeoutError:
+            raise
+        except OSError as exc:  # reset or broken pipe: the agent died under us
+            raise AgentStopped(
+                f"the agent at {socket_path.parent} stopped while answering ({exc.strerror}); "
+                f"start it again with `{START_HINT}`"
             ) from exc
-        except OSError as exc:
-            if exc.errno in (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK):
-                raise AgentNotRunning(
-                    f"no agent is running (nothing answers at {socket_path})"
-                ) from exc
-            raise AgentNotRunning(f"cannot reach the agent at {socket_path}: {exc}") from exc
-        sock.sendall(frame(cbor2.dumps({"op": op, "args": args or {}})))
-        buffer = FrameBuffer(MAX_CONTROL_FRAME * 16)
-        while (body := buffer.next_frame()) is None:
-            data = sock.recv(1 << 20)
-            if not data:
-                raise ControlError("the agent closed the control connection without answering")
-            buffer.feed(data)
     except TimeoutError as exc:
         raise ControlError(f"the agent did not answer {op!r} within {timeout:.0f} s") from exc
     finally:

@@ -121,14 +121,24 @@ class Discovering:
                 self._ensure_dialer(nursery, advert)
         elif isinstance(event, PeerGone):
             gone = self.adverts.pop(event.instance, None)
-            if gone is not None and not any(
-                a.node_id == gone.node_id for a in self.adverts.values()
+            node_id = gone.node_id if gone is not None else event.node_id
+            # A forgotten advert (``forget``) still has its dialer: it goes now.
+            if node_id is not None and not any(
+                a.node_id == node_id for a in self.adverts.values()
             ):
-                scope = self._dialers.pop(gone.node_id, None)
-                if scope is not None and gone.node_id not in self.host.links:
+                scope = self._dialers.pop(node_id, None)
+                if scope is not None and node_id not in self.host.links:
                     scope.cancel()
         elif isinstance(event, DuplicateNodeId):
             await self._duplicate(event.advert)
+
+    def forget(self, node_id: str) -> None:
+        """Gossip declared ``node_id`` dead: its adverts leave the view now, not when
+        zeroconf's cache lets them expire (a killed agent sends no goodbye). Its
+        dialer keeps trying, so a peer that was only cut off links again; an
+        advert heard again (a restarted agent announces itself) brings the row back."""
+        for instance in [i for i, a in self.adverts.items() if a.node_id == node_id]:
+            del self.adverts[instance]
 
     async def _duplicate(self, other: PeerAdvert) -> None:
         mine = self.local_advert()

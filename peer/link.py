@@ -14,6 +14,7 @@ import itertools
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -142,8 +143,11 @@ class PeerLink:
         peer_timeout: float,
         probe_interval: float = 30.0,
         probe_lock: trio.Lock | None = None,
+        display_name: Callable[[str, str], str] | None = None,
     ) -> None:
         self.conn = conn
+        # The agent's (node id, name) -> unique display name (peer/names.py).
+        self._display_name = display_name
         self.peer = peer
         self.address = address
         self.role: Role = conn.role
@@ -180,6 +184,14 @@ class PeerLink:
         return self.peer.node_id
 
     @property
+    def name(self) -> str:
+        """The peer's display name: its own name, told apart from another node's
+        with the same name (peer/names.py). What logs and views print."""
+        if self._display_name is None:
+            return self.peer.name
+        return self._display_name(self.peer.node_id, self.peer.name)
+
+    @property
     def closed(self) -> bool:
         return self._closed_reason is not None
 
@@ -195,7 +207,7 @@ class PeerLink:
 
     def _check_open(self) -> None:
         if self._closed_reason is not None:
-            raise LinkClosed(f"link to {self.peer.name} is closed: {self._closed_reason}")
+            raise LinkClosed(f"link to {self.name} is closed: {self._closed_reason}")
 
     async def send(self, message: Message) -> None:
         """Queue one control message (sealed and sent by the writer thread)."""
@@ -236,7 +248,7 @@ class PeerLink:
             self._ping_sent.pop(seq, None)
         if wait.rtt is None:
             self._check_open()
-            raise LinkClosed(f"link to {self.peer.name} closed before the pong")
+            raise LinkClosed(f"link to {self.name} closed before the pong")
         return wait.rtt
 
     # ---------------------------------------------------------------- running
@@ -279,7 +291,7 @@ class PeerLink:
         self.batches_received += 1
         owner = self._owner
         if owner is None or not owner.on_data_batch(self, payload):
-            log.debug("dropped a data batch from %s: no plugin consumed it", self.peer.name)
+            log.debug("dropped a data batch from %s: no plugin consumed it", self.name)
 
     def _io_ended(self, reason: str) -> None:
         # In band, after the events read before the end (a goodbye among them).
@@ -375,7 +387,7 @@ class PeerLink:
             if isinstance(item, _IoEnded):
                 if item.reason.startswith("protocol error") and self._closed_reason is None:
                     log.warning("closing link to %s (%s): %s",
-                                self.peer.name, self.address, item.reason)
+                                self.name, self.address, item.reason)
                 self._finish(item.reason)
                 return
             try:

@@ -74,6 +74,10 @@ class GossipHost(Protocol):
     def local_fields(self) -> LocalFields:
         """This round's fields of the agent's own record (asks the plugins)."""
 
+    def member_gone(self, node_id: str) -> None:
+        """``node_id`` left the view (declared dead, or it said goodbye): whatever
+        else still shows it may let it go."""
+
 
 class MeshGossip:
     def __init__(
@@ -88,6 +92,9 @@ class MeshGossip:
         self.gpus: list[GpuInfo] = []
         self.membership = Membership(PeerRecord(node_id=node_id, name=name), config=config)
         self._clock = time.monotonic
+        # The last name each member had: a member declared dead has left the view
+        # by the time its event is told, and "died 93f20a4c" says little.
+        self._names: dict[str, str] = {}
 
     # ------------------------------------------------------------ running
 
@@ -148,8 +155,13 @@ class MeshGossip:
     def _drain_events(self) -> None:
         for event in self.membership.drain_events():
             member = self.membership.view().get(event.node_id)
-            name = member.record.name if member and member.record.name else event.node_id[:8]
+            if member is not None and member.record.name:
+                self._names[event.node_id] = member.record.name
+            name = self._names.get(event.node_id, event.node_id[:8])
             self.host.record(event.kind, f"{name} ({event.node_id[:8]})")
+            if member is None:
+                self._names.pop(event.node_id, None)
+                self.host.member_gone(event.node_id)
 
     # ------------------------------------------------------------ from links
 

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import logging
 import signal
-import socket
 from typing import Any
 
 import trio
 
 from gleam.peer.addresses import PeerAddress
-from gleam.peer.agent import Agent, AgentConfig, AgentStartError
+from gleam.peer.agent import Agent, AgentConfig
 from gleam.peer.discovering import IdentityChanged
+from gleam.peer.failures import user_failure
 from gleam.peer.gpus import GpuInventory, host_gflops
 from gleam.peer.memory import tune_allocator_for_bulk
 from gleam.peer.plugin_manager import make_plugin_manager
-from gleam.peer.state import StateDir, StateError
+from gleam.peer.state import StateDir
 
 log = logging.getLogger("gleam")
 
@@ -59,6 +59,7 @@ async def _run(config: AgentConfig, tui: bool) -> None:
     # The measured speed reflects --host-slowdown, so what is gossiped is what is served.
     inventory = GpuInventory(measure=lambda: host_gflops() / slowdown)
     current: list[Agent] = []
+    new_mesh = not config.state.has_mesh_key()
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_stop_on_signal, signals, nursery.cancel_scope)
@@ -69,6 +70,9 @@ async def _run(config: AgentConfig, tui: bool) -> None:
                 # starts again; everything else ends the agent.
                 agent = Agent(config, pm, inventory)
                 current[:] = [agent]
+                if new_mesh:
+                    _say_new_mesh(agent)
+                    new_mesh = False
                 restart = False
                 try:
                     await agent.run()
@@ -77,6 +81,14 @@ async def _run(config: AgentConfig, tui: bool) -> None:
                     restart = True
                 if not restart:
                     return
+
+
+def _say_new_mesh(agent: Agent) -> None:
+    """The agent just made a mesh key: a user who meant to join a mesh must hear it."""
+    log.info(
+        "no mesh key in %s: this device starts a new mesh (%s). To join an existing mesh "
+        "instead, run `gleam-peer mesh show` on a device of it, then `gleam-peer mesh import "
+        "CODE` here, and start the agent again", agent.state.path, agent.mesh_id)
 
 
 async def _stop_on_signal(signals: Any, scope: trio.CancelScope) -> None:
@@ -101,11 +113,17 @@ def run_agent_main(
     max_sessions: int = 8,
     host_slowdown: float = 1.0,
 ) -> int:
-    """Run until SIGINT/SIGTERM; return the process exit status."""
+    """Run until SIGINT/SIGTERM; return the process exit status.
+
+    A failure the user can fix (a full disk, a taken port, a read-only state
+    directory) is raised as that one UserError, also when it comes out of the
+    agent's nursery inside an exception group; anything else is raised as it is.
+    """
+    state = StateDir(state_dir)
     try:
         config = AgentConfig(
-            state=StateDir(state_dir),
-            name=name or socket.gethostname(),
+            state=state,
+            name=state.node_name(name),
             host=host,
             port=port,
             peers=peers,
@@ -117,21 +135,9 @@ def run_agent_main(
             host_slowdown=host_slowdown,
         )
         trio.run(_run, config, tui)
-    except (AgentStartError, StateError) as exc:
-        log.error("%s", exc)
-        return 1
-    except BaseExceptionGroup as group:
-        # Start-up errors surface through the nursery wrapped in a group.
-        expected = group.subgroup(lambda e: isinstance(e, (AgentStartError, StateError)))
-        if expected is None:
+    except Exception as exc:
+        failure = user_failure(exc)
+        if failure is None or failure is exc:
             raise
-        log.error("%s", _first_leaf(expected))
-        return 1
+        raise failure from None  # the group around it says nothing to the user
     return 0
-
-
-def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc

@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gleam.peer.failures import NO_AGENT, UserError
+
 INTERPOSER = "libcuda.so.1"
-NO_AGENT_STATUS = 2
 
 RUN_DESCRIPTION = """\
 Run CMD with its CUDA driver calls forwarded to a GPU in the mesh (or this
@@ -44,10 +45,8 @@ GLEAM_CUDA_SOCKET (the agent's control socket) and GLEAM_CUDA_PEER (a peer to
 use) are read by the interposer; `gleam-peer run` sets both."""
 
 
-class RunError(Exception):
-    def __init__(self, message: str, status: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
+class RunError(UserError):
+    """``run`` or ``lib`` cannot go on; one line, and the exit status it carries."""
 
 
 def interposer_dir() -> Path:
@@ -60,15 +59,25 @@ def interposer_dir() -> Path:
     return libdir
 
 
-def _check_agent(socket_path: Path) -> None:
+def _ask_agent(socket_path: Path, op: str) -> Any:
     from gleam.peer import control
 
     try:
-        control.request(socket_path, "ping", timeout=5)
-    except (control.AgentNotRunning, control.ControlError):
-        raise RunError(
-            "no gleam agent is running (start one with gleam-peer up)", NO_AGENT_STATUS
-        ) from None
+        return control.request(socket_path, op, timeout=10)
+    except (control.AgentNotRunning, control.ControlError) as exc:
+        raise RunError(str(exc), NO_AGENT) from None
+
+
+def _peer_node_id(socket_path: Path, wanted: str) -> str:
+    """The node id ``--peer`` names, as the agent knows the mesh now: one line
+    (with the candidates) for a name the agent does not know or several nodes share."""
+    from gleam.peer.names import resolve
+    from gleam.peer.status import node_names
+
+    try:
+        return resolve(wanted, node_names(_ask_agent(socket_path, "status")))
+    except LookupError as exc:
+        raise RunError(f"--peer: {exc.args[0]}; `gleam-peer status` lists the peers") from None
 
 
 def run_environment(libdir: Path, socket_path: Path, peer: str | None,
@@ -100,8 +109,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not command:
             raise RunError("nothing to run: gleam-peer run [--peer NODE] -- CMD [ARGS...]")
         socket_path = StateDir(args.state_dir).control_socket
-        _check_agent(socket_path)
-        env = run_environment(interposer_dir(), socket_path, args.peer, dict(os.environ))
+        if args.peer:
+            # The program is given the node id: the name was resolved once, here.
+            peer: str | None = _peer_node_id(socket_path, args.peer)
+        else:
+            _ask_agent(socket_path, "ping")
+            peer = None
+        env = run_environment(interposer_dir(), socket_path, peer, dict(os.environ))
     except RunError as exc:
         print(f"gleam-peer: {exc}", file=sys.stderr)
         return exc.status
@@ -132,8 +146,8 @@ def add_commands(sub: Any, add_state_dir: Any) -> None:
     )
     add_state_dir(run)
     run.add_argument("--peer", metavar="NODE",
-                     help="the peer that serves the program (node id prefix or name; "
-                     "default: the agent chooses)")
+                     help="the peer that serves the program: its name as `gleam-peer status` "
+                     "shows it, or a node id prefix (default: the agent chooses)")
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]",
                      help="the program and its arguments")
     run.set_defaults(func=cmd_run)

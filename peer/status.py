@@ -7,7 +7,9 @@ inputs itself.
 Peers are merged by node id from every source that knows of them: the
 gossip view (members, their GPUs and load), our own links (RTT,
 bandwidth), static ``--peer`` targets (connection errors) and discovery
-(foreign meshes, peers not yet connected).
+(foreign meshes, peers not yet connected). Each is shown by its display name
+(``name``, unique in the document; peer/names.py), beside the name it gave
+itself (``node_name``).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class StatusInputs:
 
     node_id: str
     name: str
+    names: Mapping[str, str]  # node id -> display name (peer/names.py), us included
     port: int | None
     mesh_id: str
     started_at: float  # time.time()
@@ -160,6 +163,9 @@ def _peers(status: StatusInputs) -> list[dict[str, Any]]:
         entry.update(name=advert["name"], address=advert["address"],
                      state="foreign" if advert["foreign"] else "discovered",
                      foreign=advert["foreign"], via="mdns")
+    for entry in peers.values():
+        entry["node_name"] = entry["name"]
+        entry["name"] = status.names.get(entry["id"] or "", entry["name"])
     return sorted(peers.values(), key=lambda p: (p["foreign"], p["name"] or "", p["id"] or ""))
 
 
@@ -167,7 +173,8 @@ def _links(status: StatusInputs) -> list[dict[str, Any]]:
     rows = []
     for link in status.links.values():
         rows.append({
-            "peer": link.node_id, "name": link.peer.name, **_rtt_fields(link),
+            "peer": link.node_id, "name": status.names.get(link.node_id, link.peer.name),
+            **_rtt_fields(link),
             "bandwidth_bps": _bits(link.bandwidth.bytes_per_s),
             "bandwidth_age_s": _rounded(link.bandwidth.age()),
             "bandwidth_samples": link.bandwidth.samples,
@@ -180,7 +187,8 @@ def build_status(status: StatusInputs) -> dict[str, Any]:
     return {
         "node": {
             "id": status.node_id,
-            "name": status.name,
+            "name": status.names.get(status.node_id, status.name),
+            "node_name": status.name,
             "port": status.port,
             "version": _version(),
             "protocol": PROTOCOL_VERSION,
@@ -201,6 +209,18 @@ def build_status(status: StatusInputs) -> dict[str, Any]:
             {"at": e.at, "kind": e.kind, "text": e.text} for e in list(status.events)[-20:]
         ],
     }
+
+
+def node_names(doc: Mapping[str, Any]) -> dict[str, str]:
+    """``{node_id: name}`` of the nodes a status document knows by name: the agent
+    and every peer heard from (not those only seen advertised). The inverse of
+    the display names, for resolving a name the user typed (peer/names.py)."""
+    known = {p["id"]: p["node_name"] for p in doc.get("peers", ())
+             if p.get("id") and p.get("node_name") and p.get("via") != "mdns"}
+    node = doc.get("node") or {}
+    if node.get("id"):
+        known[node["id"]] = node.get("node_name") or node.get("name") or ""
+    return known
 
 
 def add_plugin_sections(

@@ -32,6 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gleam.peer.failures import UserError
+
 DEFAULT_PORT = 29500  # torch.distributed's usual MASTER_PORT
 DEFAULT_WAIT = 60.0
 
@@ -45,7 +47,7 @@ DESCRIPTION = (
 )
 
 
-class TrainError(Exception):
+class TrainError(UserError):
     """The rendezvous cannot be set up; the message says why and what to do."""
 
 
@@ -178,8 +180,6 @@ def _status(state_dir: str | None) -> dict[str, Any]:
     state = StateDir(state_dir)
     try:
         doc: dict[str, Any] = control.request(state.control_socket, "status", timeout=10)
-    except control.AgentNotRunning as exc:
-        raise TrainError(f"{exc}; start one with `gleam-peer up`") from None
     except control.ControlError as exc:
         raise TrainError(f"the agent refused the status request: {exc}") from None
     return doc
@@ -246,9 +246,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
     try:
         plan = rendezvous(args.state_dir, world=args.world, port=args.port, wait=args.wait)
-    except TrainError as exc:
+    except UserError as exc:  # TrainError, or no agent (exit status 3)
         print(f"gleam-peer train: {exc}", file=sys.stderr)
-        return 1
+        return exc.status
     env = plan.env()
     if "GLOO_SOCKET_IFNAME" in os.environ:  # the user's choice wins
         env.pop("GLOO_SOCKET_IFNAME", None)

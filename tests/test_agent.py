@@ -31,6 +31,16 @@ async def test_two_agents_authenticate(agents, mesh_key):
     assert doc["node"]["id"] == b.node_id
 
 
+async def test_a_peer_that_dialled_in_is_shown_where_it_listens(agents, mesh_key):
+    """Not at the ephemeral port it dialled from: that one reaches nobody."""
+    a = await agents.start("a", mesh_key)
+    b = await agents.start("b", mesh_key, peers=[addr(a)])
+    await wait_until(lambda: b.node_id in a.links)
+    (row,) = [p for p in a.snapshot()["peers"] if p["id"] == b.node_id]
+    assert row["direction"] == "incoming"
+    assert row["address"] == str(addr(b))
+
+
 async def test_other_mesh_is_refused_and_agents_stay_up(agents, mesh_key):
     a = await agents.start("a", mesh_key)
     b = await agents.start("b", mesh_key, peers=[addr(a)])

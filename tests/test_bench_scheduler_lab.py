@@ -73,5 +73,5 @@ def test_without_root_the_lab_mode_says_what_to_do(monkeypatch, capsys) -> None:
 
     monkeypatch.setattr(os, "geteuid", lambda: 65534)
     assert main(["bench", "scheduler"]) == 2
-    out = capsys.readouterr().out
-    assert "root" in out and "--sim" in out
+    err = capsys.readouterr().err
+    assert "root" in err and "--sim" in err

@@ -47,7 +47,7 @@ def test_version():
 
 def test_status_without_agent_is_one_clear_line(tmp_path):
     result = run("status", state=tmp_path)
-    assert result.returncode == 1
+    assert result.returncode == 3  # NO_AGENT (gleam.peer.failures)
     assert result.stderr.strip().startswith("gleam-peer: no agent is running")
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

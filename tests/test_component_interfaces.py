@@ -27,6 +27,7 @@ from gleam.peer.discovering import Discovering
 from gleam.peer.gossip import GossipConfig, GossipRecords
 from gleam.peer.link import PeerLink, establish
 from gleam.peer.meshview import LocalFields, MeshGossip
+from gleam.peer.names import PeerNames
 from gleam.peer.protocol import PROTOCOL_VERSION, Connection, LocalIdentity, Role
 from gleam.peer.protocol.framing import FrameBuffer, frame
 from gleam.peer.state import StateDir
@@ -151,6 +152,9 @@ class GossipDesk:
     def local_fields(self) -> LocalFields:
         return LocalFields(port=7420, sessions=2, extra=self.extra)
 
+    def member_gone(self, node_id: str) -> None:
+        self.events.append(("gone", node_id))
+
 
 class NoGpus:
     backend = "host"
@@ -220,15 +224,23 @@ def _discovering(host: Dialer, tmp_path: Path) -> Discovering:
                        started_at=0.0, enabled=False, interfaces=())
 
 
+BOB = "b" * 32
+
+
+async def _bob_found(disco: Discovering, host: Dialer, nursery: trio.Nursery) -> None:
+    """Bob's advert arrives and discovery starts dialling him."""
+    await disco._handle(nursery, PeerFound(_advert(BOB)))
+    await host.dialling.wait()
+
+
 @pytest.mark.parametrize("linked", [False, True])
 async def test_discovery_dials_what_it_finds(tmp_path: Path, linked: bool) -> None:
     host = Dialer()
     disco = _discovering(host, tmp_path)
-    bob = "b" * 32
+    bob = BOB
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            await disco._handle(nursery, PeerFound(_advert(bob)))
-            await host.dialling.wait()
+            await _bob_found(disco, host, nursery)
             if linked:  # the peer is linked: its dialer outlives the advert
                 host.links[bob] = object()
             await disco._handle(nursery, PeerGone("bob", bob))
@@ -239,6 +251,24 @@ async def test_discovery_dials_what_it_finds(tmp_path: Path, linked: bool) -> No
             nursery.cancel_scope.cancel()
     assert host.dialled == [(bob, "bob", [PeerAddress("10.0.0.8", 7420)])]
     assert host.events[0][0] == "found"
+
+
+async def test_a_forgotten_advert_leaves_the_rows_and_its_expiry_ends_the_dialer(
+        tmp_path: Path) -> None:
+    """Gossip declared bob dead: his row goes at once, his dialer stays (he may only be
+    cut off) until zeroconf's expiry says he is gone."""
+    host = Dialer()
+    disco = _discovering(host, tmp_path)
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            await _bob_found(disco, host, nursery)
+            disco.forget(BOB)
+            assert disco.rows() == []
+            await trio.testing.wait_all_tasks_blocked()
+            assert not host.cancelled.is_set()
+            await disco._handle(nursery, PeerGone("bob", BOB))
+            await host.cancelled.wait()
+            nursery.cancel_scope.cancel()
 
 
 # ------------------------------------------------------------------ status
@@ -263,7 +293,8 @@ class Event:
 async def test_status_is_built_from_its_inputs(tmp_path: Path) -> None:
     mesh = await _started_mesh({})
     inputs = StatusInputs(
-        node_id=ME, name="here", port=7420, mesh_id="5a" * 8, started_at=0.0,
+        node_id=ME, name="here", names={ME: "here"}, port=7420, mesh_id="5a" * 8,
+        started_at=0.0,
         state_dir=tmp_path, mesh=mesh, inventory=NoGpus(),  # type: ignore[arg-type]
         links={}, targets=[Target(PeerAddress("10.0.0.9", 7420))],
         adverts=[{"id": "c" * 32, "name": "carol", "address": "10.0.0.7:7420", "foreign": True}],
@@ -285,7 +316,7 @@ class Here:
     """A ChoosingAgent with no links, which knows one peer through gossip."""
 
     node_id = ME
-    config = SimpleNamespace(name="here")
+    display_name = "here"
     pm = None  # never asked: no serving peer is linked to be ranked
 
     def __init__(self) -> None:
@@ -293,9 +324,7 @@ class Here:
         self.components = Components()  # no lease service: no book of loads
         far = SimpleNamespace(record=SimpleNamespace(name="far"))
         self.mesh = SimpleNamespace(members=lambda: {"f" * 32: far})
-
-    def link_to(self, node_id_prefix: str) -> PeerLink | None:
-        return None
+        self.names = PeerNames(lambda: {ME: "here", "f" * 32: "far"})
 
 
 async def test_choose_reads_only_its_interface() -> None:

@@ -38,3 +38,11 @@ def test_sparse_gradients_have_the_requested_union():
     assert 900 <= union <= 1000
     again = compression.sparse_gradients(100_000, 4, 0.01, seed=5, ranks=range(2, 3))
     assert (again[0] == xs[2]).all()
+
+
+def test_quick_without_json_prints_the_tables_only(capsys):
+    """`--quick` without `--json`: the tables, not the JSON document after them."""
+    assert compression.main(_args(["--quick", "--no-lab"])) == 0
+    out = capsys.readouterr().out
+    assert "compression ratio and peel failures" in out and "gleam-peer bench compression" in out
+    assert '"bench"' not in out and '"simulations"' not in out

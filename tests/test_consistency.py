@@ -157,10 +157,12 @@ def test_a_migration_mid_run_gives_the_same_results_as_none(tmp_path, accumulate
                  "--state-dir", str(client.state.path)],
                 capture_output=True, text=True, timeout=120)
 
+        # A refusal is one line on stderr (README, "Exit status").
         refused = migrate("alpha")
-        assert refused.returncode == 1 and "already served by alpha" in refused.stdout
+        assert refused.returncode == 1
+        assert refused.stderr == "gleam-peer: not moved: the session is already served by alpha\n"
         refused = migrate("nowhere")
-        assert refused.returncode == 1 and "no peer nowhere" in refused.stdout
+        assert refused.returncode == 1 and "no peer nowhere" in refused.stderr
         done = migrate("beta")
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"moved session {session} from alpha to beta" in done.stdout

@@ -20,6 +20,7 @@ import pytest
 
 from gleam.peer.cuda import envelope
 from gleam.peer.cuda.hello import Hello, HelloDevice, check_layout, pack_hello, unpack_hello
+from gleam.peer.failures import NO_AGENT
 from gleam.peer.localmesh import wait_for
 from gleam.peer.protocol import frame
 from gleam.peer.records import CallRecord, encode_batch
@@ -58,14 +59,14 @@ def test_envelope_header_and_stamping():
         envelope.parse_header(envelope.pack_header(9, 0, 0))
 
 
-def test_run_without_an_agent_exits_2(tmp_path: Path):
+def test_run_without_an_agent_exits_no_agent(tmp_path: Path):
     proc = subprocess.run(
         [sys.executable, "-m", "gleam.peer", "run", "--state-dir", str(tmp_path / "s"),
          "--", "true"],
         capture_output=True, text=True, timeout=60,
     )
-    assert proc.returncode == 2
-    assert "no gleam agent is running (start one with gleam-peer up)" in proc.stderr
+    assert proc.returncode == NO_AGENT  # 3, as every command without an agent
+    assert "no agent is running" in proc.stderr and "start one with `gleam-peer up`" in proc.stderr
 
 
 def test_lib_prints_the_interposer_directory():

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from gleam.peer import control, train
+from gleam.peer.failures import NO_AGENT
 from gleam.peer.lab.netns import NetLab, lab_unavailable_reason
 from gleam.peer.localmesh import wait_for
 from gleam.peer.state import StateDir
@@ -90,7 +91,7 @@ def _args(argv: list[str]) -> argparse.Namespace:
 
 
 def test_main_without_agent_or_command_fails_clearly(tmp_path, capsys):
-    assert train.main(_args(["--state-dir", str(tmp_path), "--", "true"])) == 1
+    assert train.main(_args(["--state-dir", str(tmp_path), "--", "true"])) == NO_AGENT
     assert "no agent is running" in capsys.readouterr().err
     assert train.main(_args(["--state-dir", str(tmp_path)])) == 2
     assert "after --" in capsys.readouterr().err

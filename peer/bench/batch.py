@@ -419,6 +419,8 @@ def run_batch_bench(config: BenchConfig, *, as_json: bool) -> int:
         # A partial run (--runs): report what was measured, no comparison.
         print_report("batch", [], {"policies": summary, "runs": results,
                                    "target_met": None}, as_json=as_json)
+        if not as_json:
+            print("a partial run (--runs) compares nothing; --json has what each policy did")
         return 0
     statics = {k: v for k, v in summary.items() if k in STATIC_LABELS}
     best_time_label = min(statics, key=lambda k: (statics[k]["time_to_target_s"],

@@ -26,6 +26,7 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -253,7 +254,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         rows, meta = measure(n, dim, rounds, args.workers)
     except BenchError as exc:
-        print(f"gleam-peer bench ptx: {exc}")
+        print(f"gleam-peer bench ptx: {exc}", file=sys.stderr)
         return 1
     print_report("ptx", rows, meta, as_json=args.json)
     return 0

@@ -31,7 +31,7 @@ from typing import Any
 from gleam.peer.bench.cache import _session
 from gleam.peer.bench.plot import bar_chart_svg
 from gleam.peer.bench.remoting_model import LINKS, MODES, WORKLOADS, Cell, chart_groups, summarize
-from gleam.peer.bench.report import print_report
+from gleam.peer.bench.report import note_file, print_report
 from gleam.peer.bench.workdir import example_workdir
 from gleam.peer.cuda.examples import KERNELS_PTX
 from gleam.peer.localmesh import LocalMesh
@@ -222,4 +222,6 @@ def main(args: argparse.Namespace) -> int:
             "provisional": "measured on a shared machine: timings under CPU contention",
             "seconds": round(time.time() - started, 1), **notes}
     print_report("remoting", rows, meta, as_json=args.json)
+    if args.svg is not None:
+        note_file("chart", args.svg, as_json=args.json)
     return 0

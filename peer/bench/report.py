@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -42,6 +43,8 @@ class Row:
 def print_report(
     title: str, rows: Sequence[Row], meta: dict[str, Any], *, as_json: bool
 ) -> None:
+    """The table for people, or with ``as_json`` the whole document (rows and every
+    detail in ``meta``) for machines: never both, so a table stays readable."""
     doc = {"bench": title, **meta, "results": [r.as_dict() for r in rows]}
     if as_json:
         json.dump(doc, sys.stdout, indent=2)
@@ -63,9 +66,13 @@ def print_report(
             r.target,
             met,
         )
-    console = Console()
-    console.print(table)
-    console.print_json(json.dumps(doc))
+    Console().print(table)
+
+
+def note_file(what: str, path: Path, *, as_json: bool) -> None:
+    """One line naming a file the bench wrote; on stderr under ``--json``, whose
+    stdout is the document alone."""
+    print(f"{what} written to {path}", file=sys.stderr if as_json else sys.stdout)
 
 
 def positive_int(text: str) -> int:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gleam.peer.bench.plot import bar_chart_svg
-from gleam.peer.bench.report import Row, positive_int, print_report
+from gleam.peer.bench.report import Row, note_file, positive_int, print_report
 from gleam.peer.sched.policies import POLICIES, SIMPLE, offline_best, results, run_policy
 from gleam.peer.sched.sim import SimResult
 from gleam.peer.sched.workload import Scenario, scaled_scenario, small_scenario
@@ -214,9 +214,11 @@ def main(args: argparse.Namespace) -> int:
         rows, meta = (run_sim(args.seeds, args.clients, args.servers, args.svg) if args.sim
                       else run_lab(args.seeds, args.quick))
     except NotImplementedError as exc:
-        print(f"gleam-peer bench scheduler: {exc}")
+        print(f"gleam-peer bench scheduler: {exc}", file=sys.stderr)
         return 2
     print_report("scheduler", rows, meta, as_json=args.json)
+    if args.sim and args.svg is not None:
+        note_file("chart", args.svg, as_json=args.json)
     if not args.json and meta.get("limits"):
         print("targets not met; what limits them:")
         for text in meta["limits"]:

@@ -44,6 +44,7 @@ from gleam.peer.cache.blobs import h2d_call_id, sha256
 from gleam.peer.cache.disktier import PROBATION, PROTECTED, DiskTier
 from gleam.peer.cache.env import MIB, env_mib
 from gleam.peer.cache.shelf import Shelf, ShelfBlob, ShelfEvent, spare_counts
+from gleam.peer.failures import os_error_line
 
 log = logging.getLogger("gleam.cache")
 
@@ -110,11 +111,24 @@ class BlobStore:
         self._writer: threading.Thread | None = None
         self._disk: DiskTier | None = None
         if root is not None and self.disk_cap > 0:
-            self._disk = DiskTier(root, self.disk_cap, disk_probation_share)
-            self._forget(self._disk.load())
+            self._disk = self._open_disk(root, disk_probation_share)
+        if self._disk is not None:
             self._writer = threading.Thread(target=self._write_loop, name="blob-writer",
                                             daemon=True)
             self._writer.start()
+
+    def _open_disk(self, root: Path, probation_share: float) -> DiskTier | None:
+        """The disk tier, or None (RAM only, said once) when ``root`` cannot hold it:
+        a read-only or full state directory must not stop the agent from serving."""
+        disk = DiskTier(root, self.disk_cap, probation_share)
+        try:
+            self._forget(disk.load())
+        except OSError as exc:
+            log.warning("the blob cache keeps no copies on disk: %s",
+                        os_error_line(exc, f"cannot use {root}") or exc)
+            self.disk_cap, self.root = 0, None
+            return None
+        return disk
 
     # ------------------------------------------------------------ lookups
 

@@ -142,7 +142,7 @@ class Attach(Handoff):
             data = await dataconn.open_client(link, session, answer)
         except OSError as exc:
             link.io.submit(CudaClose(session=session, reason="no data connection"))
-            raise AttachFailed(f"cannot open the data connection to {link.peer.name}: {exc}"
+            raise AttachFailed(f"cannot open the data connection to {link.name}: {exc}"
                                ) from None
         hello = _hello_of(answer)
         self.va_base, self.va_size = hello.va_base, hello.va_size
@@ -151,7 +151,7 @@ class Attach(Handoff):
             if data is not None:
                 data.close()
             if link.closed:
-                raise AttachFailed(f"lost the link to {link.peer.name}")
+                raise AttachFailed(f"lost the link to {link.name}")
             return
         channel = LinkChannel(link)
         forward = data.send if data is not None else channel.submit_batch

@@ -40,7 +40,7 @@ class LinkChannel:
     def __init__(self, link: PeerLink) -> None:
         self.link = link
         self.node_id = link.node_id
-        self.name = link.peer.name
+        self.name = link.name
 
     def submit_batch(self, buf: bytes | bytearray | memoryview) -> None:
         # Called on OS threads (the program's reader, an executor) that are on a

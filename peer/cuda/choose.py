@@ -4,7 +4,8 @@ Serving agents advertise ``"cuda": {"backend", "sessions", "gflops"}`` in
 their gossip record. With no peer named, the ``gleam_rank_servers`` hook ranks
 the linked serving peers (the built-in scheduler plugin: the cost model of
 docs/scheduler.md); without one, the local backend serves. A named peer is
-matched by node id prefix or name and is never ranked.
+matched by display name, name or node id prefix (peer/names.py) and is never
+ranked; a name several nodes share is refused with the candidates.
 
 Of the agent it reads only what ``ChoosingAgent`` names.
 """
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gleam.peer.cuda.choice import Choice, NoServer
+from gleam.peer.names import AmbiguousPeer, PeerNotFound
 from gleam.peer.sched.cost import Demand
 from gleam.peer.sched.history import DEFAULT_NOTE
 from gleam.peer.sched.inputs import CUDA_FIELD, DEFAULT_DEMAND, candidates_of
@@ -35,9 +37,9 @@ GOSSIP_FIELD = CUDA_FIELD  # the scheduler reads what this module advertises
 UNMEASURED_GPU_GFLOPS = 1000.0
 
 
-class _Named(Protocol):
-    @property
-    def name(self) -> str: ...
+class _Names(Protocol):
+    def of(self, node_id: str, name: str) -> str: ...
+    def resolve(self, wanted: str) -> str: ...
 
 
 class _Members(Protocol):
@@ -46,13 +48,15 @@ class _Members(Protocol):
 
 class ChoosingAgent(Protocol):
     """What choosing a server reads of the agent: who it is, its links, the gossip
-    view, the plugins that rank servers, and the components (the lease service's
-    book of loads, read by sched/inputs)."""
+    view, the names of the nodes it knows, the plugins that rank servers, and the
+    components (the lease service's book of loads, read by sched/inputs)."""
 
     @property
     def node_id(self) -> str: ...
     @property
-    def config(self) -> _Named: ...
+    def display_name(self) -> str: ...
+    @property
+    def names(self) -> _Names: ...
     @property
     def pm(self) -> pluggy.PluginManager: ...
     @property
@@ -61,7 +65,6 @@ class ChoosingAgent(Protocol):
     def links(self) -> Mapping[str, PeerLink]: ...
     @property
     def components(self) -> Components: ...
-    def link_to(self, node_id_prefix: str) -> PeerLink | None: ...
 
 
 def advert(backend: str | None, sessions: int, gflops: float | None) -> dict[str, Any]:
@@ -95,22 +98,26 @@ def choose(agent: ChoosingAgent, wanted: str, local_backend: str | None,
         links = {c.node_id: link for c, link in pairs}
         ranked = [links[n] for n in ranking.order if n in links]
         if ranked:
-            return Choice(ranked[0], ranked[0].peer.name, ranking.reason,
+            return Choice(ranked[0], ranked[0].name, ranking.reason,
                           tuple(ranked[1:]), ranking)
     if local_backend is not None and agent.node_id not in exclude:
-        return Choice(None, agent.config.name, "no serving peer: this agent's own backend")
+        return Choice(None, agent.display_name, "no serving peer: this agent's own backend")
     raise NoServer("no agent in the mesh serves CUDA (and this one has no backend)")
 
 
 def _named(agent: ChoosingAgent, wanted: str, local_backend: str | None) -> Choice:
-    if agent.node_id.startswith(wanted) or wanted == agent.config.name:
+    try:
+        node_id = agent.names.resolve(wanted)
+    except AmbiguousPeer as exc:
+        raise NoServer(str(exc)) from None
+    except PeerNotFound:
+        raise NoServer(f"no peer {wanted} in the mesh") from None
+    if node_id == agent.node_id:
         if local_backend is None:
-            raise NoServer(f"{agent.config.name} has no CUDA backend (--backend none?)")
-        return Choice(None, agent.config.name, "named with --peer")
-    link = agent.link_to(wanted)
+            raise NoServer(f"{agent.display_name} has no CUDA backend (--backend none?)")
+        return Choice(None, agent.display_name, "named with --peer")
+    link = agent.links.get(node_id)
     if link is not None and not link.closed:
-        return Choice(link, link.peer.name, "named with --peer")
-    for node_id, member in agent.mesh.members().items():
-        if node_id.startswith(wanted) or member.record.name == wanted:
-            raise NoServer(f"peer {wanted} is in the mesh but not linked to this agent")
-    raise NoServer(f"no peer {wanted} in the mesh")
+        return Choice(link, link.name, "named with --peer")
+    raise NoServer(f"peer {agent.names.of(node_id, wanted)} is in the mesh but not linked "
+                   "to this agent")

@@ -236,7 +236,7 @@ class CudaForwarding:
                 await trio.sleep(_DATA_LOSS_POLL)
         if link.closed or client.moving or self.routes.get(client.session) is not route:
             return  # the link's loss (a failover) or a move took the session over
-        client.fail(f"{reason} ({link.peer.name})")
+        client.fail(f"{reason} ({link.name})")
 
     # ------------------------------------------------------------ from links
 
@@ -247,7 +247,7 @@ class CudaForwarding:
             if route is not None and route.link is link:
                 route.client.deliver(payload)
             else:
-                log.debug("dropped a reply from %s for no session of it", link.peer.name)
+                log.debug("dropped a reply from %s for no session of it", link.name)
             return True
         return True if self.server.deliver(link.node_id, payload) else None
 
@@ -271,7 +271,7 @@ class CudaForwarding:
             if not self.server.close(link.node_id, message.session, message.reason):
                 route = self.routes.get(message.session)
                 if route is not None and route.link is link:
-                    route.client.fail(f"{link.peer.name} closed the session: {message.reason}")
+                    route.client.fail(f"{link.name} closed the session: {message.reason}")
         else:
             return None
         return True
@@ -285,8 +285,8 @@ class CudaForwarding:
             blob = route.client.blobs.resend(digest)
             if blob is None:
                 log.warning("session %016x: %s asked for a blob this agent no longer holds",
-                            want.session, link.peer.name)
-                route.client.fail(f"{link.peer.name} missed a cached blob that cannot be resent")
+                            want.session, link.name)
+                route.client.fail(f"{link.name} missed a cached blob that cannot be resent")
                 return
             # Queued for the link's writer thread: this is the Trio thread.
             route.client.count_resend(blob)
@@ -306,7 +306,7 @@ class CudaForwarding:
     def on_peer_lost(self, link: PeerLink, reason: str) -> None:
         from gleam.peer.cuda.relocate import failover
 
-        why = f"lost the link to {link.peer.name}: {reason}"
+        why = f"lost the link to {link.name}: {reason}"
         self.server.close_all(link.node_id, why)
         for route in list(self.routes.values()):
             if route.link is link and route.client.moving:
@@ -380,7 +380,7 @@ class CudaForwarding:
             await self.ready.wait()
         try:
             served = await self.open_served(
-                msg.session, LinkChannel(link), msg.program, msg.client or link.peer.name,
+                msg.session, LinkChannel(link), msg.program, link.name,
                 cached=True, va=(msg.va_base, msg.va_size),
             )
         except ServeRefused as exc:
@@ -400,7 +400,7 @@ class CudaForwarding:
         except OSError as exc:
             listener.close()
             reason = short_reason(str(exc))
-            log.warning("session %016x for %s: %s", msg.session, link.peer.name, reason)
+            log.warning("session %016x for %s: %s", msg.session, link.name, reason)
             served.stop(reason)
             if not link.closed:
                 link.io.submit(CudaClose(session=msg.session, reason=reason))

@@ -42,12 +42,12 @@ async def open_remote(fw: SessionManager, link: PeerLink, session: int, program:
     answer = wait.answer
     if answer is None:
         link.io.submit(CudaClose(session=session, reason="the client stopped waiting"))
-        raise OpenFailed(f"{link.peer.name} did not answer within {OPEN_TIMEOUT:.0f} s")
+        raise OpenFailed(f"{link.name} did not answer within {OPEN_TIMEOUT:.0f} s")
     if isinstance(answer, str):
-        raise OpenFailed(f"{link.peer.name} refused: {answer}")
+        raise OpenFailed(f"{link.name} refused: {answer}")
     if va[0] and (answer.va_base, answer.va_size) != va:
         link.io.submit(CudaClose(session=session, reason="not the address range asked for"))
-        raise OpenFailed(f"{link.peer.name} opened another address range")
+        raise OpenFailed(f"{link.name} opened another address range")
     return answer
 
 
@@ -58,12 +58,12 @@ async def open_local(fw: SessionManager, session: int, program: str,
     set yet: no batch comes before it is), and the client's end of its data
     connection (None with ``GLEAM_DATA_CONNECTION=0``: batches go through
     ``to_executor``); raises OpenFailed."""
-    channel = LoopbackChannel(fw.agent.node_id, fw.agent.config.name)
+    me = fw.agent.display_name
+    channel = LoopbackChannel(fw.agent.node_id, me)
     try:
-        served = await fw.open_served(session, channel, program, fw.agent.config.name, va=va,
-                                      own=True)
+        served = await fw.open_served(session, channel, program, me, va=va, own=True)
     except ServeRefused as exc:
-        raise OpenFailed(f"{fw.agent.config.name} refused: {exc}") from None
+        raise OpenFailed(f"{me} refused: {exc}") from None
     if not served.awaits_data:
         return served, channel, None
     try:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 
 from gleam.peer.lab.agents import start_agents, wait_linked
 from gleam.peer.lab.netns import NetLab
 from gleam.peer.lab.spec import LinkSpec
-from gleam.peer.lab.state import HostRecord, LabRecord, lab_root, remove
+from gleam.peer.lab.state import HostRecord, LabRecord, lab_root, record_error, remove
 
 PORT = 7411
 READY_TIMEOUT = 60.0
@@ -49,9 +50,16 @@ def build_lab(names: list[str], links: Mapping[str, LinkSpec], speeds: Mapping[s
     The agents of ``clients`` serve nothing (``--backend none``)."""
     tag = secrets.token_hex(3)
     directory = lab_root() / tag
-    directory.mkdir(parents=True, mode=0o700)
+    try:
+        directory.mkdir(parents=True, mode=0o700)
+    except OSError as exc:
+        raise record_error(exc, f"cannot create the lab's directory {directory}") from exc
     record = LabRecord(tag=tag, directory=str(directory))
-    record.save()  # before anything exists: `lab down` can always find the lab
+    try:
+        record.save()  # before anything exists: `lab down` can always find the lab
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)  # nothing else exists yet
+        raise
     # The builder itself first: a `lab down` from another shell while this is
     # still building stops it before it removes what it made.
     record.journal("process", os.getpid())

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gleam.peer.failures import UserError, os_error_line
+
 # Where labs live unless $GLEAM_LAB_DIR says otherwise: /run is a tmpfs, so a
 # reboot (which also drops every namespace) drops the records with them.
 DEFAULT_ROOT = Path("/run/gleam-lab")
@@ -31,6 +33,16 @@ STOP_TIMEOUT = 5.0
 
 def lab_root() -> Path:
     return Path(os.environ.get("GLEAM_LAB_DIR") or DEFAULT_ROOT)
+
+
+class LabRecordError(UserError):
+    """The lab's record cannot be written (a full or read-only $GLEAM_LAB_DIR)."""
+
+
+def record_error(exc: OSError, doing: str) -> Exception:
+    """``exc`` as the one line a user sees, when it is one a user can fix."""
+    line = os_error_line(exc, doing)
+    return exc if line is None else LabRecordError(f"{line} (or set $GLEAM_LAB_DIR)")
 
 
 def process_start_time(pid: int) -> int | None:
@@ -74,8 +86,13 @@ class LabRecord:
 
     def save(self) -> None:
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1))
-        tmp.replace(self.path)  # a reader never sees half a record
+        try:
+            tmp.write_text(json.dumps(asdict(self), indent=1))
+            tmp.replace(self.path)  # a reader never sees half a record
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise record_error(exc, f"cannot write the lab record {self.path}") from exc
 
     def journal(self, kind: str, value: Any) -> None:
         """NetLab's journal: remember what is about to exist (or just started)."""

@@ -95,5 +95,5 @@ def candidates_of(agent: Agent) -> list[tuple[Candidate, PeerLink]]:
             continue
         if book is not None:
             offer = book.apply(node_id, offer, now)
-        out.append((Candidate(node_id, link.peer.name, offer, link_estimate(link)), link))
+        out.append((Candidate(node_id, link.name, offer, link_estimate(link)), link))
     return out

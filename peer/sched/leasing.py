@@ -62,7 +62,7 @@ class LeaseService:
         if answer.granted:
             link.io.submit(LeaseGrant(lease=msg.lease, ttl=answer.ttl, load=answer.load))
         else:
-            log.info("lease for %s denied: %s", link.peer.name, answer.reason)
+            log.info("lease for %s denied: %s", link.name, answer.reason)
             link.io.submit(LeaseDeny(lease=msg.lease, reason=answer.reason[:200],
                                      load=answer.load))
 
@@ -106,7 +106,7 @@ class LeaseService:
         denials: list[str] = []
         for link in links:
             if link.closed:
-                denials.append(f"{link.peer.name}: link closed")
+                denials.append(f"{link.name}: link closed")
                 continue
             if CAPABILITY not in link.peer.capabilities:
                 return Leased(link, NO_LEASE, tuple(denials))
@@ -114,7 +114,7 @@ class LeaseService:
             if isinstance(answer, LeaseGrant):
                 return Leased(link, answer.lease, tuple(denials))
             why = answer.reason if isinstance(answer, LeaseDeny) else answer
-            denials.append(f"{link.peer.name}: {why}")
+            denials.append(f"{link.name}: {why}")
         raise NoServer("every server denied a lease: " + "; ".join(denials))
 
     def release(self, leased: Leased) -> None:
@@ -142,11 +142,11 @@ async def leased(agent: Agent, choice: Choice, memory: int = 0) -> AsyncIterator
     got = await service.acquire([choice.link, *choice.fallbacks], memory)
     reason = choice.reason
     if got.denials:
-        reason = (f"{got.link.peer.name} leased after "
+        reason = (f"{got.link.name} leased after "
                   + "; ".join(f"{d} (denied)" for d in got.denials) + f". Ranked: {reason}")
     rest = tuple(link for link in choice.fallbacks if link is not got.link)
     try:
-        yield replace(choice, link=got.link, name=got.link.peer.name, reason=reason,
+        yield replace(choice, link=got.link, name=got.link.name, reason=reason,
                       fallbacks=rest)
     finally:
         service.release(got)
