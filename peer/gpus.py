@@ -53,15 +53,18 @@ def _memory_total() -> int:
         return 0
 
 
-def host_device(gflops: float, load: float = 0.0) -> GpuInfo:
-    """The software device of the host backend."""
+def host_device(gflops: float, load: float = 0.0,
+                memory: tuple[int, int] | None = None) -> GpuInfo:
+    """The software device of the host backend. ``memory`` is (total, used) of the
+    device the agent serves; without it, the machine's memory and nothing used."""
     cpu = platform.processor() or platform.machine() or "cpu"
+    total, used = memory if memory is not None else (_memory_total(), 0)
     return GpuInfo(
         name=f"host ({cpu}, {os.cpu_count() or 1} cores)"[:64],
         backend=HOST_BACKEND,
         compute_capability=None,
-        memory_total=_memory_total(),
-        memory_used=0,
+        memory_total=total,
+        memory_used=used,
         utilization=min(100.0, max(0.0, load)),
         gflops=round(gflops, 2),
     )
@@ -138,7 +141,14 @@ class GpuInventory:
         self._nvml = NvmlInventory(nvml)
         self._measure = measure
         self._host_gflops: float | None = None
+        self._served: tuple[int, Callable[[], int]] | None = None
         self.backend = CUDA_BACKEND if self._nvml.available else HOST_BACKEND
+
+    def serve_host(self, total: int, used: Callable[[], int]) -> None:
+        """The agent serves the host device: report its memory as programs see it
+        (``total``, what ``cuDeviceTotalMem`` answers them) and ``used()``, what its
+        sessions hold, instead of the machine's memory (called from any thread)."""
+        self._served = (total, used)
 
     @property
     def why_host(self) -> str | None:
@@ -155,7 +165,9 @@ class GpuInventory:
                 return []
         if self._host_gflops is None:
             self._host_gflops = self._measure()
-        return [host_device(self._host_gflops, _cpu_load())]
+        served = self._served
+        memory = (served[0], served[1]()) if served is not None else None
+        return [host_device(self._host_gflops, _cpu_load(), memory)]
 
     def close(self) -> None:
         self._nvml.close()

@@ -23,7 +23,15 @@ STATE_STYLES = {
 
 
 def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f} ms"
+    """A round trip with the precision its size needs: loopback and LAN links
+    measure in microseconds, and a measured RTT never reads as 0."""
+    if value is None:
+        return "-"
+    if value >= 9.995:
+        return f"{value:.1f} ms"
+    if value >= 0.9995:
+        return f"{value:.2f} ms"
+    return f"{value * 1000:.0f} µs" if value >= 0.001 else "<1 µs"
 
 
 def _bits(value: float | None) -> str:
@@ -44,6 +52,16 @@ def _bytes(value: float | None) -> str:
     return f"{value:.0f} B"
 
 
+def _size(value: float, digits: int) -> str:
+    """Device memory in a few characters: 0, MiB below a GiB (what a session
+    holds is often that small), else GiB with ``digits`` decimals."""
+    if not value:
+        return "0"
+    if value < 2**30:
+        return f"{value / 2**20:.0f}M"
+    return f"{value / 2**30:.{digits}f}G"
+
+
 def _gpu_cell(gpus: list[dict[str, Any]]) -> tuple[str, str, str]:
     """(device, utilization, memory) cells for a peer's GPU list."""
     if not gpus:
@@ -56,8 +74,8 @@ def _gpu_cell(gpus: list[dict[str, Any]]) -> tuple[str, str, str]:
             name = f"host {speed:.1f} GFLOP/s" if speed else "host"
         names.append(name)
         utils.append(f"{gpu.get('utilization', 0):.0f}%")
-        used, total = gpu.get("memory_used") or 0, gpu.get("memory_total") or 0
-        mems.append(f"{used / 2**30:.1f}/{total / 2**30:.0f}G")
+        mems.append(f"{_size(gpu.get('memory_used') or 0, 1)}/"
+                    f"{_size(gpu.get('memory_total') or 0, 0)}")
     return "\n".join(names), "\n".join(utils), "\n".join(mems)
 
 

@@ -85,3 +85,31 @@ def test_header_names_what_the_agent_serves(cuda, header):
         doc["cuda"] = cuda
     assert serves_text(doc) == header
     assert header in render_text(doc, width=200).splitlines()[0]
+
+
+def _peer_cell(peer: dict, column: str) -> str:
+    """One cell of a one-peer table, by its column's title."""
+    doc = {"node": {"name": "n"}, "peers": [{"name": "p", "state": "alive", **peer}]}
+    lines = render_text(doc, width=120).splitlines()
+    titles = [t.strip() for t in next(line for line in lines if "┃ name" in line).split("┃")]
+    cells = [c.strip() for c in next(line for line in lines if line.startswith("│ p ")).split("│")]
+    return cells[titles.index(column)]
+
+
+@pytest.mark.parametrize(("rtt_ms", "shown"), [
+    (0.031, "31 µs"),  # loopback: µs, where two decimals of ms read 0.03 or 0.00
+    (0.0004, "<1 µs"),  # measured, however small: never 0
+    (0.9996, "1.00 ms"), (1.234, "1.23 ms"), (12.34, "12.3 ms"),
+    (None, "-"),  # nothing measured yet
+])
+def test_rtt_has_the_precision_its_size_needs(rtt_ms, shown):
+    assert _peer_cell({"rtt_ms": rtt_ms}, "RTT") == shown
+
+
+@pytest.mark.parametrize(("used", "total", "shown"), [
+    (48 << 20, 8 << 30, "48M/8G"),  # a session's memory on the host device's 8 GiB
+    (0, 8 << 30, "0/8G"), (20 << 30, 24 << 30, "20.0G/24G"),
+])
+def test_device_memory_shows_what_sessions_hold(used, total, shown):
+    gpu = {"name": "host", "backend": "host", "memory_used": used, "memory_total": total}
+    assert _peer_cell({"gpus": [gpu]}, "memory") == shown

@@ -136,6 +136,11 @@ class CudaForwarding:
                 backend.close()
             return
         self.backend = backend
+        if backend is not None and backend.name == "host" and backend.devices:
+            # The status view and the lease desk then see the device the programs
+            # see (its memory limit, what sessions hold), not the machine's memory.
+            self.agent.inventory.serve_host(int(backend.devices[0].total_mem),
+                                            self.server.live_bytes)
         if backend is not None and self.store is None:
             root = self.agent.config.state.path / "blobs"
             self.store = await trio.to_thread.run_sync(BlobStore, root)
