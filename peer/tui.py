@@ -178,23 +178,61 @@ def _consistency(s: dict[str, Any]) -> tuple[str, str]:
     return journal, f"{s.get('migrations', 0)}/{s.get('failovers', 0)}"
 
 
+def _when(at: float | None, now: float | None) -> str:
+    """A past moment: relative to ``now`` when given, else the local clock time."""
+    if not at:
+        return ""
+    return f"-{now - at:.0f}s" if now is not None else time.strftime("%H:%M:%S",
+                                                                      time.localtime(at))
+
+
+def _finished_cells(s: dict[str, Any], now: float | None) -> dict[str, str]:
+    seconds, saved = s.get("seconds"), s.get("bytes_saved")
+    return {
+        "id": str(s.get("id", "?"))[:8], "role": str(s.get("role", "?")),
+        "peer": str(s.get("peer") or "?"), "program": str(s.get("program") or "-")[:16],
+        "ended": _when(s.get("ended"), now),
+        "ran": "-" if seconds is None else f"{seconds:.2f} s",
+        "calls": f"{s.get('calls', 0):,}", "round trips": f"{s.get('round_trips', 0):,}",
+        "sent": _bytes(s.get("bytes_to_server")), "saved": _bytes(saved) if saved else "-",
+        "end": s.get("end_reason") or "ok",
+    }
+
+
+def _finished(doc: dict[str, Any], compact: bool, now: float | None) -> Table | None:
+    """The last sessions that ended, newest first; None when there are none."""
+    rows = doc.get("finished") or []
+    if not rows:
+        return None
+    columns = ("id", "peer", "ran", "calls", "sent", "end") if compact else (
+        "id", "role", "peer", "program", "ended", "ran", "calls", "round trips", "sent",
+        "saved", "end")
+    table = Table(title="finished sessions", expand=True, title_justify="left")
+    for column in columns:
+        last = column == "end"  # why it ended: the one column that may wrap
+        table.add_column(column, no_wrap=not last, overflow="fold" if last else "ellipsis",
+                         ratio=1 if last else None, min_width=8 if last else None)
+    for s in reversed(rows[-8:]):
+        cells = _finished_cells(s, now)
+        table.add_row(*(cells[c] for c in columns))
+    return table
+
+
 def _events(doc: dict[str, Any], now: float | None) -> Table:
     table = Table(title="recent events", expand=True, title_justify="left", show_header=False)
     table.add_column("when", no_wrap=True)
     table.add_column("kind", no_wrap=True)
     table.add_column("text", overflow="fold", ratio=1)
     for event in doc.get("events", [])[-8:]:
-        at = event.get("at")
-        when = time.strftime("%H:%M:%S", time.localtime(at)) if at and now is None else (
-            f"-{now - at:.0f}s" if at and now else "")
-        table.add_row(when, event.get("kind", ""), event.get("text", ""))
+        table.add_row(_when(event.get("at"), now), event.get("kind", ""), event.get("text", ""))
     return table
 
 
 COMPACT_BELOW = 110
 # Sections of the document the view lays out itself; any other dict section
 # (a plugin's, through gleam_status) gets a generic key/value table.
-CORE_SECTIONS = ("node", "devices", "gpus", "peers", "links", "sessions", "plugins", "events")
+CORE_SECTIONS = ("node", "devices", "gpus", "peers", "links", "sessions", "finished", "plugins",
+                 "events")
 
 
 def _short(value: Any) -> str:
@@ -232,8 +270,9 @@ def render_status(
     sessions table (no journal column).
     """
     compact = width < COMPACT_BELOW
+    finished = _finished(doc, compact, now)
     return Group(_header(doc), _peers(doc, compact), _sessions(doc, compact),
-                 *_plugin_sections(doc),
+                 *([finished] if finished is not None else []), *_plugin_sections(doc),
                  _events(doc, now))
 
 

@@ -107,6 +107,12 @@ def gleam_session_rows(agent: Agent) -> list[dict[str, Any]]:
 
 
 @hookimpl
+def gleam_finished_sessions(agent: Agent) -> list[dict[str, Any]]:
+    fw = _of(agent)
+    return fw.ended.rows() if fw is not None else []
+
+
+@hookimpl
 def gleam_status(agent: Agent) -> dict[str, Any]:
     fw = _of(agent)
     return {"cuda": fw.status()} if fw is not None else {}

@@ -41,6 +41,15 @@ DOC = {
          "bytes": 5 << 20, "hit_rate": 0.5, "bytes_saved": 1 << 20, "journal_bytes": 3 << 20,
          "checkpoints": 2, "movable": True, "migrations": 1, "failovers": 1},
     ],
+    "finished": [
+        {"id": "7c8d" * 8, "role": "served", "peer": "laptop", "program": "python3",
+         "ended": NOW - 40, "seconds": 0.2, "calls": 12, "round_trips": 3,
+         "bytes_to_server": 4096, "bytes_saved": 0,
+         "end_reason": "lost the link to laptop: connection reset"},
+        {"id": "9e0f" * 8, "role": "client", "peer": "tower", "program": "mlp_infer",
+         "ended": NOW - 12, "seconds": 1.64, "calls": 178, "round_trips": 22,
+         "bytes_to_server": 640_000, "bytes_saved": 1_250_000, "end_reason": None},
+    ],
     "events": [
         {"at": NOW - 65, "kind": "joined", "text": "laptop at 10.0.0.7:47470"},
         {"at": NOW - 3, "kind": "suspect", "text": "tower stopped answering"},

@@ -36,6 +36,7 @@ from gleam.peer.cuda.channel import Channel, LinkChannel
 from gleam.peer.cuda.choose import advert
 from gleam.peer.cuda.client import ClientSession
 from gleam.peer.cuda.demand import DemandLearning
+from gleam.peer.cuda.finished import FinishedSessions, finished_row
 from gleam.peer.cuda.messages import (
     CudaBlobWant,
     CudaClose,
@@ -77,6 +78,8 @@ class CudaForwarding:
         self.pending: dict[int, PendingOpen] = {}
         # The last client sessions that ended, for `cuda_sessions` (and the demo's summary).
         self.finished: collections.deque[dict[str, Any]] = collections.deque(maxlen=32)
+        # The last sessions of either role that ended, for the status view.
+        self.ended = FinishedSessions()
         self.stopped = False
         self._lock = threading.Lock()
         # The blob cache (docs/cache.md): what this agent serves from, and what
@@ -195,6 +198,8 @@ class CudaForwarding:
         if route.served is not None:
             row["server_stats"] = dict(route.served.stats)
         self.finished.append(row)
+        self.ended.add(finished_row(row, ended=row["ended"], reason=reason,
+                                    failed=row["failed"]))
         if self._token is not None and not self.stopped:
             server = route.link.node_id if route.link is not None else None
             with contextlib.suppress(trio.RunFinishedError):
@@ -376,6 +381,7 @@ class CudaForwarding:
 
     def _served_ended(self, served: ServedSession, reason: str) -> None:
         self.server.forget(served)
+        self.ended.add(finished_row(served.row(), ended=time.time(), reason=reason))
         log.info("served session %016x (%s from %s) ended: %s",
                  served.session, served.program, served.client, reason)
 
