@@ -49,6 +49,7 @@ from gleam.peer.cuda.messages import (
 from gleam.peer.cuda.route import PendingOpen, Route, ServeRefused
 from gleam.peer.cuda.server import ServedSession, SessionServer
 from gleam.peer.cuda.slowdown import exclusive_from_env, slowed_kernels
+from gleam.peer.sched.leasing import service_of
 
 if TYPE_CHECKING:
     from gleam.peer.agent import Agent
@@ -210,7 +211,11 @@ class CudaForwarding:
             route.link.io.submit(CudaClose(session=client.session, reason=short_reason(reason)))
 
     def _learn(self, session: int, server: str | None, row: dict[str, Any]) -> None:
-        """The Trio thread's part of a session's end: learn its program's demand."""
+        """The Trio thread's part of a session's end: learn its program's demand, and
+        take the session out of the load this agent last heard from its server."""
+        service = service_of(self.agent)
+        if service is not None and server is not None:
+            service.book.changed(server, sessions=-1)
         sample = self.demands.ended(session, server, row)
         if sample is not None:
             row["measured_demand"] = {"unique_bytes": sample.unique_bytes,
