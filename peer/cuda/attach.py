@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import socket
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ import trio
 from gleam.peer.control import Handoff
 from gleam.peer.cuda import dataconn, envelope
 from gleam.peer.cuda.channel import LinkChannel
+from gleam.peer.cuda.choice import Choice
 from gleam.peer.cuda.choose import NoServer, choose
 from gleam.peer.cuda.client import ClientSession
 from gleam.peer.cuda.demand import ProgramDemand
@@ -55,6 +57,8 @@ class Attach(Handoff):
         self.fw = fw
         self.args = args
         self.reason = ""
+        # What the cost model estimated for the chosen server, for the session's row.
+        self.estimate: dict[str, Any] | None = None
         self.va_base = self.va_size = 0
         self.program = ProgramDemand("")  # what the session is ranked by (cuda/demand.py)
 
@@ -96,6 +100,7 @@ class Attach(Handoff):
             async with leased(fw.agent, where) as where:
                 self.reason = where.reason
                 assert where.link is not None
+                self.estimate = _estimate(where, where.link.node_id, self.program.note)
                 await self._remote(stream, buffered, where.link, session, program, pid)
         except NoServer as exc:
             raise AttachFailed(str(exc)) from None
@@ -172,10 +177,20 @@ class Attach(Handoff):
         client = ClientSession(
             session, sock, channel, forward, self.fw.client_ended,
             program=program, pid=pid, backend=backend, buffered=buffered, reason=self.reason,
-            va=(self.va_base, self.va_size),
+            va=(self.va_base, self.va_size), estimate=self.estimate,
         )
         client.pinned = bool(_text(self.args, "peer", 64))
         return client
+
+
+def _estimate(choice: Choice, node_id: str, note: str) -> dict[str, Any] | None:
+    """The ranking's estimate for the server the session got, and what its demand
+    rests on (None: not ranked by the cost model, or an estimate with no end)."""
+    found = choice.ranking.estimate_of(node_id) if choice.ranking is not None else None
+    if found is None or not math.isfinite(found.total):
+        return None
+    return {"total_s": found.total, "transfer_s": found.transfer, "waiting_s": found.waiting,
+            "compute_s": found.compute, "demand": note}
 
 
 def _hello_of(opened: CudaOpened) -> Hello:

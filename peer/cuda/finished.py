@@ -48,7 +48,8 @@ def finished_row(row: Mapping[str, Any], *, ended: float, reason: str,
         "end_reason": reason if failed or reason not in _NORMAL else None,
     }
     if client:
-        out.update(pid=row.get("pid"), backend=row.get("backend"), reason=row.get("reason"))
+        out.update(pid=row.get("pid"), backend=row.get("backend"), reason=row.get("reason"),
+                   estimate=row.get("estimate"))
     return out
 
 
