@@ -16,40 +16,12 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from gleam.peer.units import bits_text, bytes_text, rtt_text
+
 STATE_STYLES = {
     "alive": "green", "connected": "green", "suspect": "yellow", "connecting": "yellow",
     "dead": "red", "refused": "red", "unreachable": "red", "foreign": "magenta",
 }
-
-
-def _ms(value: float | None) -> str:
-    """A round trip with the precision its size needs: loopback and LAN links
-    measure in microseconds, and a measured RTT never reads as 0."""
-    if value is None:
-        return "-"
-    if value >= 9.995:
-        return f"{value:.1f} ms"
-    if value >= 0.9995:
-        return f"{value:.2f} ms"
-    return f"{value * 1000:.0f} µs" if value >= 0.001 else "<1 µs"
-
-
-def _bits(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
-        if value >= scale:
-            return f"{value / scale:.1f} {unit}"
-    return f"{value:.0f} bit/s"
-
-
-def _bytes(value: float | None) -> str:
-    if not value:
-        return "0 B"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if value >= scale:
-            return f"{value / scale:.1f} {unit}"
-    return f"{value:.0f} B"
 
 
 def _size(value: float, digits: int) -> str:
@@ -135,8 +107,8 @@ def _peers(doc: dict[str, Any], compact: bool) -> Table:
         if not compact:
             cells.append(str(peer.get("sessions", 0)))
         cells += [
-            _ms(peer.get("rtt_ms")),
-            _bits(peer.get("bandwidth_bps")),
+            rtt_text(peer.get("rtt_ms")),
+            bits_text(peer.get("bandwidth_bps")),
             Text(state, style=STATE_STYLES.get(state, "")),
         ]
         if not compact:
@@ -160,8 +132,8 @@ def _sessions(doc: dict[str, Any], compact: bool = False) -> Table:
         saved = s.get("bytes_saved")
         table.add_row(
             str(s.get("id", "?"))[:8], s.get("role", "?"), s.get("peer", "?"),
-            f"{s.get('calls', 0):,}", _bytes(s.get("bytes")),
-            _bytes(saved) if saved else "-", shown, *_consistency(s)[-len(extra):],
+            f"{s.get('calls', 0):,}", bytes_text(s.get("bytes")),
+            bytes_text(saved) if saved else "-", shown, *_consistency(s)[-len(extra):],
         )
     if not sessions:
         table.add_row("(none)", *[""] * (len(table.columns) - 1))
@@ -173,7 +145,7 @@ def _consistency(s: dict[str, Any]) -> tuple[str, str]:
     (docs/consistency.md)."""
     if "journal_bytes" not in s:
         return "-", "-"
-    journal = (f"{_bytes(s['journal_bytes'])}, {s.get('checkpoints', 0)} ckpt"
+    journal = (f"{bytes_text(s['journal_bytes'])}, {s.get('checkpoints', 0)} ckpt"
                if s.get("movable") else "not movable")
     return journal, f"{s.get('migrations', 0)}/{s.get('failovers', 0)}"
 
@@ -194,7 +166,7 @@ def _finished_cells(s: dict[str, Any], now: float | None) -> dict[str, str]:
         "ended": _when(s.get("ended"), now),
         "ran": "-" if seconds is None else f"{seconds:.2f} s",
         "calls": f"{s.get('calls', 0):,}", "round trips": f"{s.get('round_trips', 0):,}",
-        "sent": _bytes(s.get("bytes_to_server")), "saved": _bytes(saved) if saved else "-",
+        "sent": bytes_text(s.get("bytes_to_server")), "saved": bytes_text(saved) if saved else "-",
         "end": s.get("end_reason") or "ok",
     }
 
