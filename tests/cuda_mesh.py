@@ -32,11 +32,13 @@ def host_mesh(root: Path, server_env: Mapping[str, str] | None = None
 
 
 def run_through(client: LocalAgent, *argv: object, env: Mapping[str, str] | None = None,
-                timeout: float = 120) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    """Runs argv through gleam; returns the process and its last JSON line."""
+                timeout: float = 120, options: tuple[str, ...] = ()
+                ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """Runs argv through gleam (``gleam-peer run [options]``); returns the process and
+    its last JSON line."""
     done = subprocess.run(
-        [sys.executable, "-m", "gleam.peer", "run", "--state-dir", str(client.state.path), "--",
-         *map(str, argv)],
+        [sys.executable, "-m", "gleam.peer", "run", "--state-dir", str(client.state.path),
+         *options, "--", *map(str, argv)],
         capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
@@ -45,12 +47,13 @@ def run_through(client: LocalAgent, *argv: object, env: Mapping[str, str] | None
 
 # A program that opens a session, allocates HOLD_MIB of device memory and waits
 # (so a test can look at the agents while a session holds memory): it prints
-# {"total": cuDeviceTotalMem} once the allocation has reached the server, then
+# {"total": cuDeviceTotalMem, "pid": its pid} once the allocation has reached the
+# server, then
 # exits with the status it reads on stdin (ctypes against gleam's libcuda.so.1,
 # which `gleam-peer run` puts first on LD_LIBRARY_PATH).
 HOLD_MIB = 48
 HOLDER = f"""
-import ctypes, json, sys
+import ctypes, json, os, sys
 cu = ctypes.CDLL("libcuda.so.1")
 def ok(rc):
     if rc: sys.exit(f"CUDA error {{rc}}")
@@ -60,7 +63,7 @@ ok(cu.cuDeviceTotalMem_v2(ctypes.byref(total), dev))
 ok(cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev))
 ok(cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t({HOLD_MIB} << 20)))
 ok(cu.cuCtxSynchronize())  # a waiting call: the allocation is on the server now
-print(json.dumps({{"total": total.value}}), flush=True)
+print(json.dumps({{"total": total.value, "pid": os.getpid()}}), flush=True)
 sys.exit(int(sys.stdin.readline() or 0))
 """
 

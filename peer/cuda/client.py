@@ -115,6 +115,7 @@ class ClientSession:
         self.reason = reason
         # The cost model's estimate for its server at the open (ranked sessions only).
         self.estimate = estimate
+        self.run = ""  # `gleam-peer run`'s id for its program's sessions (cuda/runs.py)
         self.started = time.time()
         self.failed: str | None = None
         # Context consistency (docs/consistency.md): the session's range, kept
@@ -629,7 +630,7 @@ class ClientSession:
         return {**cache,
             "id": f"{self.session:016x}", "role": "client", "peer": self.channel.name,
             "program": self.program, "pid": self.pid, "backend": self.backend,
-            "reason": self.reason, "estimate": self.estimate,
+            "reason": self.reason, "estimate": self.estimate, "run": self.run,
             "started": self.started, "batches": self.batches,
             "calls": self.records, "oneway": self.records - self.replies,
             "waiting": self.replies, "bytes": self.bytes_to_server + self.bytes_from_server,

@@ -49,7 +49,7 @@ def finished_row(row: Mapping[str, Any], *, ended: float, reason: str,
     }
     if client:
         out.update(pid=row.get("pid"), backend=row.get("backend"), reason=row.get("reason"),
-                   estimate=row.get("estimate"))
+                   estimate=row.get("estimate"), run=row.get("run") or None)
     return out
 
 
