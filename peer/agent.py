@@ -385,6 +385,8 @@ class Agent:
             mesh=self.mesh, inventory=self.inventory, links=self.links, targets=self.targets,
             adverts=self.discovered_adverts(), sessions=self.session_rows(),
             plugins=describe_plugins(self.pm), events=self.events,
+            finished=[row for rows in self.pm.hook.gleam_finished_sessions(agent=self)
+                      for row in rows or ()],
         ))
         return add_plugin_sections(doc, self.pm.hook.gleam_status(agent=self))
 

@@ -6,7 +6,9 @@ differ ("desktop" and a deliberately slowed "mini-pc"). It builds the example
 inference program (examples/cuda/mlp_infer.c, an unmodified CUDA driver-API
 program), runs it twice through ``gleam-peer run`` while the client's live
 status view is on screen, and prints a summary: where each run ran and why,
-the calls (one-way and waiting), bytes, round trips, time, and whether the
+the scheduler's estimate beside the measured time (and what the estimate rested
+on: a guess for the first run, the first run for the second), the calls
+(one-way and waiting), bytes, round trips, and whether the
 results matched the program's own CPU computation. Everything it started is
 stopped and removed at the end, also on Ctrl-C.
 """
@@ -26,11 +28,16 @@ from typing import Any
 from gleam.peer.bench.report import positive_int
 from gleam.peer.cuda.examples import KERNELS_PTX, ExampleError, build_example
 from gleam.peer.localmesh import LocalAgent, LocalMesh, MeshError, wait_for
+from gleam.peer.sched.ranking import parts
 
 HELP = "see gleam forward an unmodified CUDA program on this machine (no GPU needed)"
 DESCRIPTION = __doc__
 
 SLOW_FACTOR = 4  # the mini-pc computes at a quarter of the desktop's speed
+# The three "devices" are processes of one machine: each server would count the
+# other agents' and the program's work as load on its host device (as the LAN
+# lab's hosts would, docs/scheduler.md), so the servers report none.
+SERVER_ENV = {"GLEAM_HOST_LOAD": "0"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,14 +109,16 @@ def _summary(runs: list[dict[str, Any]]) -> None:
     for i in range(len(runs)):
         table.add_column(f"run {i + 1}")
     rows: dict[str, list[str]] = {key: [] for key in (
-        "ran on", "why there", "calls (one-way + waiting)", "sent / received",
-        "saved by the blob cache",
-        "envelopes sent", "round trips", "wall time", "result")}
+        "ran on", "why there", "estimated", "measured", "calls (one-way + waiting)",
+        "sent / received", "saved by the blob cache", "envelopes sent", "round trips",
+        "result")}
     for run in runs:
         s = run.get("session") or {}
         res = run["result"]
         rows["ran on"].append(f"{s.get('peer', '?')} ({s.get('backend', '?')} backend)")
         rows["why there"].append(s.get("reason", "?"))
+        rows["estimated"].append(_estimated(s.get("estimate")))
+        rows["measured"].append(_measured(s, run["seconds"], res.get("gpu_ms", 0)))
         rows["calls (one-way + waiting)"].append(
             f"{s.get('calls', 0):,} ({s.get('oneway', 0):,} + {s.get('waiting', 0):,})")
         rows["sent / received"].append(
@@ -120,13 +129,27 @@ def _summary(runs: list[dict[str, Any]]) -> None:
             f"{'-' if hit is None else f'{hit:.0%}'})")
         rows["envelopes sent"].append(f"{s.get('batches', 0):,}")
         rows["round trips"].append(f"{s.get('waiting', 0):,}")
-        rows["wall time"].append(f"{run['seconds']:.2f} s (device {res.get('gpu_ms', 0):.1f} ms)")
         rows["result"].append(
             f"OK: matches the CPU (max error {res.get('max_abs_err', 0):.1e})" if res.get("ok")
             else f"FAILED (exit {run['exit']}): {run['stderr']}")
     for key, values in rows.items():
         table.add_row(key, *values)
     Console().print(table)
+
+
+def _estimated(estimate: dict[str, Any] | None) -> str:
+    """The scheduler's estimate for the server it chose, its parts, and what it rests on."""
+    if not estimate:
+        return "- (not ranked by the cost model)"
+    terms = parts(estimate["transfer_s"], estimate["waiting_s"], estimate["compute_s"])
+    return f"{estimate['total_s']:.2f} s ({terms}); {estimate['demand']}"
+
+
+def _measured(session: dict[str, Any], wall: float, device_ms: float) -> str:
+    """The session's time (what the estimate is of) beside the program's wall time."""
+    started, ended = session.get("started"), session.get("ended")
+    took = f"{ended - started:.2f} s session, " if started and ended else ""
+    return f"{took}{wall:.2f} s wall (device {device_ms:.1f} ms)"
 
 
 def _mb(n: float) -> str:
@@ -143,9 +166,9 @@ def main(args: argparse.Namespace) -> int:
             binary = build_example("mlp_infer", root / "bin")
             print("gleam demo: starting three agents on 127.0.0.1 "
                   "(laptop: no device; desktop and mini-pc: host backends) ...")
-            desktop = mesh.start("desktop", extra=["--backend", "host"])
+            desktop = mesh.start("desktop", extra=["--backend", "host"], env=SERVER_ENV)
             key = desktop.state.mesh_key()
-            mini = mesh.start("mini-pc", mesh_key=key,
+            mini = mesh.start("mini-pc", mesh_key=key, env=SERVER_ENV,
                               extra=["--backend", "host", "--host-slowdown", str(SLOW_FACTOR)])
             laptop = mesh.start("laptop", mesh_key=key, extra=["--backend", "none"],
                                 peers=[f"127.0.0.1:{desktop.port}", f"127.0.0.1:{mini.port}"])

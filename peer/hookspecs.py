@@ -161,6 +161,19 @@ def gleam_session_rows(agent: Agent) -> list[dict[str, Any]]:
     """
 
 
+@hookspec
+def gleam_finished_sessions(agent: Agent) -> list[dict[str, Any]]:
+    """The last sessions this node ran or served that have ended, oldest first.
+
+    All results are concatenated into the status document's ``finished``,
+    which keeps the last 16 by their ``ended`` time (Unix seconds). Each row
+    has at least ``id``, ``role``, ``peer``, ``ended``, ``seconds``, ``calls``,
+    ``round_trips``, ``bytes_to_server`` and ``end_reason`` (None when the
+    program ended the session; docs/status.md lists the rest). Called on the
+    Trio thread. Added in 0.5.
+    """
+
+
 # ---------------------------------------------------------------- CUDA forwarding
 
 if TYPE_CHECKING:

@@ -1,22 +1,31 @@
 """``gleam-peer run`` and ``gleam-peer lib``: run an unmodified CUDA program through gleam.
 
 ``run`` puts gleam's interposer (its own ``libcuda.so.1``) first on
-``LD_LIBRARY_PATH`` and replaces itself with the program, so the program's
-driver calls go to the local agent, which forwards them to a GPU in the
-mesh. ``lib`` prints the interposer's directory for doing the same by hand.
+``LD_LIBRARY_PATH`` and runs the program as its child, so the program's driver
+calls go to the local agent, which forwards them to a GPU in the mesh. The
+program's sessions say where they run when they open (the interposer prints the
+line the agent wrote), and ``run`` says what they did once the program exited
+(cuda/runs.py); the program's exit status and signals pass through
+(peer/child.py). ``lib`` prints the interposer's directory for doing the same
+by hand.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from gleam.peer.failures import NO_AGENT, UserError
 
 INTERPOSER = "libcuda.so.1"
+CANNOT_RUN_STATUS = 127  # as a shell says for a command it cannot run
+# How long run waits for the agent to account for the sessions of a program that exited.
+REPORT_WAIT = 5.0
 
 RUN_DESCRIPTION = """\
 Run CMD with its CUDA driver calls forwarded to a GPU in the mesh (or this
@@ -28,12 +37,21 @@ examples:
   gleam-peer run --peer desk-gpu -- python train.py
 
 A gleam agent must be running (gleam-peer up). Without --peer the agent
-chooses the server. CUPY_COMPILE_WITH_PTX=1 is set unless the environment sets
-it: CuPy then compiles to PTX, which every device can run (a session may move,
-or fail over to gleam's host device, which runs PTX only).
+chooses the server. On stderr, each CUDA session the program opens says where
+it runs, why there and over which link; when the program exits, one line says
+what its sessions did (calls, round trips, bytes sent and saved by the blob
+cache, time), or that it opened none. --quiet leaves both out (errors still
+print). The program's stdout, exit status and signals are its own.
 
-GLEAM_TRACE=1 prints each driver call and each symbol gleam does not forward;
-GLEAM_TRACE=errors prints only the calls that fail, each with its result."""
+CUPY_COMPILE_WITH_PTX=1 is set unless the environment sets it: CuPy then
+compiles to PTX, which every device can run (a session may move, or fail over
+to gleam's host device, which runs PTX only).
+
+GLEAM_TRACE=1 prints each driver call (a symbol gleam does not forward is named
+once, when the program calls it); GLEAM_TRACE=errors prints only the calls that
+fail, each with its result, and none that NVIDIA's driver refuses too. Why the
+server refused or faulted (a kernel's illegal address, a refused PTX) is always
+printed at the call that reports the error, as `gleam: SERVER: ...`."""
 
 LIB_DESCRIPTION = """\
 Print the directory that holds gleam's interposer (libcuda.so.1), for running
@@ -42,7 +60,9 @@ a program by hand:
   LD_LIBRARY_PATH=$(gleam-peer lib) ./prog
 
 GLEAM_CUDA_SOCKET (the agent's control socket) and GLEAM_CUDA_PEER (a peer to
-use) are read by the interposer; `gleam-peer run` sets both."""
+use) are read by the interposer; `gleam-peer run` sets both. GLEAM_SESSION_LINE=1
+makes the interposer print where the session runs and why (run sets it unless
+--quiet); GLEAM_RUN_ID tags the sessions for run's closing line."""
 
 
 class RunError(UserError):
@@ -81,8 +101,10 @@ def _peer_node_id(socket_path: Path, wanted: str) -> str:
 
 
 def run_environment(libdir: Path, socket_path: Path, peer: str | None,
-                    base: dict[str, str]) -> dict[str, str]:
-    """The program's environment: the interposer first, and where the agent is."""
+                    base: dict[str, str], *, run_id: str = "",
+                    quiet: bool = False) -> dict[str, str]:
+    """The program's environment: the interposer first, where the agent is, the
+    run's id for its sessions, and whether their open lines print."""
     env = dict(base)
     old = env.get("LD_LIBRARY_PATH")
     env["LD_LIBRARY_PATH"] = f"{libdir}:{old}" if old else str(libdir)
@@ -96,15 +118,22 @@ def run_environment(libdir: Path, socket_path: Path, peer: str | None,
     # another device (or fail over to gleam's host device, which runs PTX only).
     # A GPU JITs the PTX once. The user's own setting wins.
     env.setdefault("CUPY_COMPILE_WITH_PTX", "1")
+    env["GLEAM_RUN_ID"] = run_id  # empty: the sessions belong to no run
+    if quiet:
+        env.pop("GLEAM_SESSION_LINE", None)
+    else:
+        env["GLEAM_SESSION_LINE"] = "1"
     return env
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from gleam.peer import child
     from gleam.peer.state import StateDir
 
     command = list(args.cmd)
     if command and command[0] == "--":
         command = command[1:]
+    run_id = secrets.token_hex(8)
     try:
         if not command:
             raise RunError("nothing to run: gleam-peer run [--peer NODE] -- CMD [ARGS...]")
@@ -115,18 +144,38 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             _ask_agent(socket_path, "ping")
             peer = None
-        env = run_environment(interposer_dir(), socket_path, peer, dict(os.environ))
+        env = run_environment(interposer_dir(), socket_path, peer, dict(os.environ),
+                              run_id=run_id, quiet=args.quiet)
     except RunError as exc:
         print(f"gleam-peer: {exc}", file=sys.stderr)
         return exc.status
     sys.stdout.flush()
     sys.stderr.flush()
+    started = time.monotonic()
     try:
-        os.execvpe(command[0], command, env)
+        ended = child.run(command, env)
     except OSError as exc:
         print(f"gleam-peer: cannot run {command[0]}: {exc.strerror or exc}", file=sys.stderr)
-        return 127
-    return 0  # pragma: no cover - execvpe does not return
+        return CANNOT_RUN_STATUS
+    if not args.quiet:
+        _say_what_ran(socket_path, run_id, time.monotonic() - started)
+    return child.pass_on(ended)
+
+
+def _say_what_ran(socket_path: Path, run_id: str, wall: float) -> None:
+    """The closing line: what the program's sessions did, from the agent's tally."""
+    from gleam.peer import control
+    from gleam.peer.cuda.runs import end_line
+
+    try:
+        report = control.request(socket_path, "cuda_run", {"run": run_id, "wait": REPORT_WAIT},
+                                 timeout=REPORT_WAIT + 5)
+        line = end_line(report, wall)
+    except (control.AgentNotRunning, control.ControlError, OSError) as exc:
+        line = f"no account of the program's CUDA sessions from the agent: {exc}"
+    except KeyboardInterrupt:  # the user does not want to wait for it
+        return
+    print(f"gleam: {line}", file=sys.stderr, flush=True)
 
 
 def cmd_lib(args: argparse.Namespace) -> int:
@@ -148,6 +197,9 @@ def add_commands(sub: Any, add_state_dir: Any) -> None:
     run.add_argument("--peer", metavar="NODE",
                      help="the peer that serves the program: its name as `gleam-peer status` "
                      "shows it, or a node id prefix (default: the agent chooses)")
+    run.add_argument("--quiet", "-q", action="store_true",
+                     help="print no line about where the program's CUDA sessions ran and "
+                     "what they did (errors still print)")
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]",
                      help="the program and its arguments")
     run.set_defaults(func=cmd_run)

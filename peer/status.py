@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from gleam.peer.link import PeerLink
     from gleam.peer.plugin_info import PluginInfo
 
-CORE_KEYS = ("node", "devices", "gpus", "peers", "links", "sessions", "plugins", "events")
+CORE_KEYS = ("node", "devices", "gpus", "peers", "links", "sessions", "finished", "plugins",
+             "events")
+FINISHED_KEPT = 16  # finished sessions the document shows, the last by their end
 
 
 class TargetRow(Protocol):
@@ -76,6 +78,7 @@ class StatusInputs:
     sessions: list[dict[str, Any]]
     plugins: Sequence[PluginInfo]
     events: Iterable[EventRow]  # oldest first
+    finished: Sequence[dict[str, Any]] = ()  # sessions that ended, any order
 
 
 def _bits(bytes_per_s: float | None) -> float | None:
@@ -182,6 +185,15 @@ def _links(status: StatusInputs) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: r["name"])
 
 
+def last_finished(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The last finished sessions, oldest first (plugins' lists merged by end time)."""
+    def ended(row: dict[str, Any]) -> float:
+        at = row.get("ended")
+        return float(at) if isinstance(at, int | float) else 0.0
+
+    return sorted(rows, key=ended)[-FINISHED_KEPT:]
+
+
 def build_status(status: StatusInputs) -> dict[str, Any]:
     """The core of the status document (see docs/status.md for the schema)."""
     return {
@@ -204,6 +216,7 @@ def build_status(status: StatusInputs) -> dict[str, Any]:
         "peers": _peers(status),
         "links": _links(status),
         "sessions": status.sessions,
+        "finished": last_finished(status.finished),
         "plugins": [p.as_dict() for p in status.plugins],
         "events": [
             {"at": e.at, "kind": e.kind, "text": e.text} for e in list(status.events)[-20:]

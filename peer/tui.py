@@ -16,32 +16,22 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from gleam.peer.units import bits_text, bytes_text, rtt_text
+
 STATE_STYLES = {
     "alive": "green", "connected": "green", "suspect": "yellow", "connecting": "yellow",
     "dead": "red", "refused": "red", "unreachable": "red", "foreign": "magenta",
 }
 
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f} ms"
-
-
-def _bits(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
-        if value >= scale:
-            return f"{value / scale:.1f} {unit}"
-    return f"{value:.0f} bit/s"
-
-
-def _bytes(value: float | None) -> str:
+def _size(value: float, digits: int) -> str:
+    """Device memory in a few characters: 0, MiB below a GiB (what a session
+    holds is often that small), else GiB with ``digits`` decimals."""
     if not value:
-        return "0 B"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if value >= scale:
-            return f"{value / scale:.1f} {unit}"
-    return f"{value:.0f} B"
+        return "0"
+    if value < 2**30:
+        return f"{value / 2**20:.0f}M"
+    return f"{value / 2**30:.{digits}f}G"
 
 
 def _gpu_cell(gpus: list[dict[str, Any]]) -> tuple[str, str, str]:
@@ -56,8 +46,8 @@ def _gpu_cell(gpus: list[dict[str, Any]]) -> tuple[str, str, str]:
             name = f"host {speed:.1f} GFLOP/s" if speed else "host"
         names.append(name)
         utils.append(f"{gpu.get('utilization', 0):.0f}%")
-        used, total = gpu.get("memory_used") or 0, gpu.get("memory_total") or 0
-        mems.append(f"{used / 2**30:.1f}/{total / 2**30:.0f}G")
+        mems.append(f"{_size(gpu.get('memory_used') or 0, 1)}/"
+                    f"{_size(gpu.get('memory_total') or 0, 0)}")
     return "\n".join(names), "\n".join(utils), "\n".join(mems)
 
 
@@ -117,8 +107,8 @@ def _peers(doc: dict[str, Any], compact: bool) -> Table:
         if not compact:
             cells.append(str(peer.get("sessions", 0)))
         cells += [
-            _ms(peer.get("rtt_ms")),
-            _bits(peer.get("bandwidth_bps")),
+            rtt_text(peer.get("rtt_ms")),
+            bits_text(peer.get("bandwidth_bps")),
             Text(state, style=STATE_STYLES.get(state, "")),
         ]
         if not compact:
@@ -142,8 +132,8 @@ def _sessions(doc: dict[str, Any], compact: bool = False) -> Table:
         saved = s.get("bytes_saved")
         table.add_row(
             str(s.get("id", "?"))[:8], s.get("role", "?"), s.get("peer", "?"),
-            f"{s.get('calls', 0):,}", _bytes(s.get("bytes")),
-            _bytes(saved) if saved else "-", shown, *_consistency(s)[-len(extra):],
+            f"{s.get('calls', 0):,}", bytes_text(s.get("bytes")),
+            bytes_text(saved) if saved else "-", shown, *_consistency(s)[-len(extra):],
         )
     if not sessions:
         table.add_row("(none)", *[""] * (len(table.columns) - 1))
@@ -155,9 +145,49 @@ def _consistency(s: dict[str, Any]) -> tuple[str, str]:
     (docs/consistency.md)."""
     if "journal_bytes" not in s:
         return "-", "-"
-    journal = (f"{_bytes(s['journal_bytes'])}, {s.get('checkpoints', 0)} ckpt"
+    journal = (f"{bytes_text(s['journal_bytes'])}, {s.get('checkpoints', 0)} ckpt"
                if s.get("movable") else "not movable")
     return journal, f"{s.get('migrations', 0)}/{s.get('failovers', 0)}"
+
+
+def _when(at: float | None, now: float | None) -> str:
+    """A past moment: relative to ``now`` when given, else the local clock time."""
+    if not at:
+        return ""
+    return f"-{now - at:.0f}s" if now is not None else time.strftime("%H:%M:%S",
+                                                                      time.localtime(at))
+
+
+def _finished_cells(s: dict[str, Any], now: float | None) -> dict[str, str]:
+    seconds, saved = s.get("seconds"), s.get("bytes_saved")
+    return {
+        "id": str(s.get("id", "?"))[:8], "role": str(s.get("role", "?")),
+        "peer": str(s.get("peer") or "?"), "program": str(s.get("program") or "-")[:16],
+        "ended": _when(s.get("ended"), now),
+        "ran": "-" if seconds is None else f"{seconds:.2f} s",
+        "calls": f"{s.get('calls', 0):,}", "round trips": f"{s.get('round_trips', 0):,}",
+        "sent": bytes_text(s.get("bytes_to_server")), "saved": bytes_text(saved) if saved else "-",
+        "end": s.get("end_reason") or "ok",
+    }
+
+
+def _finished(doc: dict[str, Any], compact: bool, now: float | None) -> Table | None:
+    """The last sessions that ended, newest first; None when there are none."""
+    rows = doc.get("finished") or []
+    if not rows:
+        return None
+    columns = ("id", "peer", "ran", "calls", "sent", "end") if compact else (
+        "id", "role", "peer", "program", "ended", "ran", "calls", "round trips", "sent",
+        "saved", "end")
+    table = Table(title="finished sessions", expand=True, title_justify="left")
+    for column in columns:
+        last = column == "end"  # why it ended: the one column that may wrap
+        table.add_column(column, no_wrap=not last, overflow="fold" if last else "ellipsis",
+                         ratio=1 if last else None, min_width=8 if last else None)
+    for s in reversed(rows[-8:]):
+        cells = _finished_cells(s, now)
+        table.add_row(*(cells[c] for c in columns))
+    return table
 
 
 def _events(doc: dict[str, Any], now: float | None) -> Table:
@@ -166,17 +196,15 @@ def _events(doc: dict[str, Any], now: float | None) -> Table:
     table.add_column("kind", no_wrap=True)
     table.add_column("text", overflow="fold", ratio=1)
     for event in doc.get("events", [])[-8:]:
-        at = event.get("at")
-        when = time.strftime("%H:%M:%S", time.localtime(at)) if at and now is None else (
-            f"-{now - at:.0f}s" if at and now else "")
-        table.add_row(when, event.get("kind", ""), event.get("text", ""))
+        table.add_row(_when(event.get("at"), now), event.get("kind", ""), event.get("text", ""))
     return table
 
 
 COMPACT_BELOW = 110
 # Sections of the document the view lays out itself; any other dict section
 # (a plugin's, through gleam_status) gets a generic key/value table.
-CORE_SECTIONS = ("node", "devices", "gpus", "peers", "links", "sessions", "plugins", "events")
+CORE_SECTIONS = ("node", "devices", "gpus", "peers", "links", "sessions", "finished", "plugins",
+                 "events")
 
 
 def _short(value: Any) -> str:
@@ -214,8 +242,9 @@ def render_status(
     sessions table (no journal column).
     """
     compact = width < COMPACT_BELOW
+    finished = _finished(doc, compact, now)
     return Group(_header(doc), _peers(doc, compact), _sessions(doc, compact),
-                 *_plugin_sections(doc),
+                 *([finished] if finished is not None else []), *_plugin_sections(doc),
                  _events(doc, now))
 
 

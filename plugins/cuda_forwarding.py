@@ -1,12 +1,12 @@
 """Built-in plugin: CUDA forwarding (docs/cuda-forwarding.md).
 
 Wires ``gleam.peer.cuda`` into the agent through the same hooks a
-third-party plugin would use: the ``cuda_attach``, ``cuda_sessions`` and
-``cuda_migrate`` control operations, the session control messages between agents, the
-data-plane envelopes (on the links' reader threads), link loss, gossip (the
-``cuda`` field servers advertise) and the status document. Its state is one
-``CudaForwarding`` component per agent (``gleam_agent_component``), which the
-agent runs as a service.
+third-party plugin would use: the ``cuda_attach``, ``cuda_sessions``,
+``cuda_migrate`` and ``cuda_run`` control operations, the session control
+messages between agents, the data-plane envelopes (on the links' reader
+threads), link loss, gossip (the ``cuda`` field servers advertise) and the
+status document. Its state is one ``CudaForwarding`` component per agent
+(``gleam_agent_component``), which the agent runs as a service.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from gleam.peer.cuda.attach import Attach
 from gleam.peer.cuda.forwarding import CudaForwarding
 from gleam.peer.cuda.movable import ForwardingMigrator, movable_sessions
 from gleam.peer.cuda.relocate import migrate
+from gleam.peer.cuda.runs import run_args
 from gleam.peer.hookspecs import hookimpl
 from gleam.peer.sched.rebalance import Rebalancer, settings_from_env
 
@@ -53,10 +54,12 @@ def gleam_agent_component(agent: Agent) -> CudaForwarding:
 def gleam_control_request(agent: Agent, op: str, args: dict[str, Any]) -> Any:
     fw = _of(agent)
     if fw is None or op not in ("cuda_attach", "cuda_sessions", "cache", "cache_clear",
-                                "cuda_migrate"):
+                                "cuda_migrate", "cuda_run"):
         return None
     if op == "cuda_attach":
         return Attach(fw, args)
+    if op == "cuda_run":
+        return fw.run_report(*run_args(args))
     if op == "cuda_migrate":
         return migrate(fw, str(args.get("session", "")), str(args.get("to", "")))
     if op == "cache":
@@ -104,6 +107,12 @@ def gleam_gossip_fields(agent: Agent) -> dict[str, Any]:
 def gleam_session_rows(agent: Agent) -> list[dict[str, Any]]:
     fw = _of(agent)
     return fw.rows() if fw is not None else []
+
+
+@hookimpl
+def gleam_finished_sessions(agent: Agent) -> list[dict[str, Any]]:
+    fw = _of(agent)
+    return fw.ended.rows() if fw is not None else []
 
 
 @hookimpl

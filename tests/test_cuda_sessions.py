@@ -7,6 +7,7 @@ record batches built with gleam.peer.records, exactly as libcuda.so.1 does.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
@@ -38,11 +39,16 @@ def test_hello_round_trips_and_matches_the_native_layout():
         session=0x1234, va_base=0x7000_0000_0000, va_size=1 << 34, driver_version=12080,
         server="beta", backend="host",
         devices=[HelloDevice("gleam host device", 1 << 33, bytes(range(16)), {75: 8, 76: 0})],
+        line="running on beta (gleam host device), named with --peer; link RTT 31 µs",
     )
     body = pack_hello(hello)
-    assert len(body) == 10552  # sizeof(gl_session_hello) on x86-64 / aarch64
+    assert len(body) == 11064  # sizeof(gl_session_hello) on x86-64 / aarch64
     back = unpack_hello(body)
     assert back.session == 0x1234 and back.backend == "host" and back.server == "beta"
+    assert back.line == hello.line
+    # A line too long for its 512 bytes is cut at a character, leaving the NUL.
+    long = unpack_hello(pack_hello(dataclasses.replace(hello, line="µ" * 400))).line
+    assert long == "µ" * 255
     assert back.devices[0].attrs == {75: 8} and back.devices[0].uuid == bytes(range(16))
     check_layout()
 

@@ -29,9 +29,16 @@ def _agents_of(pid: int) -> list[int]:
     return found
 
 
+def _row(out: str, title: str) -> list[str]:
+    """The cells of the summary's row ``title`` (one line: the table is wide enough)."""
+    line = next(line for line in out.splitlines() if line.startswith(f"│ {title} "))
+    return [cell.strip() for cell in line.split("│")[2:-1]]
+
+
 def test_demo_runs_the_example_twice_and_summarizes():
     done = subprocess.run([sys.executable, "-m", "gleam.peer", "demo", "--no-live"],
-                          capture_output=True, text=True, timeout=240)
+                          capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "COLUMNS": "400"})
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "run 1" in out and "run 2" in out
@@ -39,6 +46,13 @@ def test_demo_runs_the_example_twice_and_summarizes():
     assert "mini-pc" in out  # named as the runner-up in the reason
     assert out.count("OK: matches the CPU") == 2
     assert "every result matched" in out
+    # Each run's estimate beside what was measured, and what the estimate rests on.
+    first, second = _row(out, "estimated")
+    assert first.endswith("; demand guessed: no earlier run of this program"), first
+    assert second.endswith("; demand learned from 1 run"), second
+    assert all(" s (send " in cell and "+ compute" in cell for cell in (first, second))
+    measured = _row(out, "measured")
+    assert all(" s session, " in cell and " s wall (device " in cell for cell in measured)
 
 
 def test_ctrl_c_stops_every_agent_it_started():

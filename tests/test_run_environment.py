@@ -22,3 +22,13 @@ def test_cupy_compiles_to_ptx_unless_the_user_said_otherwise():
     assert run_environment(Path("/l"), Path("/s"), None, {})["CUPY_COMPILE_WITH_PTX"] == "1"
     kept = run_environment(Path("/l"), Path("/s"), None, {"CUPY_COMPILE_WITH_PTX": "0"})
     assert kept["CUPY_COMPILE_WITH_PTX"] == "0"
+
+
+def test_the_run_tags_its_sessions_and_asks_for_their_lines_unless_quiet():
+    """The interposer prints where a session runs only when asked (GLEAM_SESSION_LINE),
+    and tags its sessions with the run's id for the closing line (GLEAM_RUN_ID)."""
+    loud = run_environment(Path("/l"), Path("/s"), None, {}, run_id="ab12")
+    assert loud["GLEAM_RUN_ID"] == "ab12" and loud["GLEAM_SESSION_LINE"] == "1"
+    quiet = run_environment(Path("/l"), Path("/s"), None, {"GLEAM_SESSION_LINE": "1"},
+                            run_id="ab12", quiet=True)
+    assert quiet["GLEAM_RUN_ID"] == "ab12" and "GLEAM_SESSION_LINE" not in quiet

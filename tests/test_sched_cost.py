@@ -100,3 +100,19 @@ def test_contention_moves_the_choice():
 
 def test_no_candidates():
     assert rank_by_cost(Demand(), []).order == ()
+
+
+def test_a_program_with_no_earlier_run_is_guessed_short():
+    """The guess for a program that has not run here is a short program: on a host
+    device of 3 GFLOP/s (this machine's measured speed) over loopback it comes to
+    a fraction of a second, the size of the demo's mlp_infer run (half a second).
+    It was a second of a mid-range GPU (1,000 GFLOP): 350 s on that device."""
+    from gleam.peer.sched.inputs import DEFAULT_DEMAND
+
+    host = cand("desk", speed=3.0, link=LinkEstimate(rtt=35e-6, bandwidth=117e6))
+    e = estimate(DEFAULT_DEMAND, host)
+    assert 0.1 < e.total < 2.0
+    assert e.compute > e.transfer > e.waiting  # a host device's time is its compute
+    # A GPU (1,000 GFLOP/s unmeasured) is still chosen over the host device.
+    gpu = cand("gpu", speed=1000.0, link=LinkEstimate(rtt=1e-3, bandwidth=117e6))
+    assert rank_by_cost(DEFAULT_DEMAND, [host, gpu]).order[0] == "gpu"

@@ -51,7 +51,7 @@ def test_a_finished_session_teaches_the_next_one_of_its_program(process_mesh, me
     client = _start_client(process_mesh, mesh_key, server)
     first = _one_session(client)
     assert first.startswith("soonest estimated completion: server")
-    assert first.endswith("[default demand]")
+    assert first.endswith("[demand guessed: no earlier run of this program]")
 
     # The end of the session is measured in the client agent: its counters, in the
     # cost model's units (bytes it sent, round trips it waited for, GFLOP).

@@ -225,5 +225,6 @@ def test_re_evaluation_weighs_what_is_left_of_the_learned_demand():
     fresh = decide(dataclasses.replace(base, remaining=Demand(waits=100, compute=1000.0),
                                        demand_note="demand learned from 3 runs"), [here, there])
     assert fresh.migrate and fresh.target == "there"
-    assert decide(base, [here, there]).reason.endswith("[default demand]")
+    assert decide(base, [here, there]).reason.endswith(
+        "[demand guessed: no earlier run of this program]")
 

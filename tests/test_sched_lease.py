@@ -70,3 +70,22 @@ def test_the_book_prefers_a_fresh_answer_to_gossip():
         (3, 2, 100.0, 0.3, 99)
     assert book.apply("n", gossip, now=15.5) == gossip  # too old: gossip again
     assert book.apply("other", gossip, now=12.0) == gossip
+
+
+def test_the_book_follows_what_this_agent_did_since_the_answer():
+    """A program run right after another must not see the first one's lease and
+    session for the seconds an answer stays fresh: the client's own lease became
+    a session, and that session ended."""
+    book = LoadBook(fresh_for=5.0)
+    gossip = Offer(speed=100.0)
+    book.heard("n", ServerLoad(sessions=1, leases=1, max_sessions=8, gflops=100.0), now=10.0)
+    book.changed("n", sessions=1, leases=-1)  # our lease: the session opened
+    assert (book.apply("n", gossip, now=11.0).sessions,
+            book.apply("n", gossip, now=11.0).queue) == (2, 0)
+    book.changed("n", sessions=-1)  # and ended
+    book.changed("n", sessions=-1)
+    book.changed("n", sessions=-1)  # never below zero
+    assert book.apply("n", gossip, now=12.0).sessions == 0
+    assert book.apply("n", gossip, now=15.5) == gossip  # no fresher than it was
+    book.changed("unknown", sessions=-1)  # nothing heard: nothing to change
+    assert book.apply("unknown", gossip, now=12.0) == gossip

@@ -43,6 +43,20 @@ def test_a_much_faster_server_is_worth_the_move_and_the_cooldown_holds_it():
     assert not decide(recent, fast).migrate
 
 
+def test_a_long_first_run_is_guessed_to_have_as_much_again_left():
+    """A program with no earlier run is guessed short when it starts; once it has
+    run a minute on a slow server, it is guessed to need as long again, which a
+    100x faster server is worth moving for. A few seconds in, it is not."""
+    fast = [_candidate("a", 1.0, sessions=1), _candidate("b", 100.0)]
+    early = RunningSession(session=1, server="a", journal_bytes=1 << 20, since_move=1)
+    assert not decide(early, fast, cooldown=0).migrate
+    late = RunningSession(session=1, server="a", journal_bytes=1 << 20, since_move=60)
+    decision = decide(late, fast, cooldown=0)
+    assert decision.migrate and decision.target == "b"
+    assert decision.reason.endswith(
+        "[demand guessed: no earlier run of this program; as much again as its 60 s so far]")
+
+
 def test_settings_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("GLEAM_REEVALUATE_S", "0")
     monkeypatch.setenv("GLEAM_REEVALUATE_COOLDOWN_S", "not a number")

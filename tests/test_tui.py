@@ -41,6 +41,15 @@ DOC = {
          "bytes": 5 << 20, "hit_rate": 0.5, "bytes_saved": 1 << 20, "journal_bytes": 3 << 20,
          "checkpoints": 2, "movable": True, "migrations": 1, "failovers": 1},
     ],
+    "finished": [
+        {"id": "7c8d" * 8, "role": "served", "peer": "laptop", "program": "python3",
+         "ended": NOW - 40, "seconds": 0.2, "calls": 12, "round_trips": 3,
+         "bytes_to_server": 4096, "bytes_saved": 0,
+         "end_reason": "lost the link to laptop: connection reset"},
+        {"id": "9e0f" * 8, "role": "client", "peer": "tower", "program": "mlp_infer",
+         "ended": NOW - 12, "seconds": 1.64, "calls": 178, "round_trips": 22,
+         "bytes_to_server": 640_000, "bytes_saved": 1_250_000, "end_reason": None},
+    ],
     "events": [
         {"at": NOW - 65, "kind": "joined", "text": "laptop at 10.0.0.7:47470"},
         {"at": NOW - 3, "kind": "suspect", "text": "tower stopped answering"},
@@ -85,3 +94,31 @@ def test_header_names_what_the_agent_serves(cuda, header):
         doc["cuda"] = cuda
     assert serves_text(doc) == header
     assert header in render_text(doc, width=200).splitlines()[0]
+
+
+def _peer_cell(peer: dict, column: str) -> str:
+    """One cell of a one-peer table, by its column's title."""
+    doc = {"node": {"name": "n"}, "peers": [{"name": "p", "state": "alive", **peer}]}
+    lines = render_text(doc, width=120).splitlines()
+    titles = [t.strip() for t in next(line for line in lines if "┃ name" in line).split("┃")]
+    cells = [c.strip() for c in next(line for line in lines if line.startswith("│ p ")).split("│")]
+    return cells[titles.index(column)]
+
+
+@pytest.mark.parametrize(("rtt_ms", "shown"), [
+    (0.031, "31 µs"),  # loopback: µs, where two decimals of ms read 0.03 or 0.00
+    (0.0004, "<1 µs"),  # measured, however small: never 0
+    (0.9996, "1.00 ms"), (1.234, "1.23 ms"), (12.34, "12.3 ms"),
+    (None, "-"),  # nothing measured yet
+])
+def test_rtt_has_the_precision_its_size_needs(rtt_ms, shown):
+    assert _peer_cell({"rtt_ms": rtt_ms}, "RTT") == shown
+
+
+@pytest.mark.parametrize(("used", "total", "shown"), [
+    (48 << 20, 8 << 30, "48M/8G"),  # a session's memory on the host device's 8 GiB
+    (0, 8 << 30, "0/8G"), (20 << 30, 24 << 30, "20.0G/24G"),
+])
+def test_device_memory_shows_what_sessions_hold(used, total, shown):
+    gpu = {"name": "host", "backend": "host", "memory_used": used, "memory_total": total}
+    assert _peer_cell({"gpus": [gpu]}, "memory") == shown

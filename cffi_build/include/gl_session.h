@@ -40,6 +40,7 @@ enum { GL_ENV_BATCH = 1, GL_ENV_REPLY = 2, GL_ENV_HELLO = 3, GL_ENV_FAIL = 4 };
 #define GL_DEVICE_ATTR_SLOTS 256
 #define GL_NAME_LEN 256
 /* cdef: end */
+#define GL_HELLO_LINE_LEN 512
 
 typedef struct {
     char name[GL_NAME_LEN];      /* NUL-terminated */
@@ -59,10 +60,14 @@ typedef struct {
     int32_t device_count;
     char server[64];             /* serving peer's name, NUL-terminated */
     char backend[16];            /* "cuda" or "host" */
+    /* Where the session runs and why, in words, for the program's user: the line
+     * the interposer prints on stderr under `gleam-peer run` (GLEAM_SESSION_LINE).
+     * NUL-terminated UTF-8. */
+    char line[GL_HELLO_LINE_LEN];
     gl_device_info devices[GL_MAX_DEVICES];
 } gl_session_hello;
 
 #define GL_HELLO_MAGIC 0x4f4c4847u /* "GHLO" */
-#define GL_HELLO_VERSION 1u
+#define GL_HELLO_VERSION 2u
 
 #endif /* GLEAM_SESSION_H */

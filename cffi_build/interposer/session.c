@@ -240,10 +240,13 @@ static void program_name(char *out, size_t cap)
     out[strcspn(out, "\n")] = '\0';
 }
 
-/* Builds the 4-byte big-endian length + CBOR map of the attach request. */
+/* Builds the 4-byte big-endian length + CBOR map of the attach request. "run"
+ * tags the session with `gleam-peer run`'s id (GLEAM_RUN_ID), so that run can
+ * ask the agent for its sessions' account once the program ended. */
 static int attach_request(cbor *c)
 {
     const char *peer = getenv("GLEAM_CUDA_PEER");
+    const char *run = getenv("GLEAM_RUN_ID");
     char program[64];
     size_t body;
 
@@ -254,9 +257,11 @@ static int attach_request(cbor *c)
     cbor_text(c, "op");
     cbor_text(c, "cuda_attach");
     cbor_text(c, "args");
-    cbor_head(c, 5, 3);
+    cbor_head(c, 5, 4);
     cbor_text(c, "peer");
     cbor_text(c, peer ? peer : "");
+    cbor_text(c, "run");
+    cbor_text(c, run ? run : "");
     cbor_text(c, "pid");
     cbor_head(c, 0, (uint64_t)getpid());
     cbor_text(c, "program");
@@ -309,6 +314,7 @@ static int read_hello(int fd, char *why, size_t cap)
     if (g_hello.device_count < 0 || g_hello.device_count > GL_MAX_DEVICES)
         g_hello.device_count = g_hello.device_count < 0 ? 0 : GL_MAX_DEVICES;
     g_hello.server[sizeof g_hello.server - 1] = '\0';
+    g_hello.line[sizeof g_hello.line - 1] = '\0';
     for (int i = 0; i < GL_MAX_DEVICES; i++)
         g_hello.devices[i].name[GL_NAME_LEN - 1] = '\0';
     return 0;
@@ -342,7 +348,7 @@ static int connect_agent(char *why, size_t cap)
         return -1;
     }
     if (attach_request(&req) != 0) {
-        snprintf(why, cap, "the attach request is too long (GLEAM_CUDA_PEER?)");
+        snprintf(why, cap, "the attach request is too long (GLEAM_CUDA_PEER or GLEAM_RUN_ID?)");
         close(fd);
         return -1;
     }
@@ -360,6 +366,17 @@ static int connect_agent(char *why, size_t cap)
     return fd;
 }
 
+/* Under `gleam-peer run` (which sets GLEAM_SESSION_LINE=1 unless --quiet) the
+ * program's user is told, once, where its session runs and why: the agent wrote
+ * the words into the HELLO. A program run by hand stays silent unless asked. */
+static void say_where(void)
+{
+    const char *want = getenv("GLEAM_SESSION_LINE");
+
+    if (want != NULL && want[0] != '\0' && strcmp(want, "0") != 0 && g_hello.line[0] != '\0')
+        fprintf(stderr, "gleam: %s\n", g_hello.line);
+}
+
 static void attach_once(void)
 {
     char why[512];
@@ -375,6 +392,7 @@ static void attach_once(void)
     atomic_store(&g_state, ST_READY);
     gl_batch_start();
     g_init_result = CUDA_SUCCESS;
+    say_where();
 }
 
 CUresult gl_attach(void)

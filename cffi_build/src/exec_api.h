@@ -89,6 +89,8 @@ void gl_exec_free(gl_exec *x);
  * the blob store after it ran. */
 uint32_t gl_exec_last_max_inline(const gl_exec *x);
 void gl_exec_stats(gl_exec *x, gl_exec_stats_t *out);
+/* Device bytes the session's live allocations hold (exec_usage.c; any thread). */
+uint64_t gl_exec_live_bytes(const gl_exec *x);
 void *gl_exec_host_ptr(gl_exec *x, uint64_t dptr, uint64_t size);
 const char *gl_exec_strerror(int code);
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import socket
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ import trio
 from gleam.peer.control import Handoff
 from gleam.peer.cuda import dataconn, envelope
 from gleam.peer.cuda.channel import LinkChannel
+from gleam.peer.cuda.choice import Choice
 from gleam.peer.cuda.choose import NoServer, choose
 from gleam.peer.cuda.client import ClientSession
 from gleam.peer.cuda.demand import ProgramDemand
@@ -26,6 +28,7 @@ from gleam.peer.cuda.messages import MAX_PROGRAM, CudaClose, CudaOpened
 from gleam.peer.cuda.opening import OpenFailed, open_local, open_remote, to_executor
 from gleam.peer.cuda.program_key import peer_pid, program_key
 from gleam.peer.cuda.route import Route, SessionManager
+from gleam.peer.cuda.runs import MAX_RUN_ID, link_words, open_line, why_chosen
 from gleam.peer.sched.leasing import leased
 
 if TYPE_CHECKING:
@@ -55,6 +58,10 @@ class Attach(Handoff):
         self.fw = fw
         self.args = args
         self.reason = ""
+        # What the cost model estimated for the chosen server, for the session's row.
+        self.estimate: dict[str, Any] | None = None
+        self.where: Choice | None = None  # the server chosen, and why
+        self.run = ""  # `gleam-peer run`'s id for the program's sessions (cuda/runs.py)
         self.va_base = self.va_size = 0
         self.program = ProgramDemand("")  # what the session is ranked by (cuda/demand.py)
 
@@ -70,11 +77,12 @@ class Attach(Handoff):
         fw = self.fw
         peer = _text(self.args, "peer", 64)
         program = _text(self.args, "program", MAX_PROGRAM)
+        self.run = _text(self.args, "run", MAX_RUN_ID)
         pid = self.args.get("pid", 0)
         pid = pid if isinstance(pid, int) and 0 <= pid < 2**31 else 0
         # The kernel's word for who connected beats the request's (program_key.py).
-        self.program = fw.demands.for_program(
-            program_key(peer_pid(stream.socket) or pid, program))
+        pid = peer_pid(stream.socket) or pid
+        self.program = fw.demands.for_program(program_key(pid, program))
         with trio.move_on_after(BACKEND_WAIT):
             await fw.ready.wait()
         deadline = trio.current_time() + SERVER_WAIT
@@ -88,6 +96,7 @@ class Attach(Handoff):
                     raise AttachFailed(str(exc)) from None
                 await trio.sleep(0.2)
         session = fw.new_session_id()
+        self.where = where
         if where.link is None:
             self.reason = where.reason
             await self._local(stream, buffered, session, program, pid)
@@ -95,7 +104,9 @@ class Attach(Handoff):
         try:  # a lease on the ranked server or a fallback (docs/scheduler.md, "Leases")
             async with leased(fw.agent, where) as where:
                 self.reason = where.reason
+                self.where = where
                 assert where.link is not None
+                self.estimate = _estimate(where, where.link.node_id, self.program.note)
                 await self._remote(stream, buffered, where.link, session, program, pid)
         except NoServer as exc:
             raise AttachFailed(str(exc)) from None
@@ -109,7 +120,7 @@ class Attach(Handoff):
             served, channel, data = await open_local(fw, session, program)
         except OpenFailed as exc:
             raise AttachFailed(str(exc)) from None
-        hello = _hello_of(fw.opened(session, served))
+        hello = self._hello_of(fw.opened(session, served), None)
         self.va_base, self.va_size = hello.va_base, hello.va_size
         sent = False
         try:
@@ -144,7 +155,7 @@ class Attach(Handoff):
             link.io.submit(CudaClose(session=session, reason="no data connection"))
             raise AttachFailed(f"cannot open the data connection to {link.name}: {exc}"
                                ) from None
-        hello = _hello_of(answer)
+        hello = self._hello_of(answer, link)
         self.va_base, self.va_size = hello.va_base, hello.va_size
         if not await _send_hello(stream, hello) or link.closed:
             link.io.submit(CudaClose(session=session, reason="the program went away"))
@@ -172,18 +183,36 @@ class Attach(Handoff):
         client = ClientSession(
             session, sock, channel, forward, self.fw.client_ended,
             program=program, pid=pid, backend=backend, buffered=buffered, reason=self.reason,
-            va=(self.va_base, self.va_size),
+            va=(self.va_base, self.va_size), estimate=self.estimate,
         )
         client.pinned = bool(_text(self.args, "peer", 64))
+        client.run = self.run
         return client
 
+    def _hello_of(self, opened: CudaOpened, link: PeerLink | None) -> Hello:
+        """The HELLO for an opened session, with the line saying where it runs and why."""
+        device = opened.devices[0].name if opened.devices else f"{opened.backend} backend"
+        server = link.peer.name if link is not None else opened.server
+        why = why_chosen(self.where, self.program.note) if self.where is not None \
+            else self.reason
+        return Hello(
+            session=opened.session, va_base=opened.va_base, va_size=opened.va_size,
+            driver_version=opened.driver_version, server=opened.server,
+            backend=opened.backend,
+            devices=[HelloDevice(d.name, d.total_mem, d.uuid, dict(d.attrs))
+                     for d in opened.devices],
+            line=open_line(server, device, why, link_words(link)),
+        )
 
-def _hello_of(opened: CudaOpened) -> Hello:
-    return Hello(
-        session=opened.session, va_base=opened.va_base, va_size=opened.va_size,
-        driver_version=opened.driver_version, server=opened.server, backend=opened.backend,
-        devices=[HelloDevice(d.name, d.total_mem, d.uuid, dict(d.attrs)) for d in opened.devices],
-    )
+
+def _estimate(choice: Choice, node_id: str, note: str) -> dict[str, Any] | None:
+    """The ranking's estimate for the server the session got, and what its demand
+    rests on (None: not ranked by the cost model, or an estimate with no end)."""
+    found = choice.ranking.estimate_of(node_id) if choice.ranking is not None else None
+    if found is None or not math.isfinite(found.total):
+        return None
+    return {"total_s": found.total, "transfer_s": found.transfer, "waiting_s": found.waiting,
+            "compute_s": found.compute, "demand": note}
 
 
 async def _send_hello(stream: trio.SocketStream, hello: Hello) -> bool:

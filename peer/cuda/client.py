@@ -99,6 +99,7 @@ class ClientSession:
         reason: str = "",
         va: tuple[int, int] = (0, 0),
         journal: Journal | None = None,
+        estimate: dict[str, Any] | None = None,
     ) -> None:
         """``forward`` hands one stamped BATCH envelope on (reader thread);
         ``on_end`` runs once, on the reader thread, when the session is over."""
@@ -109,6 +110,9 @@ class ClientSession:
         self.pid = pid
         self.backend = backend
         self.reason = reason
+        # The cost model's estimate for its server at the open (ranked sessions only).
+        self.estimate = estimate
+        self.run = ""  # `gleam-peer run`'s id for its program's sessions (cuda/runs.py)
         self.started = time.time()
         self.failed: str | None = None
         # Context consistency (docs/consistency.md): the session's range, kept
@@ -626,7 +630,8 @@ class ClientSession:
         return {**cache,
             "id": f"{self.session:016x}", "role": "client", "peer": self.channel.name,
             "program": self.program, "pid": self.pid, "backend": self.backend,
-            "reason": self.reason, "started": self.started, "batches": self.batches,
+            "reason": self.reason, "estimate": self.estimate, "run": self.run,
+            "started": self.started, "batches": self.batches,
             "calls": self.records, "oneway": self.records - self.replies,
             "waiting": self.replies, "bytes": self.bytes_to_server + self.bytes_from_server,
             "bytes_to_server": self.bytes_to_server,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import os
 import secrets
 import threading
 import time
@@ -36,6 +37,7 @@ from gleam.peer.cuda.channel import Channel, LinkChannel
 from gleam.peer.cuda.choose import advert
 from gleam.peer.cuda.client import ClientSession
 from gleam.peer.cuda.demand import DemandLearning
+from gleam.peer.cuda.finished import FinishedSessions, finished_row
 from gleam.peer.cuda.messages import (
     CudaBlobWant,
     CudaClose,
@@ -46,8 +48,10 @@ from gleam.peer.cuda.messages import (
     short_reason,
 )
 from gleam.peer.cuda.route import PendingOpen, Route, ServeRefused
+from gleam.peer.cuda.runs import RunBook
 from gleam.peer.cuda.server import ServedSession, SessionServer
 from gleam.peer.cuda.slowdown import exclusive_from_env, slowed_kernels
+from gleam.peer.sched.leasing import service_of
 
 if TYPE_CHECKING:
     from gleam.peer.agent import Agent
@@ -77,6 +81,12 @@ class CudaForwarding:
         self.pending: dict[int, PendingOpen] = {}
         # The last client sessions that ended, for `cuda_sessions` (and the demo's summary).
         self.finished: collections.deque[dict[str, Any]] = collections.deque(maxlen=32)
+        # The last sessions of either role that ended, for the status view.
+        self.ended = FinishedSessions()
+        # What the sessions of each `gleam-peer run` did (cuda/runs.py), and a
+        # wake-up for a run waiting for its sessions' end (Trio thread).
+        self.runs = RunBook()
+        self._session_ended = trio.Event()
         self.stopped = False
         self._lock = threading.Lock()
         # The blob cache (docs/cache.md): what this agent serves from, and what
@@ -136,6 +146,11 @@ class CudaForwarding:
                 backend.close()
             return
         self.backend = backend
+        if backend is not None and backend.name == "host" and backend.devices:
+            # The status view and the lease desk then see the device the programs
+            # see (its memory limit, what sessions hold), not the machine's memory.
+            self.agent.inventory.serve_host(int(backend.devices[0].total_mem),
+                                            self.server.live_bytes)
         if backend is not None and self.store is None:
             root = self.agent.config.state.path / "blobs"
             self.store = await trio.to_thread.run_sync(BlobStore, root)
@@ -190,6 +205,10 @@ class CudaForwarding:
         if route.served is not None:
             row["server_stats"] = dict(route.served.stats)
         self.finished.append(row)
+        kept = finished_row(row, ended=row["ended"], reason=reason, failed=row["failed"])
+        self.ended.add(kept)
+        if client.run:
+            self.runs.add(client.run, kept)
         if self._token is not None and not self.stopped:
             server = route.link.node_id if route.link is not None else None
             with contextlib.suppress(trio.RunFinishedError):
@@ -200,11 +219,43 @@ class CudaForwarding:
             route.link.io.submit(CudaClose(session=client.session, reason=short_reason(reason)))
 
     def _learn(self, session: int, server: str | None, row: dict[str, Any]) -> None:
-        """The Trio thread's part of a session's end: learn its program's demand."""
+        """The Trio thread's part of a session's end: learn its program's demand, and
+        take the session out of the load this agent last heard from its server."""
+        service = service_of(self.agent)
+        if service is not None and server is not None:
+            service.book.changed(server, sessions=-1)
+        self._session_ended.set()  # a run waiting for its sessions looks again
+        self._session_ended = trio.Event()
         sample = self.demands.ended(session, server, row)
         if sample is not None:
             row["measured_demand"] = {"unique_bytes": sample.unique_bytes,
                                       "waits": sample.waits, "compute": sample.compute}
+
+    # ------------------------------------------------------------ runs
+
+    def _ending(self, run: str) -> tuple[int, int]:
+        """(sessions of ``run`` whose program is gone but that have not ended yet,
+        sessions of it whose program still runs: a child the program left behind)."""
+        gone = alive = 0
+        for route in list(self.routes.values()):
+            if route.client.run == run:
+                if _process_alive(route.client.pid):
+                    alive += 1
+                else:
+                    gone += 1
+        return gone, alive
+
+    async def run_report(self, run: str, wait: float) -> dict[str, Any]:
+        """What the ended sessions of ``run`` did, once every session whose program
+        has exited has ended (at most ``wait`` seconds); ``running``: those whose
+        program is still alive."""
+        with trio.move_on_after(wait):
+            while True:
+                ended = self._session_ended
+                if not run or self._ending(run)[0] == 0:
+                    break
+                await ended.wait()
+        return {**self.runs.report(run), "running": self._ending(run)[1] if run else 0}
 
     # ------------------------------------------------------------ data connections
 
@@ -371,6 +422,7 @@ class CudaForwarding:
 
     def _served_ended(self, served: ServedSession, reason: str) -> None:
         self.server.forget(served)
+        self.ended.add(finished_row(served.row(), ended=time.time(), reason=reason))
         log.info("served session %016x (%s from %s) ended: %s",
                  served.session, served.program, served.client, reason)
 
@@ -479,3 +531,16 @@ class CudaForwarding:
             "max_sessions": self.server.max_sessions,
             "cache": self.store.stats() if self.store is not None else None,
         }
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (the agent runs on the program's host)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    return True

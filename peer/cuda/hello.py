@@ -13,15 +13,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 MAGIC = 0x4F4C4847  # "GHLO"
-VERSION = 1
+VERSION = 2
 MAX_DEVICES = 8
 ATTR_SLOTS = 256
 NAME_LEN = 256
 SERVER_LEN = 64
 BACKEND_LEN = 16
+LINE_LEN = 512
 
-# magic, version, session, va_base, va_size, driver_version, device_count, server, backend
-_HEAD = struct.Struct(f"<IIQQQii{SERVER_LEN}s{BACKEND_LEN}s")
+# magic, version, session, va_base, va_size, driver_version, device_count, server, backend,
+# line (632 bytes: the devices start 8-aligned)
+_HEAD = struct.Struct(f"<IIQQQii{SERVER_LEN}s{BACKEND_LEN}s{LINE_LEN}s")
 # name, total_mem (offset 256, already 8-aligned), uuid, attrs: 1304 bytes, a multiple of 8
 _DEVICE = struct.Struct(f"<{NAME_LEN}sQ16s{ATTR_SLOTS}i")
 SIZE = _HEAD.size + MAX_DEVICES * _DEVICE.size
@@ -45,6 +47,9 @@ class Hello:
     server: str
     backend: str
     devices: Sequence[HelloDevice]
+    # Where the session runs and why, in words: what the interposer prints under
+    # `gleam-peer run` (cuda/runs.py writes it).
+    line: str = ""
 
 
 def _text(value: str, size: int) -> bytes:
@@ -64,7 +69,7 @@ def pack_hello(hello: Hello) -> bytes:
     _HEAD.pack_into(
         out, 0, MAGIC, VERSION, hello.session, hello.va_base, hello.va_size,
         _clamp(hello.driver_version), len(devices), _text(hello.server, SERVER_LEN),
-        _text(hello.backend, BACKEND_LEN),
+        _text(hello.backend, BACKEND_LEN), _text(hello.line, LINE_LEN),
     )
     for index, dev in enumerate(devices):
         attrs = [0] * ATTR_SLOTS
@@ -86,7 +91,7 @@ def unpack_hello(body: bytes | bytearray | memoryview) -> Hello:
     """Read a HELLO body (what the interposer does in C; for tests and tools)."""
     if len(body) != SIZE:
         raise ValueError(f"a HELLO body is {SIZE} bytes, not {len(body)}")
-    magic, version, session, va_base, va_size, driver, count, server, backend = (
+    magic, version, session, va_base, va_size, driver, count, server, backend, line = (
         _HEAD.unpack_from(body, 0)
     )
     if magic != MAGIC or version != VERSION:
@@ -99,7 +104,8 @@ def unpack_hello(body: bytes | bytearray | memoryview) -> Hello:
         devices.append(HelloDevice(
             _cstr(name), total, uuid, {n: v for n, v in enumerate(attrs) if v}
         ))
-    return Hello(session, va_base, va_size, driver, _cstr(server), _cstr(backend), devices)
+    return Hello(session, va_base, va_size, driver, _cstr(server), _cstr(backend), devices,
+                 _cstr(line))
 
 
 def check_layout() -> None:

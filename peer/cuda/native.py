@@ -397,6 +397,10 @@ class ExecSession:
         out["per_call"] = {n: s.per_call[i] for n, i in names.items() if s.per_call[i]}
         return out
 
+    def live_bytes(self) -> int:
+        """Device bytes its live allocations hold (any thread; 0 once closed)."""
+        return 0 if self._x == ffi.NULL else int(lib.gl_exec_live_bytes(self._x))
+
     def close(self) -> None:
         if self._x != ffi.NULL:
             lib.gl_exec_free(self._x)

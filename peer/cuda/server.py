@@ -59,6 +59,7 @@ class ExecLike(Protocol):
     def run(self, batch: memoryview, reply: memoryview,
             blobs: list[tuple[bytes, bytes | memoryview]] | None = None) -> int: ...
     def stats(self) -> dict[str, Any]: ...
+    def live_bytes(self) -> int: ...
     def close(self) -> None: ...
     @property
     def native(self) -> Any: ...
@@ -376,6 +377,11 @@ class ServedSession:
             int(a) + int(b) for a, b in zip(own, extra, strict=True))
         return batches, records, replies, bytes_in, bytes_out
 
+    def live_bytes(self) -> int:
+        """Device memory the session holds now (0 once its executor closed)."""
+        with self._exec_lock:  # closing frees the executor under this lock
+            return self.exec.live_bytes()
+
     def row(self) -> dict[str, Any]:
         batches, records, replies, bytes_in, bytes_out = self.counts()
         with self._exec_lock:  # the lane's references, resolved natively, while it runs
@@ -473,4 +479,10 @@ class SessionServer:
         with self._lock:
             sessions = list(self._sessions.values())
         return [s.row() for s in sessions]
+
+    def live_bytes(self) -> int:
+        """Device memory every served session holds: the device's used memory."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+        return sum(s.live_bytes() for s in sessions)
 

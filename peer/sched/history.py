@@ -41,7 +41,8 @@ MAX_BYTES = 1 << 50
 MAX_WAITS = 1 << 40
 MAX_COMPUTE = 1e15  # GFLOP
 MAX_RUNS = 1 << 31
-DEFAULT_NOTE = "default demand"
+# The words a ranking ends with when the program has no learned demand yet.
+DEFAULT_NOTE = "demand guessed: no earlier run of this program"
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,14 @@ BACKENDS = ("cuda", "host")
 # Until a link has measured itself: a LAN round trip and a Gigabit Ethernet rate.
 DEFAULT_RTT = 0.5e-3
 DEFAULT_BANDWIDTH = 117e6
-# What a session needs when its program has told nothing (the interposer does
-# not report a demand yet): a small model's weights, a few thousand waits and
-# a second of a mid-range GPU. Only the order of the candidates depends on it.
-DEFAULT_DEMAND = Demand(unique_bytes=64 << 20, waits=2000, compute=1000.0)
+# What a session is guessed to need when its program has no earlier run here
+# (the interposer reports nothing before it runs): a short program, the size of
+# the examples, a test or a first try (a few MB of inputs, a hundred waits, a
+# GFLOP: a third of a second on a host device's measured 3 GFLOP/s, a
+# millisecond on a GPU). The guess was a second of a mid-range GPU (1,000
+# GFLOP), which a host device's speed turned into estimates of several minutes
+# for runs of half a second. After one run the learned demand replaces it.
+DEFAULT_DEMAND = Demand(unique_bytes=4 << 20, waits=100, compute=1.0)
 
 def book_of(agent: Agent) -> LoadBook | None:
     """The loads this agent heard in lease answers; None without the lease service."""

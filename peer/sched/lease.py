@@ -128,6 +128,18 @@ class LoadBook:
     def heard(self, node_id: str, load: ServerLoad, now: float) -> None:
         self._heard[node_id] = (now, load)
 
+    def changed(self, node_id: str, *, sessions: int = 0, leases: int = 0) -> None:
+        """This agent's own doing changed a load it heard: its lease became a session
+        (``sessions=1, leases=-1``), or its session ended (``sessions=-1``). The answer
+        stays as fresh as it was; without this, a program run right after another
+        saw the first one's lease and session for seconds and halved its estimate."""
+        entry = self._heard.get(node_id)
+        if entry is None:
+            return
+        at, load = entry
+        self._heard[node_id] = (at, replace(load, sessions=max(load.sessions + sessions, 0),
+                                            leases=max(load.leases + leases, 0)))
+
     def fresh(self, node_id: str, now: float) -> ServerLoad | None:
         entry = self._heard.get(node_id)
         if entry is None or now - entry[0] > self._fresh_for:

@@ -118,8 +118,11 @@ class LeaseService:
         raise NoServer("every server denied a lease: " + "; ".join(denials))
 
     def release(self, leased: Leased) -> None:
+        """Give the place back: the session opened (it counts as a session from now
+        on; a failed open is counted so too, until the next answer or gossip)."""
         if leased.lease != NO_LEASE and not leased.link.closed:
             leased.link.io.submit(LeaseRelease(lease=leased.lease))
+            self.book.changed(leased.link.node_id, sessions=1, leases=-1)
 
 
 def service_of(agent: Agent) -> LeaseService | None:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import trio
 
-from gleam.peer.sched.cost import Candidate, Demand, estimate
+from gleam.peer.sched.cost import Candidate, Demand, effective_speed, estimate
 from gleam.peer.sched.inputs import DEFAULT_DEMAND, candidates_of
 from gleam.peer.sched.reevaluate import COOLDOWN, Decision, Migrator, RunningSession, should_migrate
 
@@ -53,11 +54,30 @@ def decide(state: RunningSession, candidates: Sequence[Candidate], *,
     fair = [dataclasses.replace(c, offer=dataclasses.replace(
                 c.offer, sessions=max(c.offer.sessions - 1, 0)))
             if c.node_id == state.server else c for c in candidates]
-    left = state.remaining if state.remaining is not None else demand
+    here = next((c for c in fair if c.node_id == state.server), None)
+    left, note = state.remaining, state.demand_note
+    if left is None:
+        left, note = _guess_left(state, here, demand)
     remaining = [estimate(left, c) for c in fair]
     links = {c.node_id: c.link for c in fair}
     decision = should_migrate(state, remaining, links, cooldown=cooldown)
-    return dataclasses.replace(decision, reason=f"{decision.reason} [{state.demand_note}]")
+    return dataclasses.replace(decision, reason=f"{decision.reason} [{note}]")
+
+
+def _guess_left(state: RunningSession, here: Candidate | None,
+                demand: Demand) -> tuple[Demand, str]:
+    """What a session of a program with no earlier run has left: as much compute
+    again as it has done on its server so far (a program that ran a minute is
+    likelier to run another than to stop now), and at least ``demand``, the
+    guess for a new one. Without it a long first run would never look worth
+    moving: the new program's guess is a short program."""
+    if here is None or not math.isfinite(state.since_move) or state.since_move <= 0:
+        return demand, state.demand_note
+    done = state.since_move * effective_speed(here.offer)
+    if done <= demand.compute:
+        return demand, state.demand_note
+    return (dataclasses.replace(demand, compute=done),
+            f"{state.demand_note}; as much again as its {state.since_move:.0f} s so far")
 
 
 class Rebalancer:

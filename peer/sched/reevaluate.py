@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gleam.peer.sched.cost import Demand, Estimate, LinkEstimate
+from gleam.peer.sched.history import DEFAULT_NOTE
 
 MARGIN = 0.25  # the move must save a quarter of the remaining time...
 MIN_GAIN = 2.0  # ...and at least this many seconds
@@ -41,7 +42,7 @@ class RunningSession:
     # The work it has left, from its program's learned demand (None: not known,
     # the caller's default), and the words that say where that came from.
     remaining: Demand | None = None
-    demand_note: str = "default demand"
+    demand_note: str = DEFAULT_NOTE
 
 
 @dataclass(frozen=True)
