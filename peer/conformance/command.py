@@ -308,7 +308,7 @@ def _main(args: argparse.Namespace) -> int:
     interrupted = False
     with tempfile.TemporaryDirectory(prefix="gleam-conformance-") as tmp:
         root = Path(tmp)
-        mesh = LocalMesh(root / "agents")
+        mesh = LocalMesh(root / "a")   # short: agents' Unix socket paths have a limit
         try:
             builds, include = _build(samples, checkout, args, cache) if checkout else ({}, None)
             _say("starting two agents on 127.0.0.1 (a client without a device and a "
