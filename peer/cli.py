@@ -26,6 +26,7 @@ MODULE_COMMANDS = {
     "cache": "gleam.peer.cache.command",
     "lab": "gleam.peer.lab.command",
     "migrate": "gleam.peer.cuda.migrate_cmd",
+    "conformance": "gleam.peer.conformance.command",
 }
 
 

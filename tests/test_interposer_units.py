@@ -331,6 +331,21 @@ def run_against_built_library(code: str, env: dict[str, str] | None = None
     return proc
 
 
+def test_profiler_control_is_exported_and_needs_a_context() -> None:
+    # cudaProfiler.h's two calls are not in cuda.h (driver_symbols.txt): programs that
+    # dlsym them (cuda-samples' matrixMulDynlinkJIT) stop when they are missing.
+    proc = run_against_built_library("""
+for name in (b"cuProfilerStart", b"cuProfilerStop"):
+    assert hasattr(lib, name.decode())
+    fn = ctypes.c_void_p()
+    assert lib.cuGetProcAddress_v2(name, ctypes.byref(fn), 4000, 0, None) == 0
+    assert fn.value == ctypes.cast(getattr(lib, name.decode()), ctypes.c_void_p).value
+print(lib.cuProfilerStart(), lib.cuProfilerStop())
+""")
+    assert proc.stdout.split() == ["3", "3"]   # CUDA_ERROR_NOT_INITIALIZED before cuInit
+    assert "not forwarded" not in proc.stderr
+
+
 def test_every_name_of_nvidias_driver_is_exported() -> None:
     names = [n for n in (BUILD / "driver_symbols.txt").read_text().splitlines()
              if n and not n.startswith("#")]

@@ -280,3 +280,35 @@ def test_cp_async_with_a_negative_displacement_and_dynamic_shared_alignment():
                         insns, err, 256)  # 64 bytes of dynamic shared memory
     assert rc == 0, ffi.string(err).decode()
     assert out[0] == 0xC0FFEE and out[1] % 128 == 0 and out[1] > out[2]
+
+
+def _bmsk(a: int, b: int, clamp: bool) -> int:
+    """bmsk as the PTX ISA's pseudo-code states it (section "bmsk")."""
+    a1, b1 = a & 0x1F, b & 0x1F
+    mask0 = (0xFFFFFFFF << a1) & 0xFFFFFFFF
+    total = a1 + b1
+    mask1 = (0xFFFFFFFF << total) & 0xFFFFFFFF if total < 32 else 0
+    position_overflow = width_overflow = False
+    if clamp:
+        if a >= 32:
+            position_overflow, mask0 = True, 0
+        width_overflow = b >= 32
+    if total >= 32 or position_overflow or width_overflow:
+        mask1 = 0
+    elif b1 == 0:
+        mask1 = 0xFFFFFFFF
+    return mask0 & ~mask1 & 0xFFFFFFFF
+
+
+@pytest.mark.parametrize("mode", ["wrap", "clamp"])
+def test_bmsk_the_bit_masks_of_thrusts_radix_sort(mode):
+    # Thrust's radix sort (cuda-samples' radixSortThrust, segmentationTreeThrust)
+    # builds its digit masks with bmsk.clamp; the PTX was refused without it.
+    values = [0, 1, 2, 5, 16, 31, 32, 33, 40, 63, 64, 0xFFFFFFFF]
+    a = np.array([x for x in values for _ in values], np.uint32)
+    b = np.array([y for _ in values for y in values], np.uint32)
+    got = run_words(binop_kernel(f"bmsk.{mode}.b32"), a, b)
+    want = np.array([_bmsk(int(x), int(y), mode == "clamp")
+                     for x, y in zip(a, b, strict=True)], np.uint32)
+    assert np.array_equal(got, want)
+    assert _bmsk(1, 2, clamp=False) == 0x6   # the ISA's own example

@@ -490,6 +490,36 @@ SHF(shf_l_clamp, c > 32 ? 32 : c, (x << n) >> 32)
 SHF(shf_r_wrap, c & 31, x >> n)
 SHF(shf_r_clamp, c > 32 ? 32 : c, x >> n)
 
+/* bmsk: a mask of b bits from bit a (PTX ISA 7.6, "bmsk"). Wrap takes both
+ * modulo 32; clamp gives 0 from a position of 32 or more, and the mask runs to
+ * bit 31 when a width of 32 or more (or a + b) passes it. */
+static inline uint32_t bmsk(uint32_t a, uint32_t b, int clamp)
+{
+    uint32_t a1 = a & 31, b1 = b & 31, sum = a1 + b1;
+    uint32_t low = ~0u << a1, high = sum >= 32 ? 0 : ~0u << sum;
+    if (clamp && a >= 32)
+        low = 0;
+    if (sum >= 32 || (clamp && b >= 32))
+        high = 0;
+    else if (b1 == 0)
+        high = ~0u;
+    return low & ~high;
+}
+H(bmsk_wrap)
+{
+    uint64_t *D = RD(0);
+    const uint64_t *A = RS(0), *B = RS(1);
+    LANES(m, D[l] = ST_u32(bmsk((uint32_t)A[l], (uint32_t)B[l], 0)));
+    return 0;
+}
+H(bmsk_clamp)
+{
+    uint64_t *D = RD(0);
+    const uint64_t *A = RS(0), *B = RS(1);
+    LANES(m, D[l] = ST_u32(bmsk((uint32_t)A[l], (uint32_t)B[l], 1)));
+    return 0;
+}
+
 H(dp4a)
 {
     uint64_t *D = RD(0);

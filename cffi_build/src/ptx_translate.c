@@ -603,6 +603,12 @@ static int b_bits(ictx *c, const char *base)
         NEEDN(4);
         op = l ? (wrap ? PTX_OP_shf_l_wrap : PTX_OP_shf_l_clamp)
                : (wrap ? PTX_OP_shf_r_wrap : PTX_OP_shf_r_clamp);
+    } else if (!strcmp(base, "bmsk")) {
+        int wrap = take(m, "wrap"), clamp = take(m, "clamp");
+        if (t != T_B32 || wrap == clamp || finish(s, m) != 0)
+            return unsupported(s, m);
+        NEEDN(3);
+        op = wrap ? PTX_OP_bmsk_wrap : PTX_OP_bmsk_clamp;
     } else if (!strcmp(base, "prmt")) {
         static const char *const pm[] = {"f4e", "b4e", "rc8", "ecl", "ecr", "rc16"};
         int mode = 0;
@@ -1575,7 +1581,7 @@ static int instruction_(ps *s, uint32_t guard)
     static const char *const known[] = {
         "add", "sub", "mul", "mad", "fma", "div", "rem", "min", "max", "neg", "abs", "mul24",
         "mad24", "sad", "addc", "subc", "madc", "and", "or", "xor", "not", "cnot", "shl", "shr",
-        "popc", "clz", "brev", "bfe", "bfi", "bfind", "prmt", "lop3", "shf", "sqrt", "rcp",
+        "popc", "clz", "brev", "bfe", "bfi", "bfind", "bmsk", "prmt", "lop3", "shf", "sqrt", "rcp",
         "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "copysign", "testp", "setp", "selp", "mov",
         "cvt", "cvta", "isspacep", "set", "redux", "cp", "ld", "ldu", "st", "atom", "red", "shfl", "vote", "match",
         "dp4a", "dp2a", "activemask", "membar", "fence", "prefetch", "prefetchu", "nanosleep",
@@ -1614,7 +1620,7 @@ static int instruction_(ps *s, uint32_t guard)
         if (!strcmp(base, arith[k]))
             return b_arith(&c, base);
     static const char *const bits[] = {"and", "or", "xor", "not", "cnot", "shl", "shr", "popc",
-                                       "clz", "brev", "bfe", "bfi", "bfind", "prmt", "lop3",
+                                       "clz", "brev", "bfe", "bfi", "bfind", "bmsk", "prmt", "lop3",
                                        "shf"};
     for (size_t k = 0; k < sizeof bits / sizeof bits[0]; k++)
         if (!strcmp(base, bits[k]))

@@ -1,7 +1,8 @@
 // Device and context queries that runtime programs and libraries make first:
 // properties, flags, limits, stream priorities, pointer and function
-// attributes, memory info. Prints what cudart answers.
+// attributes, memory info, profiler control. Prints what cudart answers.
 #include <cstdio>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 __global__ void touch(int *p) { p[threadIdx.x] = threadIdx.x; }
@@ -33,8 +34,10 @@ int main()
     TRY(cudaFuncGetAttributes(&fa, touch));
     size_t free_b = 0, total_b = 0;
     TRY(cudaMemGetInfo(&free_b, &total_b));
+    TRY(cudaProfilerStart());   // no profiling tool: no effect, and no error
     touch<<<1, 256, 0, s>>>(d);
     TRY(cudaStreamSynchronize(s));
+    TRY(cudaProfilerStop());
     int v = 0, driver = 0, runtime = 0;
     TRY(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, 0));
     TRY(cudaDriverGetVersion(&driver));
