@@ -242,7 +242,8 @@ def test_session_with_a_fake_agent(harness: Path, tmp_path: Path) -> None:
         (length,) = struct.unpack(">I", recv_exact(conn, 4))
         request = cbor2.loads(recv_exact(conn, length))
         assert request == {"op": "cuda_attach",
-                           "args": {"peer": "", "pid": proc.pid, "program": "harness"}}
+                           "args": {"peer": "", "run": "", "pid": proc.pid,
+                                    "program": "harness"}}
         conn.sendall(envelope(3, hello_body()))
 
         records = records_until_wait(conn)
