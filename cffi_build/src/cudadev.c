@@ -437,6 +437,30 @@ CUresult cb_glLaunchCluster(CUfunction f, unsigned int gridDimX, unsigned int gr
     return ((fn_launch_ex)c->fn.cuLaunchKernelEx)(&config, f, NULL, extra);
 }
 
+/* A cooperative launch is the driver's cuLaunchKernelEx with the COOPERATIVE
+ * attribute: cuLaunchCooperativeKernel takes no `extra`, and the packed
+ * parameter buffer is what the record carries. The driver checks the size. */
+CUresult cb_glLaunchCooperative(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                unsigned int gridDimZ, unsigned int blockDimX,
+                                unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream hStream,
+                                const void *params, size_t size)
+{
+    gl_cuda *c = cuda_of(gl_exec_current());
+    CUlaunchAttribute attr;
+
+    if (c->fn.cuLaunchKernelEx == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    memset(&attr, 0, sizeof attr);
+    attr.id = GL_CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attr.value.cooperative = 1;
+    CUlaunchConfig config = {gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                             sharedMemBytes, hStream, &attr, 1};
+    void *extra[] = {GL_CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)params,
+                     GL_CU_LAUNCH_PARAM_BUFFER_SIZE, &size, GL_CU_LAUNCH_PARAM_END};
+    return ((fn_launch_ex)c->fn.cuLaunchKernelEx)(&config, f, NULL, extra);
+}
+
 CUresult cb_glClusterOccupancy(int *value, CUfunction func, unsigned int query,
                                unsigned int gridDimX, unsigned int gridDimY,
                                unsigned int gridDimZ, unsigned int blockDimX,
