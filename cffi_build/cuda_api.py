@@ -626,6 +626,9 @@ ROWS: tuple[Row, ...] = (
       "unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, "
       "const void *params, size_t size", ONEWAY, (),
       {"f": "h:func", "hStream": "h:stream", "params": "hin:size"}),
+    # cuda.core asks a cooperative launch's stream for its context (interposer/streamctx.c).
+    R("cuStreamGetCtx", "CUstream hStream, CUcontext *pctx", LOCAL,
+      (ptsz("cuStreamGetCtx", 9020),), ready=True),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).
