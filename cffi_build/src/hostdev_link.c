@@ -146,7 +146,8 @@ static int elf_device_code(const uint8_t *p, size_t n, const uint8_t **code, siz
             continue;
         const char *nm = (const char *)p + stroff + name;
         size_t room = strsize - name;
-        /* nvcc -rdc puts an object's fatbin in __nv_relfatbin, a whole-program build in .nv_fatbin */
+        /* nvcc -rdc puts an object's fatbin in __nv_relfatbin, a whole-program
+         * build in .nv_fatbin */
         if (strnlen(nm, room) < room
             && (strcmp(nm, "__nv_relfatbin") == 0 || strcmp(nm, ".nv_fatbin") == 0)) {
             *code = p + off;
@@ -226,8 +227,10 @@ static int library_sources(gather *g, const uint8_t *p, size_t n, const char *na
             else if (elf_device_code(data, size, &code, &len)) {
                 char *kept = own(g, strdup(label));
                 int rc = kept ? fatbin_sources(g, code, len, kept, targets, sizeof targets) : -1;
+                if (rc < 0 && kept == NULL)
+                    return refuse(g, CUDA_ERROR_OUT_OF_MEMORY, "%s%s", "out of memory", "");
                 if (rc < 0)
-                    return kept ? -1 : refuse(g, CUDA_ERROR_OUT_OF_MEMORY, "%s%s", "out of memory", "");
+                    return -1;
                 if (rc == 0)
                     note_skipped(g, label);
             }
