@@ -25,6 +25,7 @@ HEADERS: tuple[str, ...] = (
     "src/exec_api.h",
     "src/pingpong.h",
     "src/fatbin.h",
+    "include/gl_linkimage.h",
     "src/ptx.h",
     "src/dpstream.h",
     "src/dpcrypto.h",

@@ -616,6 +616,24 @@ ROWS: tuple[Row, ...] = (
     # tool is attached to a forwarded context, so they check the context only.
     R("cuProfilerStart", "", LOCAL, (s("cuProfilerStart", 4000),), ready=True),
     R("cuProfilerStop", "", LOCAL, (s("cuProfilerStop", 4000),), ready=True),
+    # ---------------- appended for cooperative launches (issue 25: interposer/launch.c)
+    # A cooperative grid has every block resident at once, so that a grid-wide
+    # barrier (cooperative groups' grid.sync()) works; cuLaunchKernelEx's
+    # COOPERATIVE attribute and cudart's cudaLaunchCooperativeKernel come here
+    # too (host: hostdev_kernels.c; cuda: cuLaunchKernelEx with the attribute).
+    R("cuLaunchCooperativeKernel", "CUfunction f, unsigned int gridDimX, "
+      "unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, "
+      "unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, "
+      "CUstream hStream, void **kernelParams", LOCAL,
+      (ptsz("cuLaunchCooperativeKernel", 9000),), caller=True, ready=True),
+    R("glLaunchCooperative", "CUfunction f, unsigned int gridDimX, unsigned int gridDimY, "
+      "unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, "
+      "unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, "
+      "const void *params, size_t size", ONEWAY, (),
+      {"f": "h:func", "hStream": "h:stream", "params": "hin:size"}),
+    # cuda.core asks a cooperative launch's stream for its context (interposer/streamctx.c).
+    R("cuStreamGetCtx", "CUstream hStream, CUcontext *pctx", LOCAL,
+      (ptsz("cuStreamGetCtx", 9020),), ready=True),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

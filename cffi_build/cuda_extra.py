@@ -56,4 +56,9 @@ EXTRAS: tuple[Extra, ...] = (
     Extra("cuLaunchKernelEx", required=False),
     Extra("cuOccupancyMaxActiveClusters", required=False),
     Extra("cuOccupancyMaxPotentialClusterSize", required=False),
+    # Link images (cudadev_link.c): the driver's own linker links the client's inputs.
+    Extra("cuLinkCreate_v2", required=False),
+    Extra("cuLinkAddData_v2", required=False),
+    Extra("cuLinkComplete", required=False),
+    Extra("cuLinkDestroy", required=False),
 )

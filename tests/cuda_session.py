@@ -12,6 +12,7 @@ import struct
 from collections.abc import Iterator
 
 from gleam.peer.cuda import native
+from gleam.peer.nativelib import ffi, lib
 from gleam.peer.records import CallRecord, encode_batch
 
 IDS = native.call_ids()
@@ -109,12 +110,40 @@ class Session:
         return r[0], ptr, size
 
     def launch(self, fn: int, grid: tuple[int, int, int], block: tuple[int, int, int],
-               params: bytes, shared: int = 0) -> None:
-        launch = rec("glLaunch", fn, *grid, *block, shared, 0, len(params), payload=params)
+               params: bytes, shared: int = 0, cooperative: bool = False) -> None:
+        call = "glLaunchCooperative" if cooperative else "glLaunch"
+        launch = rec(call, fn, *grid, *block, shared, 0, len(params), payload=params)
         assert self.run(launch) is None
 
     def close(self) -> None:
         self.x.close()
+
+
+# CUjitInputType: what each input of a link image is.
+CUBIN, PTX, FATBIN, OBJECT, LIBRARY = range(5)
+
+
+def link_image(inputs: list[tuple[int, bytes, str]], origin: int = 1,
+               options: tuple[tuple[int, int], ...] = ()) -> bytes:
+    """A link image (cffi_build/include/gl_linkimage.h) of (type, bytes, name) inputs, as
+    the interposer writes one at cuLinkComplete (origin 1) or for an -rdc registration (2,
+    the first input its linked fatbin)."""
+    keep = []
+    entries = ffi.new("gl_link_input[]", len(inputs))
+    for k, (kind, data, name) in enumerate(inputs):
+        buf, nm = ffi.from_buffer(data), ffi.new("char[]", name.encode())
+        keep += [buf, nm]
+        main = 1 if origin == 2 and k == 0 else 0
+        entries[k] = (kind, main, ffi.cast("const uint8_t *", buf), len(data), nm,
+                      len(name.encode()))
+    flat = ffi.new("uint32_t[]", [v for pair in options for v in pair] or [0])
+    out = ffi.new("uint8_t **")
+    size = lib.gl_link_image_build(entries, len(inputs), flat, len(options), origin, out)
+    assert size > 0
+    try:
+        return bytes(ffi.buffer(out[0], size))
+    finally:
+        lib.gl_link_image_free(out[0])
 
 
 @contextlib.contextmanager

@@ -112,6 +112,21 @@ typedef struct {
 CUresult gl_image_size(const void *image, size_t *size, int *is_ptx);
 /* The fatbin inside cudart's registration wrapper, or image itself. */
 const void *gl_image_unwrap(const void *image);
+
+/* ---- cooperative.c: cooperative launches */
+
+/* Whether a cooperative grid of this shape fits the serving device at once
+ * (occupancy times multiprocessors): CUDA_SUCCESS,
+ * CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, or the error of asking. */
+CUresult gl_cooperative_fits(CUfunction f, const unsigned grid[3], const unsigned block[3],
+                             unsigned shared, int ptds);
+
+/* ---- rdcimage.c: registrations of relocatable device code */
+
+/* A link image (malloc'd) of a registration with objects to link: the
+ * registered fatbin, then the objects'; CUDA_ERROR_NOT_FOUND when
+ * REGISTRATION is no such thing. */
+CUresult gl_rdc_image(const void *registration, uint8_t **image, size_t *size);
 /* Parses every .entry's parameter list of PTX text. Returns 0, or -1 when
  * out of memory or the text is malformed (out is then empty). */
 int gl_ptx_entries(const char *ptx, gl_entries *out);

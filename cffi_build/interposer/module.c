@@ -85,16 +85,21 @@ static CUresult send_image(void **handle, const void *image, size_t size, int is
 static CUresult load(void **handle, const void *image, int is_lib, int ptds)
 {
     size_t size;
-    int is_ptx;
+    int is_ptx = 0;
     gl_entries *e = NULL;
+    uint8_t *linked = NULL; /* a registration of relocatable code, as a link image */
     CUresult r = gl_ready();
 
     if (r != CUDA_SUCCESS)
         return r;
     if (handle == NULL || image == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    image = gl_image_unwrap(image);
-    if ((r = gl_image_size(image, &size, &is_ptx)) != CUDA_SUCCESS)
+    r = gl_rdc_image(image, &linked, &size);
+    if (r == CUDA_SUCCESS)
+        image = linked;
+    else if (r != CUDA_ERROR_NOT_FOUND)
+        return r;
+    else if ((r = gl_image_size(image = gl_image_unwrap(image), &size, &is_ptx)) != CUDA_SUCCESS)
         return r;
     if (is_ptx && (e = calloc(1, sizeof *e)) != NULL && gl_ptx_entries(image, e) != 0) {
         free(e); /* unparsable PTX: the server will say what is wrong with it */
@@ -108,6 +113,7 @@ static CUresult load(void **handle, const void *image, int is_lib, int ptds)
         gl_entries_free(e);
         free(e);
     }
+    free(linked);
     return r;
 }
 

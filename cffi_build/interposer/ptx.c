@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gl_linkimage.h"
 #include "internal.h"
 
 #define FATBIN_MAGIC 0xBA55ED50u
@@ -61,6 +62,13 @@ CUresult gl_image_size(const void *image, size_t *size, int *is_ptx)
     if (le32(p) == FATBIN_MAGIC) {
         *size = (size_t)(le16(p + 6) + le64(p + 8));
         return CUDA_SUCCESS;
+    }
+    uint64_t linked; /* cuLinkComplete's image of several inputs (linker.c) */
+    if (gl_link_image_sniff(p, GL_LINK_HEADER, &linked)) {
+        *size = (size_t)linked;
+        return linked >= GL_LINK_HEADER + GL_LINK_TRAILER && linked <= SIZE_MAX / 2
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_INVALID_IMAGE;
     }
     if (strstr(text, ".entry") == NULL && strstr(text, ".version") == NULL)
         return CUDA_ERROR_INVALID_IMAGE;

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudadev_link.h"
 #include "executor.h"
+#include "gl_linkimage.h"
 #include "gl_tensormap.h"
 #include "imagevars.h"
 #include "vaband.h"
@@ -78,6 +80,8 @@ typedef struct {
     uint64_t ngran;
     void **varcode; /* modules and libraries whose image may have variables */
     size_t nvarcode, capvarcode;
+    void **kept;    /* what loaded registrations point to (cudadev_link.c) */
+    size_t nkept;
 } gl_csess;
 
 static gl_cuda *cuda_of(gl_exec *x)
@@ -238,26 +242,12 @@ CUresult cb_glMemcpy2DDtoD(CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size
     return copy2d(&p, stream, 0);
 }
 
-/* The record's payload is only 8-byte aligned and a PTX image may lack its
- * NUL: the driver gets an aligned, terminated copy. */
-static void *image_copy(const void *image, size_t size)
-{
-    uint8_t *p = aligned_alloc(64, (size + 1 + 63) / 64 * 64);
-    if (p != NULL) {
-        memcpy(p, image, size);
-        p[size] = 0;
-    }
-    return p;
-}
-
 /* Remembers a loaded module or library whose image may have variables. A
  * handle value the driver hands out again stays listed: the error is on the
  * side of "not movable", never of a wrong result. */
-static CUresult note_vars(void *handle, const void *image, size_t size)
+static CUresult remember_varcode(void *handle)
 {
     gl_csess *s = gl_exec_current()->priv;
-    if (!gl_image_may_have_vars(image, size))
-        return CUDA_SUCCESS;
     if (s->nvarcode == s->capvarcode) {
         size_t cap = s->capvarcode ? s->capvarcode * 2 : 8;
         void **grown = realloc(s->varcode, cap * sizeof *grown);
@@ -270,12 +260,55 @@ static CUresult note_vars(void *handle, const void *image, size_t size)
     return CUDA_SUCCESS;
 }
 
+static CUresult note_vars(void *handle, const void *image, size_t size)
+{
+    return gl_image_may_have_vars(image, size) ? remember_varcode(handle) : CUDA_SUCCESS;
+}
+
+static CUresult load_module(void *arg, void **handle, const void *image)
+{
+    return ((fn_modload)arg)((CUmodule *)handle, image);
+}
+
+static CUresult load_library(void *arg, void **handle, const void *image)
+{
+    return ((fn_libload)arg)((CUlibrary *)handle, image, NULL, NULL, 0, NULL, NULL, 0);
+}
+
+/* A link image: the real driver links its inputs (cudadev_link.c). What a
+ * registration points to stays until the session ends; a linked image may
+ * have variables, as far as a checkpoint can tell. */
+static CUresult load_linked(void **handle, const void *image, size_t size, gl_cuda_load load,
+                            void *fp)
+{
+    gl_csess *s = gl_exec_current()->priv;
+    void **kept;
+    size_t nkept;
+    CUresult r = gl_cuda_load_linked(&cuda_of(gl_exec_current())->fn, image, size, load, fp,
+                                     handle, &kept, &nkept);
+    if (kept != NULL) {
+        void **grown = realloc(s->kept, (s->nkept + nkept) * sizeof *grown);
+        if (grown == NULL) { /* the driver has it: leak it rather than free it under it */
+            free(kept);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(grown + s->nkept, kept, nkept * sizeof *kept);
+        s->kept = grown;
+        s->nkept += nkept;
+        free(kept);
+    }
+    return r == CUDA_SUCCESS ? remember_varcode(*handle) : r;
+}
+
 CUresult cb_glModuleLoad(CUmodule *module, const void *image, size_t size)
 {
     gl_cuda *c = cuda_of(gl_exec_current());
+    uint64_t linked;
     if (c->fn.cuModuleLoadData == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
-    void *copy = image_copy(image, size);
+    if (gl_link_image_sniff(image, size, &linked))
+        return load_linked((void **)module, image, size, load_module, c->fn.cuModuleLoadData);
+    void *copy = gl_cuda_image_copy(image, size);
     if (copy == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = ((fn_modload)c->fn.cuModuleLoadData)(module, copy);
@@ -286,9 +319,13 @@ CUresult cb_glModuleLoad(CUmodule *module, const void *image, size_t size)
 CUresult cb_glLibraryLoad(CUlibrary *library, const void *image, size_t size)
 {
     gl_cuda *c = cuda_of(gl_exec_current());
+    uint64_t linked;
     if (c->fn.cuLibraryLoadData == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
-    void *copy = image_copy(image, size);
+    if (gl_link_image_sniff(image, size, &linked))
+        return load_linked((void **)library, image, size, load_library,
+                           c->fn.cuLibraryLoadData);
+    void *copy = gl_cuda_image_copy(image, size);
     if (copy == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = ((fn_libload)c->fn.cuLibraryLoadData)(library, copy, NULL, NULL, 0, NULL, NULL,
@@ -432,6 +469,30 @@ CUresult cb_glLaunchCluster(CUfunction f, unsigned int gridDimX, unsigned int gr
     if (c->fn.cuLaunchKernelEx == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUlaunchConfig config = cluster_config(&attr, grid, block, sharedMemBytes, hStream, cluster);
+    void *extra[] = {GL_CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)params,
+                     GL_CU_LAUNCH_PARAM_BUFFER_SIZE, &size, GL_CU_LAUNCH_PARAM_END};
+    return ((fn_launch_ex)c->fn.cuLaunchKernelEx)(&config, f, NULL, extra);
+}
+
+/* A cooperative launch is the driver's cuLaunchKernelEx with the COOPERATIVE
+ * attribute: cuLaunchCooperativeKernel takes no `extra`, and the packed
+ * parameter buffer is what the record carries. The driver checks the size. */
+CUresult cb_glLaunchCooperative(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                unsigned int gridDimZ, unsigned int blockDimX,
+                                unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream hStream,
+                                const void *params, size_t size)
+{
+    gl_cuda *c = cuda_of(gl_exec_current());
+    CUlaunchAttribute attr;
+
+    if (c->fn.cuLaunchKernelEx == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    memset(&attr, 0, sizeof attr);
+    attr.id = GL_CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attr.value.cooperative = 1;
+    CUlaunchConfig config = {gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                             sharedMemBytes, hStream, &attr, 1};
     void *extra[] = {GL_CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)params,
                      GL_CU_LAUNCH_PARAM_BUFFER_SIZE, &size, GL_CU_LAUNCH_PARAM_END};
     return ((fn_launch_ex)c->fn.cuLaunchKernelEx)(&config, f, NULL, extra);
@@ -688,6 +749,9 @@ static void cuda_close(gl_exec *x)
     free(s->uses);
     free(s->mem);
     free(s->varcode);
+    for (size_t i = 0; i < s->nkept; i++)
+        free(s->kept[i]);
+    free(s->kept);
     free(s);
 }
 

@@ -12,6 +12,7 @@ int gl_native_abi_version(void);
 #include "journal.h"
 #include "exec_api.h"
 #include "fatbin.h"
+#include "gl_linkimage.h"
 #include "ptx.h"
 #include "dpstream.h"
 #include "spares.h"

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hostdev.h"
 
@@ -53,10 +54,12 @@ static CUresult ensure_loaded(gl_hmod *m)
     if (m->loaded)
         return m->load_error;
     m->loaded = 1;
-    char err[256];
+    char err[1024];
     CUresult r = gl_himage_load_ptx(m, err, sizeof err);
     if (r == CUDA_ERROR_INVALID_PTX)
         gl_exec_note(gl_exec_current(), "the module's PTX is refused: %s", err);
+    else if (r != CUDA_SUCCESS && err[0]) /* a link image's input (hostdev_link.c) */
+        gl_exec_note(gl_exec_current(), "the link is refused: %s", err);
     if (r == CUDA_SUCCESS && m->ptx != NULL) {
         /* module variables: copies to them (cudaMemcpyToSymbol) pass the
          * executor's pointer checks, and kernels may touch them */
@@ -351,10 +354,11 @@ static uint64_t layout_size(const gl_kernel_impl *k)
     return (uint64_t)k->offsets[k->nparams - 1] + k->sizes[k->nparams - 1];
 }
 
-static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s)
+static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s, int cooperative)
 {
     char err[1024];
     ptx_launch_args a = {
+        .cooperative = cooperative,
         .grid = {l->grid[0], l->grid[1], l->grid[2]},
         .block = {l->block[0], l->block[1], l->block[2]},
         .dynamic_shared = l->shared,
@@ -377,12 +381,32 @@ static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s)
     return (CUresult)rc;
 }
 
-CUresult hb_glLaunch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                     const void *params, size_t size)
+/* A cooperative grid must fit at once: at most the active blocks of its
+ * shape per multiprocessor (a core) times the cores, as on a GPU. */
+static CUresult cooperative_fits(CUfunction f, const gl_launch *l)
 {
-    (void)hStream;
+    int per_sm = 0;
+    uint64_t threads = (uint64_t)l->block[0] * l->block[1] * l->block[2];
+    uint64_t blocks = (uint64_t)l->grid[0] * l->grid[1] * l->grid[2];
+    long cores = sysconf(_SC_NPROCESSORS_ONLN); /* the multiprocessors it reports */
+    CUresult r = hb_cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, (int)threads,
+                                                                 l->shared);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (blocks > (uint64_t)per_sm * (uint64_t)(cores > 0 ? cores : 1)) {
+        gl_exec_note(l->x, "a cooperative grid of %llu blocks of %llu threads does not fit at "
+                     "once (at most %d per multiprocessor, %ld multiprocessors)",
+                     (unsigned long long)blocks, (unsigned long long)threads, per_sm, cores);
+        return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult launch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                       unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                       unsigned int blockDimZ, unsigned int sharedMemBytes, const void *params,
+                       size_t size, int cooperative)
+{
     const gl_hfunc *fn = (const gl_hfunc *)f;
     gl_hsess *s = gl_hsess_of();
     if (s->sticky != CUDA_SUCCESS)
@@ -399,10 +423,37 @@ CUresult hb_glLaunch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
         .params = params,
         .params_len = size,
     };
+    CUresult r = cooperative ? cooperative_fits(f, &l) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS)
+        return r;
     if (fn->ptx != NULL)
-        return launch_ptx(fn, &l, s);
+        return launch_ptx(fn, &l, s, cooperative);
+    /* a host implementation computes the whole grid's result at once */
     if (fn->impl.native >= 0)
         return builtins[fn->impl.native].fn(&l);
-    int r = gl_py_kernel_run(fn->impl.handle, &l);
-    return r == 0 ? CUDA_SUCCESS : (CUresult)r;
+    int rc = gl_py_kernel_run(fn->impl.handle, &l);
+    return rc == 0 ? CUDA_SUCCESS : (CUresult)rc;
+}
+
+CUresult hb_glLaunch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                     const void *params, size_t size)
+{
+    (void)hStream;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                  sharedMemBytes, params, size, 0);
+}
+
+/* Every block of the grid resident at once, so that a grid-wide barrier
+ * works (cooperative groups' grid.sync(), ptx_launch.c). */
+CUresult hb_glLaunchCooperative(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                unsigned int gridDimZ, unsigned int blockDimX,
+                                unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream hStream,
+                                const void *params, size_t size)
+{
+    (void)hStream;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                  sharedMemBytes, params, size, 1);
 }

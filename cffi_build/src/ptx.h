@@ -46,6 +46,25 @@ enum {
 /* Parses and translates TEXT (LEN bytes, a trailing NUL allowed). 0 and *out,
  * or -1 and a one-line message "line N: what" in err. */
 int ptx_module_load(const char *text, size_t len, ptx_module **out, char *err, size_t err_len);
+
+/* One input of a link: PTX text and the name messages give it. */
+typedef struct {
+    const char *text;
+    size_t len;
+    const char *name;
+} ptx_source;
+#define PTX_MAX_SOURCES 256u
+
+/* Parses N inputs and links them into one module (PTX ISA linking rules:
+ * .extern names resolve against .visible, .weak and .common definitions of
+ * any input, ptx_linkage.c). 0 and *out, or -1 and a message that names the
+ * input ("input 'x.ptx' line N: what") when N > 1. */
+int ptx_module_link(const ptx_source *src, size_t n, ptx_module **out, char *err,
+                    size_t err_len);
+
+/* What the host device links in place of libcudadevrt: cooperative groups'
+ * entry points, in PTX (ptx_devrt.c). */
+ptx_source ptx_devrt_source(void);
 void ptx_module_free(ptx_module *m);
 
 /* Kernel entries by name (NULL: none). */
@@ -81,6 +100,7 @@ typedef struct {
     const gl_ranges *allocs;
     const gl_ranges *extra;
     double timeout_s;  /* <= 0: GLEAM_PTX_TIMEOUT_S or 60 s */
+    int cooperative;   /* every block resident at once, with a grid barrier's workspace */
     unsigned threads;  /* workers; 0: GLEAM_PTX_THREADS or the CPU count */
     /* out */
     uint64_t insns;    /* thread-instructions executed (active lanes) */
@@ -96,6 +116,10 @@ int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a);
 /* cdef: begin */
 /* Parses and translates only: 0, or -1 with a message (fuzzing, `check`). */
 int gl_ptx_check(const char *text, size_t len, char *err, size_t err_len);
+/* Links N texts (lens[k] bytes each; devrt: with the host device's stand-in
+ * for libcudadevrt last): the module, or NULL with a message. */
+ptx_module *gl_ptx_link_load(const char *const *texts, const size_t *lens, size_t n, int devrt,
+                             char *err, size_t err_len);
 /* Load once, run on caller-owned host buffers (benchmarks): the buffers the
  * kernel may touch are given as (base, size) pairs, sorted by base. */
 ptx_module *gl_ptx_load(const char *text, size_t len, char *err, size_t err_len);
@@ -104,6 +128,11 @@ int gl_ptx_run(ptx_module *m, const char *entry, const unsigned *grid3, const un
                unsigned dynamic_shared, const void *params, size_t params_len,
                const uint64_t *ranges, size_t nranges, unsigned threads, uint64_t *insns,
                char *err, size_t err_len);
+/* The same for a cooperative grid: every block resident at once. */
+int gl_ptx_run_cooperative(ptx_module *m, const char *entry, const unsigned *grid3,
+                           const unsigned *block3, unsigned dynamic_shared, const void *params,
+                           size_t params_len, const uint64_t *ranges, size_t nranges,
+                           unsigned threads, uint64_t *insns, char *err, size_t err_len);
 /* cdef: end */
 
 #endif /* GLEAM_PTX_H */

@@ -1692,8 +1692,19 @@ int ptx_warp_run(ptx_warp *w)
         switch (i->ctl) {
         case PTX_C_BRA: {
             uint32_t t = i->aux;
-            if (t <= pc && (++w->b->backedges & 0xfff) == 0 && (rc = ptx_deadline_check(w->b)))
-                goto out;
+            if (t <= pc) {
+                uint64_t be = ++w->b->backedges;
+                if ((be & 0xfff) == 0 && (rc = ptx_deadline_check(w->b)))
+                    goto out;
+                /* a loop lets the block's other warps, and in a cooperative
+                 * grid the other blocks, run now and then: one may wait
+                 * for another (a grid barrier spins on memory). The branch
+                 * runs again when the warp resumes. */
+                if ((be & w->b->yield_mask) == 0) {
+                    rc = PTX_WARP_YIELD;
+                    goto out;
+                }
+            }
             if (em == 0 || t == pc + 1) {
                 pc++;
                 continue;
@@ -1783,7 +1794,7 @@ int ptx_warp_run(ptx_warp *w)
     }
 out:
     w->pc = pc;
-    w->mask = rc ? 0 : m;
+    w->mask = rc && rc != PTX_WARP_YIELD ? 0 : m;
     w->merge_pc = mpc;
     w->insns += n;
     return rc;

@@ -24,6 +24,9 @@
 #include "ptx_ops.h"
 
 #define PTX_LANES 32
+/* A cooperative grid's workspace: the words its grid barrier counts in
+ * (cooperative groups keep the count at byte 4), zero when the grid starts. */
+#define PTX_GRID_WORKSPACE 64u
 #define PTX_FULL 0xffffffffu
 
 /* Fixed register slots, the same in every kernel (filled per warp). */
@@ -33,6 +36,9 @@ enum {
     PTX_R_LANEID, PTX_R_WARPID, PTX_R_NWARPID, PTX_R_LM_EQ, PTX_R_LM_LE, PTX_R_LM_LT,
     PTX_R_LM_GE, PTX_R_LM_GT, PTX_R_SMID, PTX_R_NSMID, PTX_R_GRIDID, PTX_R_DYN_SMEM,
     PTX_R_TOTAL_SMEM, PTX_R_WARPSZ,
+    /* %envreg1:%envreg2, the grid's workspace of a cooperative launch (high
+     * and low halves; 0 otherwise): cooperative groups' grid barrier */
+    PTX_R_ENVREG1, PTX_R_ENVREG2,
     PTX_NSREG = 32
 };
 /* Fixed predicate slots: always false, always true. */
@@ -130,6 +136,11 @@ typedef struct {
     uint32_t param_offsets[PTX_MAX_PARAMS], param_sizes[PTX_MAX_PARAMS];
     uint32_t params_size;
     uint32_t line;
+    uint8_t linkage;   /* PTX_LK_*: how it was declared (ptx_linkage.c) */
+    uint8_t hidden;    /* a weak definition that lost: kept, never a kernel */
+    uint8_t signed_;   /* its parameters are known (declared or defined) */
+    uint32_t rets_sig; /* its return parameters' sizes, folded: declarations must agree */
+    uint16_t src;      /* the input of a link it comes from */
 } ptx_func;
 
 struct ptx_kernel {
@@ -152,10 +163,40 @@ struct ptx_kernel {
     uint32_t param_offsets[64], param_sizes[64];
 };
 
+/* Linking directives (PTX ISA, "Linking Directives"): none is local to its
+ * input; .extern declares, .visible defines for every input, .weak and
+ * .common define unless a .visible definition (or a larger .common) wins. */
+enum { PTX_LK_NONE, PTX_LK_EXTERN, PTX_LK_VISIBLE, PTX_LK_WEAK, PTX_LK_COMMON };
+
+/* A module-scope .global/.const declaration. Code names a variable by its
+ * index in m->globals (PTX_GREF), resolved when kernels are linked: an
+ * .extern declaration has no storage of its own and binds, like every
+ * declaration with a linking directive, to the definition the link chose
+ * (target). */
 typedef struct {
     char *name;
     uint64_t offset, size;
+    int32_t target;   /* the definition references bind to; -1: none (unresolved) */
+    uint8_t defined;  /* has storage */
+    uint8_t linkage;  /* PTX_LK_* */
+    uint8_t has_init;
+    uint16_t src;
 } ptx_var;
+
+/* A reference to module variable I plus a displacement in (-2^31, 2^31): what
+ * an instruction's immediate (reloc PTX_RL_GLOBAL) or an initialiser's
+ * address holds until the link knows where every variable lies. */
+#define PTX_GREF(i) ((uint64_t)((uint64_t)(i) + 1) << 32)
+#define PTX_GREF_MAX_DISP 0x7fffffffll
+static inline int ptx_gref_split(uint64_t v, uint32_t nglobals, uint32_t *index, int64_t *disp)
+{
+    uint64_t hi = (v + 0x80000000ull) >> 32;
+    if (hi == 0 || hi > nglobals)
+        return -1;
+    *index = (uint32_t)(hi - 1);
+    *disp = (int64_t)(v - (hi << 32));
+    return 0;
+}
 
 struct ptx_module {
     ptx_func *funcs;
@@ -172,6 +213,8 @@ struct ptx_module {
     uint32_t target; /* .target sm_XX as XX (100 for sm_100); 0 when absent */
     uint32_t *taken; /* functions whose address an initialiser holds */
     uint32_t ntaken;
+    char **srcnames; /* the inputs of a link, for messages (NULL: one input) */
+    uint32_t nsrcs;
 };
 
 /* Linking (ptx_link.c): builds m->kernels from m->funcs. */
@@ -194,6 +237,7 @@ typedef struct ptx_block {
     uint64_t c_lo, c_len;  /* the last two ranges an access hit */
     uint64_t c2_lo, c2_len;
     uint64_t backedges;
+    uint64_t yield_mask;   /* a warp yields when backedges & yield_mask is 0 */
     uint32_t red_popc;     /* bar.red of the barrier being gathered */
     int red_all, red_any;
     int err;
@@ -224,7 +268,12 @@ typedef struct ptx_warp {
 extern const ptx_fn ptx_handlers[PTX_NOPS];
 extern const char *const ptx_op_names[PTX_NOPS];
 
-/* Runs W until its lanes have all exited or wait at a barrier: 0 or PTX_E_*. */
+/* ptx_warp_run's answer when the warp stopped at a loop's back edge to let
+ * others run (ptx_block.yield_mask); it resumes there. */
+#define PTX_WARP_YIELD (-2)
+
+/* Runs W until its lanes have all exited or wait at a barrier (0), it yields
+ * (PTX_WARP_YIELD), or it fails (PTX_E_*; -1: another block failed). */
 int ptx_warp_run(ptx_warp *w);
 /* Picks the next group of lanes (lowest pc); 0 when none can run. */
 int ptx_warp_select(ptx_warp *w);

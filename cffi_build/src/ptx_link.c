@@ -36,15 +36,40 @@ typedef struct {
     char *err;
     size_t err_len;
     int failed;
+    uint16_t src; /* the input of the function being spliced, for messages */
 } lk;
 
 static int lfail(lk *L, uint32_t line, const char *msg, const char *name)
 {
-    if (!L->failed && L->err != NULL && L->err_len > 0)
+    /* a link of several inputs names the one the function came from */
+    const ptx_module *m = L->m;
+    const char *src = m->srcnames != NULL && L->src < m->nsrcs ? m->srcnames[L->src] : NULL;
+    if (!L->failed && L->err != NULL && L->err_len > 0 && src != NULL)
+        snprintf(L->err, L->err_len, "input '%s' line %u: %s%s%s", src, line, msg,
+                 name ? " " : "", name ? name : "");
+    else if (!L->failed && L->err != NULL && L->err_len > 0)
         snprintf(L->err, L->err_len, "line %u: %s%s%s", line, msg, name ? " " : "",
                  name ? name : "");
     L->failed = 1;
     return -1;
+}
+
+/* Where module variable reference V (PTX_GREF plus a displacement) lies. */
+static uint64_t global_address(lk *L, uint64_t v)
+{
+    const ptx_module *m = L->m;
+    uint32_t gi;
+    int64_t disp;
+    if (ptx_gref_split(v, m->nglobals, &gi, &disp) != 0) {
+        lfail(L, 0, "a bad reference to a module variable", NULL);
+        return 0;
+    }
+    int32_t t = m->globals[gi].target;
+    if (t < 0) {
+        lfail(L, 0, "undefined reference to variable", m->globals[gi].name);
+        return 0;
+    }
+    return (uint64_t)(uintptr_t)m->storage + m->globals[t].offset + (uint64_t)disp;
 }
 
 static ptx_insn *append(lk *L, const ptx_insn *src)
@@ -99,7 +124,7 @@ static uint64_t relocate(lk *L, uint64_t v, int reloc, int arg, uint64_t fbase,
     case PTX_RL_LOCAL: return v + fbase;
     case PTX_RL_ARG: return v + (argoff ? argoff[arg] : 0);
     case PTX_RL_RET: return v + (retoff ? retoff[arg] : 0);
-    case PTX_RL_GLOBAL: return v + (uint64_t)(uintptr_t)L->m->storage;
+    case PTX_RL_GLOBAL: return global_address(L, v);
     case PTX_RL_DYNSH: return v + L->dynbase;
     case PTX_RL_OWNSH: return v + L->ownbase;
     case PTX_RL_FUNC:
@@ -145,6 +170,8 @@ static int splice(lk *L, uint32_t fi, uint64_t fbase, const uint32_t *argoff,
 {
     const ptx_func *f = &L->m->funcs[fi];
     ptx_kernel *k = L->k;
+    uint16_t caller_src = L->src;
+    L->src = f->src;
     if (!f->defined)
         return lfail(L, f->line, "call of a function without a body:", f->name);
     if ((uint64_t)k->nregs + f->nregs - PTX_NSREG > PTX_MAX_REGS
@@ -282,6 +309,7 @@ static int splice(lk *L, uint32_t fi, uint64_t fbase, const uint32_t *argoff,
     }
     free(pcmap);
     free(fix);
+    L->src = caller_src;
     return L->failed ? -1 : rc;
 }
 
@@ -350,7 +378,7 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
 {
     uint32_t n = 0;
     for (uint32_t f = 0; f < m->nfuncs; f++)
-        n += m->funcs[f].is_entry && m->funcs[f].defined;
+        n += m->funcs[f].is_entry && m->funcs[f].defined && !m->funcs[f].hidden;
     m->kernels = calloc(n ? n : 1, sizeof *m->kernels);
     uint8_t *onstack = calloc(m->nfuncs ? m->nfuncs : 1, 1);
     if (m->kernels == NULL || onstack == NULL) {
@@ -362,8 +390,9 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
     lk L = {.m = m, .onstack = onstack, .err = err, .err_len = err_len};
     for (uint32_t fi = 0; fi < m->nfuncs && !L.failed; fi++) {
         const ptx_func *f = &m->funcs[fi];
-        if (!f->is_entry || !f->defined)
+        if (!f->is_entry || !f->defined || f->hidden)
             continue;
+        L.src = f->src;
         ptx_kernel *k = &m->kernels[m->nkernels++];
         k->name = strdup(f->name);
         k->body_of = malloc((m->nfuncs ? m->nfuncs : 1) * sizeof *k->body_of);

@@ -85,10 +85,15 @@ typedef struct {
     uint32_t line;
 } tok;
 
+struct ptx_xtab; /* the names a link shares between its inputs (ptx_linkage.c) */
+
 typedef struct {
     const char *p, *end;
     uint32_t line;
     ptx_module *m;
+    struct ptx_xtab *x;
+    uint16_t src;         /* this input's index in the link */
+    const char *src_name; /* named in messages when the link has several inputs */
     char *err;
     size_t err_len;
     int failed;
@@ -180,6 +185,25 @@ ptx_insn *px_emit(ps *s, int op, uint32_t guard);
 void px_setf(ptx_insn *i, int field, int kind, uint32_t v);
 uint32_t px_new_reg(ps *s);
 uint32_t px_cst(ps *s, uint64_t v, int reloc, int arg);
+/* A new function slot named NAME (no symbol entered): its index, or -1. */
+int px_new_func(ps *s, const tok *name, int is_entry);
+
+/* ptx_linkage.c: declarations with a linking directive, shared by the inputs
+ * of one link. Each returns -1 after px_fail. */
+struct ptx_xtab *px_xtab_new(void);
+void px_xtab_free(struct ptx_xtab *x);
+/* The function slot every input shares for NAME (created unset when new):
+ * its index, or -1. */
+int px_xfunc(ps *s, const tok *name, int is_entry);
+/* Where the body of function FI, declared with LINKAGE, is parsed: FI, or a
+ * hidden slot for a .weak body that loses (or that a .visible one displaces,
+ * moved there); -1 when two definitions clash. */
+int px_xfunc_define(ps *s, uint32_t fi, int linkage);
+/* Enters module variable GI (just added to m->globals) in the link. */
+int px_xvar(ps *s, uint32_t gi);
+/* After every input: binds each variable declaration to its definition
+ * (target) and checks .common initialisers. 0, or -1 with a message. */
+int px_xresolve(ptx_module *m, struct ptx_xtab *x, char *err, size_t err_len);
 
 /* ptx_translate.c */
 void px_parse_operand(ps *s, opnd *o);

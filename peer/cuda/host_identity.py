@@ -4,7 +4,8 @@ answers, one table.
 The host device reports compute capability 8.0 (docs/cuda-forwarding.md,
 "Device identity"), so cudart and the libraries above it take the paths an
 8.0 GPU takes, and each value here is either what the host device really does
-(one block per core at a time, no managed or mapped memory, no clusters) or,
+(a core runs one block at a time and keeps an 8.0 device's residency for
+cooperative grids, no managed or mapped memory, no clusters) or,
 where it only describes hardware the host does not have (clocks, caches), a
 value an 8.0 device reports. cudart copies all of them into
 ``cudaDeviceProp``; cuBLASLt refuses a context whose per-block and
@@ -14,11 +15,17 @@ than the few attributes gleam itself reads.
 
 from __future__ import annotations
 
+from gleam.peer.nativelib import lib
+
 # Shared memory an 8.0 device lets one block opt into, and has per multiprocessor:
 # what libraries plan their tiles for. The host device allows more (PTX_MAX_SHARED,
 # 1 MiB), so anything planned within these runs.
 _OPTIN_SHARED = 163 * 1024
-_SM_SHARED = 164 * 1024
+# What a multiprocessor (a core) keeps resident: the occupancy answers and the
+# cooperative grids of the host device follow the same numbers (hostdev_attrs.c).
+_SM_SHARED = int(lib.GL_HOST_SHARED_PER_SM)
+_SM_THREADS = int(lib.GL_HOST_THREADS_PER_SM)
+_SM_BLOCKS = int(lib.GL_HOST_BLOCKS_PER_SM)
 
 # CUdevice_attribute number: (value, why). Numbers not listed answer 0: a texture,
 # surface, NUMA or interop feature the host device does not have.
@@ -43,7 +50,7 @@ _TABLE: dict[int, tuple[int, str]] = {
     36: (1_215_000, "MEMORY_CLOCK_RATE (kHz): an 8.0 device's"),
     37: (5120, "GLOBAL_MEMORY_BUS_WIDTH (bits): an 8.0 device's"),
     38: (40 * 1024 * 1024, "L2_CACHE_SIZE: an 8.0 device's"),
-    39: (1024, "MAX_THREADS_PER_MULTIPROCESSOR: one block of up to 1024 per core"),
+    39: (_SM_THREADS, "MAX_THREADS_PER_MULTIPROCESSOR: resident threads of a core"),
     40: (1, "ASYNC_ENGINE_COUNT: copies overlap kernels"),
     41: (1, "UNIFIED_ADDRESSING: one address space for host and device pointers"),
     51: (32, "TEXTURE_PITCH_ALIGNMENT"),
@@ -55,9 +62,10 @@ _TABLE: dict[int, tuple[int, str]] = {
     81: (_SM_SHARED, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
     82: (65536, "MAX_REGISTERS_PER_MULTIPROCESSOR"),
     87: (2, "SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO"),
+    95: (1, "COOPERATIVE_LAUNCH: a cooperative grid's blocks are all resident"),
     97: (_OPTIN_SHARED, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
     99: (1, "HOST_REGISTER_SUPPORTED: cuMemHostRegister works (interposer/pinned.c)"),
-    106: (1, "MAX_BLOCKS_PER_MULTIPROCESSOR: one block per core at a time"),
+    106: (_SM_BLOCKS, "MAX_BLOCKS_PER_MULTIPROCESSOR: resident blocks of a core"),
     115: (1, "MEMORY_POOLS_SUPPORTED: cuMemAllocAsync and pools (interposer/mempool.c)"),
     126: (1, "MEM_SYNC_DOMAIN_COUNT"),
     131: (-1, "NUMA_ID: none"),
