@@ -165,7 +165,8 @@ def test_linker_links_one_image_to_itself(harness: Path, tmp_path: Path) -> None
         "empty 1",  # nothing added: CUDA_ERROR_INVALID_VALUE
         f"one {size} 1",
         "nvvm 801",  # LTO IR needs nvJitLink
-        "two 801",  # two images need a real linker
+        "after 1",  # adding to a completed link: CUDA_ERROR_INVALID_VALUE
+        "two 0 1",  # two inputs: a link image holding both
         "nofile 301",
         f"file {size} 1",
         "priority 3",  # accepted; then no session: CUDA_ERROR_NOT_INITIALIZED
@@ -187,7 +188,7 @@ def test_init_without_agent(harness: Path, tmp_path: Path) -> None:
 
 VA_BASE = 0x7F00_0000_0000
 DEVICE = struct.Struct("<256sQ16s256i")
-HELLO = struct.Struct("<IIQQQii64s16s")
+HELLO = struct.Struct("<IIQQQii64s16s512s")  # gl_session_hello (version 2)
 
 
 def hello_body() -> bytes:
@@ -195,7 +196,7 @@ def hello_body() -> bytes:
     attrs[75], attrs[76] = 8, 0
     devices = [DEVICE.pack(b"Gleam Test GPU", 1 << 30, bytes(range(16)), *attrs)]
     devices += [DEVICE.pack(b"", 0, bytes(16), *([0] * 256))] * 7
-    head = HELLO.pack(0x4F4C4847, 1, 7, VA_BASE, 1 << 30, 12080, 1, b"server", b"host")
+    head = HELLO.pack(0x4F4C4847, 2, 7, VA_BASE, 1 << 30, 12080, 1, b"server", b"host", b"")
     return head + b"".join(devices)
 
 

@@ -81,7 +81,7 @@ def test_quiet_prints_neither_line_but_errors_still_print(mesh, tmp_path):
         [sys.executable, "-m", "gleam.peer", "run", "--state-dir", str(tmp_path / "none"),
          "--quiet", "--", "true"], capture_output=True, text=True, timeout=60)
     assert no_agent.returncode == NO_AGENT
-    assert no_agent.stderr.startswith("gleam-peer: no gleam agent is running")
+    assert no_agent.stderr.startswith("gleam-peer: no agent is running")
 
 
 def test_a_program_without_a_session_is_said_so(mesh):

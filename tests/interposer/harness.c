@@ -325,9 +325,17 @@ static int cmd_link(const char *ptx_path)
     printf("one %zu %d\n", size, size == sizeof ptx && memcmp(out, ptx, sizeof ptx) == 0);
     printf("nvvm %d\n", cuLinkAddData_v2(st, GL_CU_JIT_INPUT_NVVM, (void *)ptx, sizeof ptx,
                                          "k.ltoir", 0, NULL, NULL));
-    CHECK(cuLinkAddData_v2(st, GL_CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx, "again", 0, NULL,
+    printf("after %d\n", cuLinkAddData_v2(st, GL_CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx,
+                                          "after", 0, NULL, NULL));
+    CHECK(cuLinkDestroy(st) == CUDA_SUCCESS);
+
+    /* two inputs: a link image the serving device links when it is loaded */
+    CHECK(cuLinkCreate_v2(0, NULL, NULL, &st) == CUDA_SUCCESS);
+    CHECK(cuLinkAddData_v2(st, GL_CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx, "a", 0, NULL,
                            NULL) == CUDA_SUCCESS);
-    printf("two %d\n", cuLinkComplete(st, &out, &size));
+    CHECK(cuLinkAddData_v2(st, GL_CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx, "b", 0, NULL,
+                           NULL) == CUDA_SUCCESS);
+    printf("two %d %d\n", cuLinkComplete(st, &out, &size), size > 0);
     CHECK(cuLinkDestroy(st) == CUDA_SUCCESS);
 
     CHECK(cuLinkCreate_v2(0, NULL, NULL, &st) == CUDA_SUCCESS);
