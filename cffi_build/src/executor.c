@@ -121,13 +121,21 @@ void gl_exec_each_handle(gl_exec *x, void (*fn)(gl_exec *x, uint64_t key, void *
 
 /* --------------------------------------------------------- allocations */
 
-CUresult gl_exec_check_dptr(gl_exec *x, uint64_t ptr, uint64_t size)
+/* Session memory: one of its allocations, or a module global it was given. */
+static int in_session(const gl_exec *x, uint64_t ptr, uint64_t size)
 {
     if (gl_ranges_find(&x->allocs, ptr, size) != NULL)
-        return CUDA_SUCCESS;
+        return 1;
     for (size_t g = 0; g < x->globals.n; g++)
         if (gl_range_holds(&x->globals.r[g], ptr, size))
-            return CUDA_SUCCESS;
+            return 1;
+    return 0;
+}
+
+CUresult gl_exec_check_dptr(gl_exec *x, uint64_t ptr, uint64_t size)
+{
+    if (in_session(x, ptr, size))
+        return CUDA_SUCCESS;
     gl_exec_note(x, "%s: device memory 0x%llx (%llu bytes) is not inside the session's "
                  "allocations", gl_call_name(x->call), (unsigned long long)ptr,
                  (unsigned long long)size);
@@ -136,10 +144,12 @@ CUresult gl_exec_check_dptr(gl_exec *x, uint64_t ptr, uint64_t size)
 
 void *gl_exec_host_ptr(gl_exec *x, uint64_t dptr, uint64_t size)
 {
-    /* Host backend only: device addresses are the host mapping's addresses. */
+    /* Host backend only: device addresses are the host mapping's addresses,
+     * and a module global's address is its storage's (memsets of globals that
+     * cuModuleGetGlobal/cuLibraryGetGlobal handed out land there). */
     if (x == NULL || x->be->kind != GL_BACKEND_HOST || dptr == 0)
         return NULL;
-    return gl_ranges_find(&x->allocs, dptr, size) != NULL ? (void *)(uintptr_t)dptr : NULL;
+    return in_session(x, dptr, size) ? (void *)(uintptr_t)dptr : NULL;
 }
 
 CUresult gx_glMemAlloc(gl_exec *x, CUdeviceptr dptr, size_t bytesize)

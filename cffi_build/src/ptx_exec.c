@@ -1373,7 +1373,12 @@ H(shfl)
         }
         if (!ok || j < 0 || j > 31)
             j = l;
-        out[l] = (uint32_t)A[j];
+        /* A source lane that does not run this shfl with us (inactive,
+         * exited, or beyond a partial warp) gives 0, as GPUs do: PTX leaves
+         * it undefined, and the cuda-samples reduction's last warp (a
+         * membermask of its first lanes, offsets up to 16) sums right only
+         * so. Its register here holds the lane's earlier value. */
+        out[l] = m >> j & 1 ? (uint32_t)A[j] : 0;
         pv |= (uint32_t)ok << l;
     });
     LANES(m, D[l] = out[l]);
@@ -1627,7 +1632,7 @@ static int do_oret(ptx_warp *w, const ptx_insn *i, uint32_t em)
 int ptx_warp_run(ptx_warp *w)
 {
     const ptx_insn *code = w->b->k->code;
-    uint32_t pc = w->pc, m = w->mask, mpc = w->merge_pc;
+    uint32_t pc = w->pc, m = w->mask, mpc = w->merge_pc, back = 0;
     uint64_t n = 0;
     int rc = 0;
     if (m == 0)
@@ -1662,6 +1667,11 @@ int ptx_warp_run(ptx_warp *w)
         switch (i->ctl) {
         case PTX_C_BRA: {
             uint32_t t = i->aux;
+            if (t <= pc && em != 0 && ++back >= PTX_YIELD_BACKEDGES) {
+                w->yielded = 1; /* resumes at this branch */
+                n -= (uint64_t)__builtin_popcount(em);
+                goto out;
+            }
             if (t <= pc && (++w->b->backedges & 0xfff) == 0 && (rc = ptx_deadline_check(w->b)))
                 goto out;
             if (em == 0 || t == pc + 1) {

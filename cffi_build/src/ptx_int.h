@@ -219,12 +219,17 @@ typedef struct ptx_warp {
     uint32_t cw_used;
     const struct ptx_insn *bar; /* the barrier its waiting lanes arrived at */
     uint64_t insns;
+    int yielded;           /* it stopped at a back edge to let the block's other warps on */
 } ptx_warp;
 
 extern const ptx_fn ptx_handlers[PTX_NOPS];
 extern const char *const ptx_op_names[PTX_NOPS];
 
-/* Runs W until its lanes have all exited or wait at a barrier: 0 or PTX_E_*. */
+/* Runs W until its lanes have all exited or wait at a barrier, or until it has
+ * gone round loops PTX_YIELD_BACKEDGES times (w->yielded: a warp spinning on
+ * memory that another warp of its block will write must let that warp run,
+ * as a GPU's warps interleave): 0 or PTX_E_*. */
+#define PTX_YIELD_BACKEDGES 4096u
 int ptx_warp_run(ptx_warp *w);
 /* Picks the next group of lanes (lowest pc); 0 when none can run. */
 int ptx_warp_select(ptx_warp *w);

@@ -1,7 +1,9 @@
 /*
  * ptx_launch.c — running a grid: blocks are handed out to worker threads
  * (an atomic counter; each worker runs whole blocks), a block's warps run in
- * turn until each has exited or waits at a barrier, then the barrier opens.
+ * turn until each has exited or waits at a barrier, then the barrier opens;
+ * a warp that goes round a loop PTX_YIELD_BACKEDGES times lets the others
+ * run first (one may be spinning on what another will write).
  * Every generic/global access must lie in the block's shared or local
  * window, the module's variables, or the caller's ranges; the first fault,
  * trap or timeout stops the launch and is its result.
@@ -179,6 +181,7 @@ static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3])
         w->lpc[l] = 0, w->fp[l] = 0;
     w->cw_used = 0;
     w->bar = NULL;
+    w->yielded = 0;
     w->mask = 0;
     ptx_warp_select(w);
 }
@@ -192,11 +195,12 @@ static int run_block(worker *wk, uint64_t idx)
                          (unsigned)(idx / ((uint64_t)a->grid[0] * a->grid[1]))};
     for (uint32_t wi = 0; wi < lc->nwarps; wi++)
         init_warp(wk, wi, ctaid);
+    wk->b.red_popc = 0;
+    wk->b.red_all = 1;
+    wk->b.red_any = 0;
     for (;;) {
         uint32_t waiting = 0;
-        wk->b.red_popc = 0;
-        wk->b.red_all = 1;
-        wk->b.red_any = 0;
+        int yielded = 0;
         for (uint32_t wi = 0; wi < lc->nwarps; wi++) {
             ptx_warp *w = &wk->warps[wi];
             if (w->mask || w->parked) {
@@ -205,7 +209,11 @@ static int run_block(worker *wk, uint64_t idx)
                     return rc;
             }
             waiting |= w->atbar;
+            yielded |= w->yielded;
+            w->yielded = 0;
         }
+        if (yielded) /* a warp went round a loop long enough: everyone runs again */
+            continue;
         if (waiting == 0)
             return 0;
         /* every warp has exited or waits: the barrier opens (with the result
@@ -229,6 +237,9 @@ static int run_block(worker *wk, uint64_t idx)
             w->atbar = 0;
             ptx_warp_select(w);
         }
+        b->red_popc = 0;
+        b->red_all = 1;
+        b->red_any = 0;
     }
 }
 
