@@ -1,6 +1,9 @@
-"""What the host device does with warps and module globals: driven in-process,
-straight into the executor (tests/cuda_session.py).
+"""What the host device makes of a kernel's PTX beyond running it, and memsets of
+module globals: driven in-process, straight into the executor (tests/cuda_session.py).
 
+- function attributes from the PTX: launch bounds (.maxntid, .reqntid, .maxnreg) as
+  MAX_THREADS_PER_BLOCK, the module's .const bytes, an estimate of live registers;
+- a launch over the bounds is refused with a note, as a GPU refuses it;
 - a shuffle that reads a lane not running it gets 0 (the cuda-samples reduction);
 - a memset of a module global sets it (it wrote nothing and failed a later call);
 - a warp spinning on what another warp of its block writes lets that warp run.
@@ -13,6 +16,29 @@ import struct
 from .cuda_session import ptx_only_session, rec
 
 INVALID_VALUE = 1
+MAX_THREADS, SHARED, CONST, LOCAL, NUM_REGS = 0, 1, 2, 3, 4
+
+BOUNDED = b""".version 8.0
+.target sm_80
+.address_size 64
+.const .align 4 .b8 table[200];
+.const .align 8 .u64 scale;
+.global .align 4 .u32 counter;
+.visible .entry bounded(.param .u64 p) .maxntid 64, 2, 1
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [p];
+    mov.u32 %r1, %tid.x;
+    ld.const.u32 %r2, [table];
+    add.u32 %r3, %r1, %r2;
+    st.global.u32 [%rd1], %r3;
+    ret;
+}
+.visible .entry required() .reqntid 32 { ret; }
+.visible .entry few_registers() .maxnreg 128 { ret; }
+.visible .entry free() { ret; }
+"""
 
 # Lanes 0-7 sum eight values with down-shuffles of 16, 8, 4, 2, 1 and a member mask
 # of those eight lanes; lanes 8-31 hold 100 each but skip the shuffles.
@@ -51,6 +77,39 @@ GLOBALS = b""".version 8.0
 .address_size 64
 .global .align 4 .b8 flags[64];
 """
+
+
+def attribute(s, fn: int, attrib: int) -> int:
+    reply = s.run(rec("cuFuncGetAttribute", attrib, fn))
+    assert reply is not None and reply[0] == 0, reply
+    return reply[2][0]
+
+
+def test_launch_bounds_constant_bytes_and_registers_come_from_the_ptx():
+    with ptx_only_session() as s:
+        mod = s.load(BOUNDED)
+        fns = {name: s.function(mod, name)
+               for name in ("bounded", "required", "few_registers", "free")}
+        assert attribute(s, fns["bounded"], MAX_THREADS) == 128
+        assert attribute(s, fns["required"], MAX_THREADS) == 32
+        assert attribute(s, fns["few_registers"], MAX_THREADS) == 512  # 65536 / 128
+        assert attribute(s, fns["free"], MAX_THREADS) == 1024
+        assert attribute(s, fns["bounded"], CONST) == 208  # 200 + 8, .global not counted
+        regs = attribute(s, fns["bounded"], NUM_REGS)
+        assert 2 <= regs <= 8, regs  # a handful live at once, never 255
+        assert attribute(s, fns["few_registers"], NUM_REGS) <= 128
+
+
+def test_a_launch_over_the_bounds_is_refused_and_one_within_runs():
+    with ptx_only_session() as s:
+        fn = s.function(s.load(BOUNDED), "bounded")
+        out = s.alloc(4)
+        s.launch(fn, (1, 1, 1), (64, 2, 1), struct.pack("<Q", out))
+        assert s.sync() == (0, 0)
+        s.launch(fn, (1, 1, 1), (64, 4, 1), struct.pack("<Q", out))
+        assert s.sync() == (0, INVALID_VALUE)
+        assert s.notes == ["kernel bounded: a block of 256 threads is over its launch bounds "
+                           "(128)"]
 
 
 def test_a_shuffle_from_a_lane_not_running_it_reads_zero():

@@ -95,6 +95,7 @@ typedef struct {
     uint32_t total;  /* bytes of the packed parameter buffer */
     uint32_t *offset;
     uint32_t *size;
+    uint32_t max_threads; /* threads a block may have (gl_launch_bounds.h); 0: unknown */
 } gl_layout;
 
 typedef struct {

@@ -218,17 +218,26 @@ CUresult gl_launchable(uint64_t h, uint64_t *func)
     return r;
 }
 
-/* Asks the server for parameters 0, 1, 2 … until it answers INVALID_VALUE
- * (the end of the list). Any other error is returned and nothing cached, so
- * a deferred error of earlier work surfaces here and the next call retries. */
+/* Asks the server for the function's threads per block (its launch bounds,
+ * which launch.c checks), then for parameters 0, 1, 2 … until it answers
+ * INVALID_VALUE (the end of the list). Any other error is returned and
+ * nothing cached, so a deferred error of earlier work surfaces here and the
+ * next call retries. */
 static CUresult fetch(uint64_t h, gl_layout *out)
 {
+    int max_threads = 0;
     memset(out, 0, sizeof *out);
+    CUresult r = glw_cuFuncGetAttribute(&max_threads, GL_FUNC_ATTR_MAX_THREADS_PER_BLOCK,
+                                        (CUfunction)(uintptr_t)h, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
     for (size_t i = 0;; i++) {
         size_t off = 0, size = 0;
-        CUresult r = glw_cuFuncGetParamInfo((CUfunction)(uintptr_t)h, i, &off, &size, 0);
-        if (r == CUDA_ERROR_INVALID_VALUE)
+        r = glw_cuFuncGetParamInfo((CUfunction)(uintptr_t)h, i, &off, &size, 0);
+        if (r == CUDA_ERROR_INVALID_VALUE) {
+            out->max_threads = max_threads > 0 ? (uint32_t)max_threads : 0;
             return CUDA_SUCCESS;
+        }
         if (r != CUDA_SUCCESS || off > UINT32_MAX || size > UINT32_MAX) {
             gl_layout_free(out);
             return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gl_launch_bounds.h"
 #include "hostdev.h"
 
 /* ------------------------------------------------------------- builtins */
@@ -288,10 +289,23 @@ CUresult hb_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction 
     if (f->ptx != NULL)
         ptx_kernel_get_info(f->ptx, &info);
     switch ((int)attrib) {
-    case GL_FUNC_ATTR_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    /* From the PTX's launch bounds and declared registers (gl_launch_bounds.h). */
+    case GL_FUNC_ATTR_MAX_THREADS_PER_BLOCK:
+        *pi = (int)gl_kernel_max_threads(info.max_threads, info.maxnreg);
+        break;
     case GL_FUNC_ATTR_SHARED_SIZE_BYTES: *pi = (int)info.static_shared; break;
+    case 2: /* CONST_SIZE_BYTES: the module's .const variables, which the kernel can read */
+        *pi = info.const_size > INT32_MAX ? INT32_MAX : (int)info.const_size;
+        break;
     case 3: /* LOCAL_SIZE_BYTES */ *pi = (int)info.local_size; break;
-    case GL_FUNC_ATTR_NUM_REGS: *pi = info.nregs > 255 ? 255 : (int)info.nregs; break;
+    case GL_FUNC_ATTR_NUM_REGS:
+        if (f->ptx == NULL) { /* a host implementation has no PTX registers */
+            *pi = 0;
+            break;
+        }
+        *pi = (int)gl_kernel_num_regs(ptx_kernel_live_registers(f->ptx), info.max_threads,
+                                      info.maxnreg);
+        break;
     case GL_FUNC_ATTR_PTX_VERSION: { /* the PTX's own .target: CUB sizes its tiles by it */
         unsigned target = f->ptx != NULL ? ptx_module_target(f->mod->ptx) : 0;
         *pi = f->ptx == NULL ? 0 : target != 0 ? (int)target : 80;
@@ -399,8 +413,17 @@ CUresult hb_glLaunch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
         .params = params,
         .params_len = size,
     };
-    if (fn->ptx != NULL)
+    if (fn->ptx != NULL) {
+        ptx_kernel_info info;
+        ptx_kernel_get_info(fn->ptx, &info);
+        uint32_t most = gl_kernel_max_threads(info.max_threads, info.maxnreg);
+        if (threads > most) { /* the interposer refuses it first when it knows the bounds */
+            gl_exec_note(l.x, "kernel %s: a block of %llu threads is over its launch bounds "
+                         "(%u)", fn->name, (unsigned long long)threads, most);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
         return launch_ptx(fn, &l, s);
+    }
     if (fn->impl.native >= 0)
         return builtins[fn->impl.native].fn(&l);
     int r = gl_py_kernel_run(fn->impl.handle, &l);

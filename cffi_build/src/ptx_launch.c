@@ -469,6 +469,9 @@ void ptx_kernel_get_info(const ptx_kernel *k, ptx_kernel_info *out)
     out->local_size = k->local_size;
     out->nregs = k->nregs;
     out->ninsns = k->ncode;
+    out->max_threads = k->max_threads;
+    out->maxnreg = k->maxnreg;
+    out->const_size = k->const_size;
 }
 
 /* --------------------------------------------------------- Python entries */
