@@ -6,6 +6,7 @@ module globals: driven in-process, straight into the executor (tests/cuda_sessio
 - a launch over the bounds is refused with a note, as a GPU refuses it;
 - a shuffle that reads a lane not running it gets 0 (the cuda-samples reduction);
 - a memset of a module global sets it (it wrote nothing and failed a later call);
+- a one-way call that fails without saying why is named on the reply that reports it.
 - a warp spinning on what another warp of its block writes lets that warp run.
 """
 
@@ -129,6 +130,16 @@ def test_a_memset_of_a_module_global_sets_it():
         s.run(rec("cuMemsetD32", ptr, 0x01020304, 16))
         assert s.dtoh(ptr, 8) == struct.pack("<II", 0x01020304, 0x01020304)
         assert s.sync() == (0, 0)
+
+
+def test_a_failed_one_way_call_is_named_on_the_reply_that_reports_it():
+    with ptx_only_session() as s:
+        p = s.alloc(64)
+        s.run(rec("cuMemsetD32", p + 2, 1, 4))  # misaligned: refused without a reason of its own
+        assert s.sync() == (0, INVALID_VALUE)
+        assert s.notes == ["cuMemsetD32 failed with CUDA_ERROR_INVALID_VALUE; a later call "
+                           "reports it"]
+        assert s.sync() == (0, 0) and s.notes == []
 
 
 # Warp 0 spins until warp 1 writes the flag: the interpreter ran warp 0 until it
