@@ -132,6 +132,14 @@ CUresult gl_func_layout(uint64_t f, const gl_layout **out);
  * (made once). */
 CUresult gl_launchable(uint64_t h, uint64_t *func);
 
+/* ---- refusals.c: features refused on purpose (IPC, VMM, green contexts) */
+
+/* Why NAME is refused (one clause), or NULL for a name that is simply not
+ * forwarded. */
+const char *gl_refusal_reason(const char *name);
+/* Whether a device attribute announces a refused feature (it then reads 0). */
+int gl_refused_attribute(int attrib);
+
 /* ---- export_tables.c: cudart's private tables */
 
 /* A context is destroyed or reset: drops its context-local storage and calls
