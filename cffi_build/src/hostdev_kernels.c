@@ -223,6 +223,22 @@ static int registry_enabled(void)
     return v == NULL || strcmp(v, "0") != 0;
 }
 
+/* Why the host device cannot run kernel NAME of a machine-code-only image:
+ * the targets it carries and the nvcc flag that adds PTX. */
+static void note_machine_code_only(gl_exec *x, const gl_hmod *m, const char *name)
+{
+    /* Name the flag for the image's own architecture: "sm_80,..." -> 80. */
+    const char *sm = strstr(m->targets, "sm_");
+    int arch = sm != NULL ? atoi(sm + 3) : 0;
+    char flag[64];
+    if (arch > 0)
+        snprintf(flag, sizeof flag, "-gencode arch=compute_%d,code=compute_%d", arch, arch);
+    else
+        snprintf(flag, sizeof flag, "-gencode arch=compute_XX,code=compute_XX");
+    gl_exec_note(x, "no host implementation for kernel %s, and its image carries no PTX "
+                 "(only %s); rebuild it with %s to add PTX", name, m->targets, flag);
+}
+
 static CUresult resolve(int kind, gl_hmod *m, const char *name, void **out)
 {
     if (m->unloaded)
@@ -230,8 +246,12 @@ static CUresult resolve(int kind, gl_hmod *m, const char *name, void **out)
     CUresult r = ensure_loaded(m);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!gl_himage_has(m, name))
+    if (!gl_himage_has(m, name)) {
+        /* Compressed machine code hides its names; the reason is the same. */
+        if (m->ptx == NULL && m->targets[0] != 0)
+            note_machine_code_only(gl_exec_current(), m, name);
         return CUDA_ERROR_NOT_FOUND;
+    }
     gl_kernel_impl impl = {.native = -1};
     gl_exec *x = gl_exec_current();
     if (registry_enabled() && gl_py_kernel_resolve(x->be->user, name, &impl) == 1
@@ -240,19 +260,9 @@ static CUresult resolve(int kind, gl_hmod *m, const char *name, void **out)
         return make_func(kind, name, &impl, NULL, NULL, out);
     const ptx_kernel *k = m->ptx != NULL ? ptx_module_kernel(m->ptx, name) : NULL;
     if (k == NULL) {
-        if (m->ptx == NULL && m->targets[0] != 0) {
-            /* Name the flag for the image's own architecture: "sm_80,..." -> 80. */
-            const char *sm = strstr(m->targets, "sm_");
-            int arch = sm != NULL ? atoi(sm + 3) : 0;
-            char flag[64];
-            if (arch > 0)
-                snprintf(flag, sizeof flag, "-gencode arch=compute_%d,code=compute_%d", arch,
-                         arch);
-            else
-                snprintf(flag, sizeof flag, "-gencode arch=compute_XX,code=compute_XX");
-            gl_exec_note(x, "no host implementation for kernel %s, and its image carries no PTX "
-                         "(only %s); rebuild it with %s to add PTX", name, m->targets, flag);
-        } else
+        if (m->ptx == NULL && m->targets[0] != 0)
+            note_machine_code_only(x, m, name);
+        else
             gl_exec_note(x, "no host implementation for kernel %s", name);
         return CUDA_ERROR_NOT_FOUND;
     }
