@@ -11,6 +11,7 @@ writes, into OUTDIR:
                  ``ready`` rows (their gli_) and the symbol table
 ``gl_dispatch.c`` the executor's per-call decoding, checks and backend calls
 ``gl_cuda_extra.h`` the cuda backend's extra driver entry points (gen_cuda_extra.py)
+``gl_errors.h``   every CUresult's name and message (gen_errors.py)
 
 Nothing here knows about any particular call: what a row means comes from its
 roles (see cuda_api.py), so adding a call is adding a row.
@@ -27,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import gen_cuda_extra  # noqa: E402
+import gen_errors  # noqa: E402
 from cuda_api import CACHED, HANDLE_KINDS, LOCAL, ROWS, WAITING, Row  # noqa: E402
 from cuda_extra import EXTRAS  # noqa: E402
 
@@ -501,6 +503,7 @@ def generate(outdir: Path) -> list[Path]:
         "gl_stubs.c": gen_stubs(ROWS, parsed),
         "gl_dispatch.c": gen_dispatch(wire, parsed),
         gen_cuda_extra.NAME: gen_cuda_extra.header_text(EXTRAS),
+        gen_errors.NAME: gen_errors.header_text(),
     }
     outdir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -32,10 +32,12 @@ def host_mesh(root: Path, server_env: Mapping[str, str] | None = None
 
 
 def run_through(client: LocalAgent, *argv: object, env: Mapping[str, str] | None = None,
-                timeout: float = 120, options: tuple[str, ...] = ()
+                timeout: float = 120, options: tuple[str, ...] = ("--quiet",)
                 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """Runs argv through gleam (``gleam-peer run [options]``); returns the process and
-    its last JSON line."""
+    its last JSON line. By default --quiet: run's own lines (where it ran, what it
+    did) are tests/test_run_lines.py's, and stderr here holds the program's and
+    gleam's lines alone."""
     done = subprocess.run(
         [sys.executable, "-m", "gleam.peer", "run", "--state-dir", str(client.state.path),
          *options, "--", *map(str, argv)],

@@ -190,3 +190,16 @@ def test_pitched_memory_and_2d_3d_copies(mesh):
         "errors_invalid_value", "past_the_end_refused", "rows_wider_than_a_chunk",
         "more_rows_than_a_chunk", "3d_gapped_slices", "3d_one_slice", "3d_refused_whole",
         "peer_copy_same_device"}
+
+
+def test_calls_that_nvidias_samples_and_numbas_suite_check(mesh):
+    """Profiler control, entry names, error names, unregister codes, kernel attributes
+    from the PTX and its launch bounds enforced, a fork after cuInit, and (``--gleam``)
+    the refused IPC, virtual memory management and green contexts: each with its line."""
+    client, _ = mesh
+    done, verdict = run_through(client, sys.executable, str(EXAMPLES / "suite_calls.py"),
+                                "--gleam", timeout=300)
+    assert done.returncode == 0 and verdict.get("ok"), done.stdout + done.stderr[-4000:]
+    assert len(verdict["checks"]) == 22
+    lines = [line for line in done.stderr.splitlines() if line.startswith("gleam:")]
+    assert len(lines) == 3 and all(" is not supported because " in line for line in lines), lines

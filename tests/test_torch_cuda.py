@@ -125,4 +125,4 @@ def test_startup_copies_streams_events_and_a_cublas_handle(mesh, tmp_path):
 def test_a_machine_code_kernel_fails_with_cudas_error_and_gleams_reason(mesh, tmp_path):
     done, verdict = run_torch(mesh, tmp_path, KERNEL_LAUNCH)
     assert "named symbol not found" in verdict["error"]
-    assert "machine code only (sm_75,sm_80" in done.stderr
+    assert "its image carries no PTX (only sm_75,sm_80" in done.stderr

@@ -95,6 +95,7 @@ typedef struct {
     uint32_t total;  /* bytes of the packed parameter buffer */
     uint32_t *offset;
     uint32_t *size;
+    uint32_t max_threads; /* threads a block may have (gl_launch_bounds.h); 0: unknown */
 } gl_layout;
 
 typedef struct {
@@ -145,6 +146,14 @@ CUresult gl_func_layout(uint64_t f, const gl_layout **out);
 /* The function a launch of h runs: h itself, or for a CUkernel its function
  * (made once). */
 CUresult gl_launchable(uint64_t h, uint64_t *func);
+
+/* ---- refusals.c: features refused on purpose (IPC, VMM, green contexts) */
+
+/* Why NAME is refused (one clause), or NULL for a name that is simply not
+ * forwarded. */
+const char *gl_refusal_reason(const char *name);
+/* Whether a device attribute announces a refused feature (it then reads 0). */
+int gl_refused_attribute(int attrib);
 
 /* ---- export_tables.c: cudart's private tables */
 

@@ -115,6 +115,10 @@ static CUresult launch(CUfunction f, const launch_shape *s, void **kernelParams,
     } else {
         if ((r = gl_func_layout((uint64_t)(uintptr_t)f, &l)) != CUDA_SUCCESS)
             return r;
+        /* Over the kernel's launch bounds: INVALID_VALUE, as numba's test of
+         * launch bounds expects of a GPU (for cudart's launches too). */
+        if (l->max_threads != 0 && (uint64_t)b[0] * b[1] * b[2] > l->max_threads)
+            return CUDA_ERROR_INVALID_VALUE;
         if (l->count > 0 && kernelParams == NULL)
             return CUDA_ERROR_INVALID_VALUE;
         if (l->total > 0 && (packed = calloc(1, l->total)) == NULL)

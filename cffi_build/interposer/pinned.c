@@ -143,10 +143,20 @@ CUresult gls_cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags, int
     return r;
 }
 
+/* An address inside a registered range but not at its start is
+ * CUDA_ERROR_INVALID_VALUE (the base must be the one registered, as NVIDIA
+ * documents; its driver answers so), one no registration holds
+ * ..._NOT_REGISTERED. */
 CUresult gls_cuMemHostUnregister(void *p, int ptds)
 {
+    uintptr_t base;
+    size_t size;
+
     (void)ptds;
-    return take_block(p, 0) ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    if (take_block(p, 0))
+        return CUDA_SUCCESS;
+    return gl_pinned_find(p, &base, &size) ? CUDA_ERROR_INVALID_VALUE
+                                           : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }
 
 CUresult gls_cuMemHostGetFlags(unsigned int *pFlags, void *p, int ptds)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gl_launch_bounds.h"
 #include "gl_linkimage.h"
 #include "internal.h"
 
@@ -211,6 +212,51 @@ static int params(lexer *l, gl_layout *out)
     }
 }
 
+/* The launch bounds after an entry's parameters (.maxntid, .reqntid,
+ * .maxnreg: their numbers) give its threads per block; other performance
+ * directives are skipped. */
+static uint32_t bounds(lexer *l)
+{
+    const char *t;
+    size_t n;
+    uint32_t bound = 0, maxnreg = 0;
+
+    for (;;) {
+        lexer save = *l;
+        n = token(l, &t);
+        int threads = is(t, n, ".maxntid") || is(t, n, ".reqntid"), regs = is(t, n, ".maxnreg");
+        if (!threads && !regs && !is(t, n, ".minnctapersm") && !is(t, n, ".maxclusterrank")
+            && !is(t, n, ".reqnctapercluster") && !is(t, n, ".explicitcluster")
+            && !is(t, n, ".noreturn")) {
+            *l = save;
+            return gl_kernel_max_threads(bound, maxnreg);
+        }
+        uint64_t product = 1;
+        int extents = 0;
+        for (;;) {
+            save = *l;
+            n = token(l, &t);
+            if (n == 0 || !isdigit((unsigned char)*t)) {
+                *l = save;
+                break;
+            }
+            uint64_t v = strtoull(t, NULL, 0);
+            if (extents++ < 3)
+                product = v > GL_BLOCK_THREADS_MAX || product * v > GL_BLOCK_THREADS_MAX
+                              ? GL_BLOCK_THREADS_MAX + 1 : product * v;
+            save = *l;
+            if ((n = token(l, &t)) == 0 || !is(t, n, ",")) {
+                *l = save;
+                break;
+            }
+        }
+        if (threads && extents > 0 && (bound == 0 || product < bound))
+            bound = (uint32_t)product;
+        if (regs && extents > 0)
+            maxnreg = (uint32_t)product;
+    }
+}
+
 int gl_ptx_entries(const char *ptx, gl_entries *out)
 {
     lexer l = {ptx};
@@ -233,6 +279,7 @@ int gl_ptx_entries(const char *ptx, gl_entries *out)
         out->count++;
         if (e->name == NULL || params(&l, &e->layout) != 0)
             goto fail;
+        e->layout.max_threads = bounds(&l);
     }
     return 0;
 fail:
@@ -277,5 +324,6 @@ int gl_layout_copy(gl_layout *dst, const gl_layout *src)
         dst->size[i] = src->size[i];
     }
     dst->total = src->total;
+    dst->max_threads = src->max_threads;
     return 0;
 }

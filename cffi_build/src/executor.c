@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "executor.h"
+#include "gl_error_names.h"
 #include "gl_session.h"
 
 #define GL_MINT_TAG 0x67u
@@ -121,13 +122,21 @@ void gl_exec_each_handle(gl_exec *x, void (*fn)(gl_exec *x, uint64_t key, void *
 
 /* --------------------------------------------------------- allocations */
 
-CUresult gl_exec_check_dptr(gl_exec *x, uint64_t ptr, uint64_t size)
+/* Session memory: one of its allocations, or a module global it was given. */
+static int in_session(const gl_exec *x, uint64_t ptr, uint64_t size)
 {
     if (gl_ranges_find(&x->allocs, ptr, size) != NULL)
-        return CUDA_SUCCESS;
+        return 1;
     for (size_t g = 0; g < x->globals.n; g++)
         if (gl_range_holds(&x->globals.r[g], ptr, size))
-            return CUDA_SUCCESS;
+            return 1;
+    return 0;
+}
+
+CUresult gl_exec_check_dptr(gl_exec *x, uint64_t ptr, uint64_t size)
+{
+    if (in_session(x, ptr, size))
+        return CUDA_SUCCESS;
     gl_exec_note(x, "%s: device memory 0x%llx (%llu bytes) is not inside the session's "
                  "allocations", gl_call_name(x->call), (unsigned long long)ptr,
                  (unsigned long long)size);
@@ -136,10 +145,12 @@ CUresult gl_exec_check_dptr(gl_exec *x, uint64_t ptr, uint64_t size)
 
 void *gl_exec_host_ptr(gl_exec *x, uint64_t dptr, uint64_t size)
 {
-    /* Host backend only: device addresses are the host mapping's addresses. */
+    /* Host backend only: device addresses are the host mapping's addresses,
+     * and a module global's address is its storage's (memsets of globals that
+     * cuModuleGetGlobal/cuLibraryGetGlobal handed out land there). */
     if (x == NULL || x->be->kind != GL_BACKEND_HOST || dptr == 0)
         return NULL;
-    return gl_ranges_find(&x->allocs, dptr, size) != NULL ? (void *)(uintptr_t)dptr : NULL;
+    return in_session(x, dptr, size) ? (void *)(uintptr_t)dptr : NULL;
 }
 
 CUresult gx_glMemAlloc(gl_exec *x, CUdeviceptr dptr, size_t bytesize)
@@ -363,6 +374,16 @@ static int validate(const uint8_t *batch, size_t len, const gl_blob_slot *slots,
     return rc;
 }
 
+static void note_failed_call(gl_exec *x, int call, CUresult r)
+{
+    const char *name = gl_cuda_error_name((int)r);
+    if (name != NULL)
+        gl_exec_note(x, "%s failed with %s; a later call reports it", gl_call_name(call), name);
+    else
+        gl_exec_note(x, "%s failed with CUresult %d; a later call reports it", gl_call_name(call),
+                     (int)r);
+}
+
 static void put32(uint8_t *p, uint32_t v)
 {
     memcpy(p, &v, 4); /* both ends are little-endian (gl_session.h) */
@@ -413,6 +434,7 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
         gl_reply_out o = {.bytes = reply + GL_REPLY_HEADER_SIZE,
                           .cap = reply_cap - GL_REPLY_HEADER_SIZE};
         x->call = rec.call_id;
+        size_t noted = x->notes.len + x->notes.dropped;
         CUresult r = gl_dispatch(x, &rec, &o);
         x->stats.records++;
         x->stats.per_call[rec.call_id]++;
@@ -424,8 +446,13 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
             x->stats.bytes_h2d += rec.payload_len;
         if (!gl_call_waiting[rec.call_id]) {
             x->stats.oneway++;
-            if (r != CUDA_SUCCESS && x->deferred == CUDA_SUCCESS)
+            if (r != CUDA_SUCCESS && x->deferred == CUDA_SUCCESS) {
                 x->deferred = r;
+                /* The program sees this error at a later call; say which call
+                 * it was, unless the call said why itself. */
+                if (x->notes.len + x->notes.dropped == noted)
+                    note_failed_call(x, rec.call_id, r);
+            }
             continue;
         }
         x->stats.waiting++;

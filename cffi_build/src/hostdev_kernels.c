@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gl_launch_bounds.h"
 #include "hostdev.h"
 
 /* ------------------------------------------------------------- builtins */
@@ -225,6 +226,22 @@ static int registry_enabled(void)
     return v == NULL || strcmp(v, "0") != 0;
 }
 
+/* Why the host device cannot run kernel NAME of a machine-code-only image:
+ * the targets it carries and the nvcc flag that adds PTX. */
+static void note_machine_code_only(gl_exec *x, const gl_hmod *m, const char *name)
+{
+    /* Name the flag for the image's own architecture: "sm_80,..." -> 80. */
+    const char *sm = strstr(m->targets, "sm_");
+    int arch = sm != NULL ? atoi(sm + 3) : 0;
+    char flag[64];
+    if (arch > 0)
+        snprintf(flag, sizeof flag, "-gencode arch=compute_%d,code=compute_%d", arch, arch);
+    else
+        snprintf(flag, sizeof flag, "-gencode arch=compute_XX,code=compute_XX");
+    gl_exec_note(x, "no host implementation for kernel %s, and its image carries no PTX "
+                 "(only %s); rebuild it with %s to add PTX", name, m->targets, flag);
+}
+
 static CUresult resolve(int kind, gl_hmod *m, const char *name, void **out)
 {
     if (m->unloaded)
@@ -232,8 +249,12 @@ static CUresult resolve(int kind, gl_hmod *m, const char *name, void **out)
     CUresult r = ensure_loaded(m);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!gl_himage_has(m, name))
+    if (!gl_himage_has(m, name)) {
+        /* Compressed machine code hides its names; the reason is the same. */
+        if (m->ptx == NULL && m->targets[0] != 0)
+            note_machine_code_only(gl_exec_current(), m, name);
         return CUDA_ERROR_NOT_FOUND;
+    }
     gl_kernel_impl impl = {.native = -1};
     gl_exec *x = gl_exec_current();
     if (registry_enabled() && gl_py_kernel_resolve(x->be->user, name, &impl) == 1
@@ -242,19 +263,9 @@ static CUresult resolve(int kind, gl_hmod *m, const char *name, void **out)
         return make_func(kind, name, &impl, NULL, NULL, out);
     const ptx_kernel *k = m->ptx != NULL ? ptx_module_kernel(m->ptx, name) : NULL;
     if (k == NULL) {
-        if (m->ptx == NULL && m->targets[0] != 0) {
-            /* Name the flag for the image's own architecture: "sm_80,..." -> 80. */
-            const char *sm = strstr(m->targets, "sm_");
-            int arch = sm != NULL ? atoi(sm + 3) : 0;
-            char flag[64];
-            if (arch > 0)
-                snprintf(flag, sizeof flag, "-gencode arch=compute_%d,code=compute_%d", arch,
-                         arch);
-            else
-                snprintf(flag, sizeof flag, "-gencode arch=compute_XX,code=compute_XX");
-            gl_exec_note(x, "no host implementation for kernel %s, and its image carries no PTX "
-                         "(only %s); rebuild it with %s to add PTX", name, m->targets, flag);
-        } else
+        if (m->ptx == NULL && m->targets[0] != 0)
+            note_machine_code_only(x, m, name);
+        else
             gl_exec_note(x, "no host implementation for kernel %s", name);
         return CUDA_ERROR_NOT_FOUND;
     }
@@ -291,10 +302,23 @@ CUresult hb_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction 
     if (f->ptx != NULL)
         ptx_kernel_get_info(f->ptx, &info);
     switch ((int)attrib) {
-    case GL_FUNC_ATTR_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    /* From the PTX's launch bounds and declared registers (gl_launch_bounds.h). */
+    case GL_FUNC_ATTR_MAX_THREADS_PER_BLOCK:
+        *pi = (int)gl_kernel_max_threads(info.max_threads, info.maxnreg);
+        break;
     case GL_FUNC_ATTR_SHARED_SIZE_BYTES: *pi = (int)info.static_shared; break;
+    case 2: /* CONST_SIZE_BYTES: the module's .const variables, which the kernel can read */
+        *pi = info.const_size > INT32_MAX ? INT32_MAX : (int)info.const_size;
+        break;
     case 3: /* LOCAL_SIZE_BYTES */ *pi = (int)info.local_size; break;
-    case GL_FUNC_ATTR_NUM_REGS: *pi = info.nregs > 255 ? 255 : (int)info.nregs; break;
+    case GL_FUNC_ATTR_NUM_REGS:
+        if (f->ptx == NULL) { /* a host implementation has no PTX registers */
+            *pi = 0;
+            break;
+        }
+        *pi = (int)gl_kernel_num_regs(ptx_kernel_live_registers(f->ptx), info.max_threads,
+                                      info.maxnreg);
+        break;
     case GL_FUNC_ATTR_PTX_VERSION: { /* the PTX's own .target: CUB sizes its tiles by it */
         unsigned target = f->ptx != NULL ? ptx_module_target(f->mod->ptx) : 0;
         *pi = f->ptx == NULL ? 0 : target != 0 ? (int)target : 80;
@@ -426,8 +450,17 @@ static CUresult launch(CUfunction f, unsigned int gridDimX, unsigned int gridDim
     CUresult r = cooperative ? cooperative_fits(f, &l) : CUDA_SUCCESS;
     if (r != CUDA_SUCCESS)
         return r;
-    if (fn->ptx != NULL)
+    if (fn->ptx != NULL) {
+        ptx_kernel_info info;
+        ptx_kernel_get_info(fn->ptx, &info);
+        uint32_t most = gl_kernel_max_threads(info.max_threads, info.maxnreg);
+        if (threads > most) { /* the interposer refuses it first when it knows the bounds */
+            gl_exec_note(l.x, "kernel %s: a block of %llu threads is over its launch bounds "
+                         "(%u)", fn->name, (unsigned long long)threads, most);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
         return launch_ptx(fn, &l, s, cooperative);
+    }
     /* a host implementation computes the whole grid's result at once */
     if (fn->impl.native >= 0)
         return builtins[fn->impl.native].fn(&l);

@@ -86,8 +86,14 @@ typedef struct {
     uint32_t local_size;    /* bytes per thread (frames of inlined calls included) */
     uint32_t nregs;         /* registers of the translated form */
     uint32_t ninsns;
+    uint32_t max_threads;   /* launch bounds: .maxntid or .reqntid threads; 0: none */
+    uint32_t maxnreg;       /* .maxnreg; 0: none */
+    uint64_t const_size;    /* the module's .const bytes, which every kernel can read */
 } ptx_kernel_info;
 void ptx_kernel_get_info(const ptx_kernel *k, ptx_kernel_info *out);
+/* The most registers the kernel holds live at once, an estimate (ptx_regs.c):
+ * what CU_FUNC_ATTRIBUTE_NUM_REGS reports. Computed on each call. */
+uint32_t ptx_kernel_live_registers(const ptx_kernel *k);
 
 typedef struct {
     unsigned grid[3], block[3];

@@ -1403,7 +1403,12 @@ H(shfl)
         }
         if (!ok || j < 0 || j > 31)
             j = l;
-        out[l] = (uint32_t)A[j];
+        /* A source lane that does not run this shfl with us (inactive,
+         * exited, or beyond a partial warp) gives 0, as GPUs do: PTX leaves
+         * it undefined, and the cuda-samples reduction's last warp (a
+         * membermask of its first lanes, offsets up to 16) sums right only
+         * so. Its register here holds the lane's earlier value. */
+        out[l] = m >> j & 1 ? (uint32_t)A[j] : 0;
         pv |= (uint32_t)ok << l;
     });
     LANES(m, D[l] = out[l]);

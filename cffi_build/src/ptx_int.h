@@ -141,6 +141,8 @@ typedef struct {
     uint8_t signed_;   /* its parameters are known (declared or defined) */
     uint32_t rets_sig; /* its return parameters' sizes, folded: declarations must agree */
     uint16_t src;      /* the input of a link it comes from */
+    uint32_t max_threads;   /* threads .maxntid or .reqntid allow (their product); 0: none */
+    uint32_t maxnreg;       /* .maxnreg; 0: none */
 } ptx_func;
 
 struct ptx_kernel {
@@ -161,6 +163,8 @@ struct ptx_kernel {
     uint32_t dyn_base;      /* where dynamic (extern) shared memory starts */
     uint32_t nparams, params_size;
     uint32_t param_offsets[64], param_sizes[64];
+    uint32_t max_threads, maxnreg; /* the entry's launch bounds (ptx_func) */
+    uint64_t const_size;           /* the module's */
 };
 
 /* Linking directives (PTX ISA, "Linking Directives"): none is local to its
@@ -211,6 +215,7 @@ struct ptx_module {
     uint32_t dyn_align;     /* the largest alignment an extern .shared declaration asks */
     int has_dyn_shared;
     uint32_t target; /* .target sm_XX as XX (100 for sm_100); 0 when absent */
+    uint64_t const_size; /* bytes of module-scope .const variables */
     uint32_t *taken; /* functions whose address an initialiser holds */
     uint32_t ntaken;
     char **srcnames; /* the inputs of a link, for messages (NULL: one input) */

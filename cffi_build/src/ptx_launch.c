@@ -1,7 +1,9 @@
 /*
  * ptx_launch.c — running a grid: blocks are handed out to worker threads
  * (an atomic counter; each worker runs whole blocks), a block's warps run in
- * turn until each has exited or waits at a barrier, then the barrier opens.
+ * turn until each has exited or waits at a barrier, then the barrier opens;
+ * a warp that goes round loops long enough yields so that the others run
+ * (one may be spinning on what another will write; ptx_block.yield_mask).
  * Every generic/global access must lie in the block's shared or local
  * window, the module's variables, or the caller's ranges; the first fault,
  * trap or timeout stops the launch and is its result.
@@ -623,6 +625,9 @@ void ptx_kernel_get_info(const ptx_kernel *k, ptx_kernel_info *out)
     out->local_size = k->local_size;
     out->nregs = k->nregs;
     out->ninsns = k->ncode;
+    out->max_threads = k->max_threads;
+    out->maxnreg = k->maxnreg;
+    out->const_size = k->const_size;
 }
 
 /* --------------------------------------------------------- Python entries */

@@ -421,6 +421,9 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
         }
         k->dyn_base = (uint32_t)L.dynbase;
         k->params_size = f->params_size;
+        k->max_threads = f->max_threads;
+        k->maxnreg = f->maxnreg;
+        k->const_size = m->const_size;
         memcpy(k->param_offsets, f->param_offsets, sizeof k->param_offsets);
         memcpy(k->param_sizes, f->param_sizes, sizeof k->param_sizes);
         L.k = k;

@@ -392,7 +392,7 @@ static uint64_t place(uint64_t *top, uint64_t align, uint64_t size)
 }
 
 typedef struct {
-    int space; /* 0 global/const, 1 shared, 2 local, 3 param */
+    int space; /* 0 global, 1 shared, 2 local, 3 param, 4 module-scope const */
     int align;
     int type;
     int vec;
@@ -623,6 +623,10 @@ static int add_global(ps *s, const char *name, uint32_t n, uint64_t off, uint64_
 
 /* A variable declaration after its state space directive; s->t is the first
  * token after it. Works at module and function scope. */
+/* var_decl's state space of a module-scope .const (0 is .global; both live in
+ * the module's storage). */
+#define SP_MODULE_CONST 4
+
 static void var_decl(ps *s, int sp, int linkage, stage *g, uint64_t *gtop)
 {
     int is_extern = linkage == PTX_LK_EXTERN;
@@ -697,7 +701,7 @@ static void var_decl(ps *s, int sp, int linkage, stage *g, uint64_t *gtop)
                 y->val = at;
                 y->idx = (uint32_t)size; /* call arguments copy this many bytes */
             }
-        } else if (sp == 0 && is_extern) {
+        } else if ((sp == 0 || sp == SP_MODULE_CONST) && is_extern) {
             /* declared here, defined by another input: no storage of its own */
             if (px_is_p(s, '=')) {
                 px_fail(s, "an .extern variable cannot be initialised");
@@ -709,11 +713,13 @@ static void var_decl(ps *s, int sp, int linkage, stage *g, uint64_t *gtop)
             y = add_sym(s, name.s, name.n, S_GVAR);
             if (y)
                 y->val = PTX_GREF(gi);
-        } else if (sp == 0) {
+        } else if (sp == 0 || sp == SP_MODULE_CONST) {
             if (unsized) {
                 px_fail(s, "unsized global variable");
                 return;
             }
+            if (sp == SP_MODULE_CONST) /* the constant bank's bytes, as a GPU lays them out */
+                place(&s->m->const_size, align, size);
             uint64_t at = place(gtop, align < 16 ? 16 : align, size);
             if (*gtop > (256u << 20)) {
                 px_fail(s, "module variables too large");
@@ -893,15 +899,31 @@ static void params(ps *s, ptx_func *f, int rets)
     px_expect(s, ')');
 }
 
-static void skip_perf_directives(ps *s)
+/* The performance directives after a function's parameters. The launch
+ * bounds are kept: .maxntid and .reqntid (the product of their extents: a
+ * launch of more threads is refused, as on a GPU) and .maxnreg; the rest are
+ * hints the host device has no use for. */
+static void perf_directives(ps *s, ptx_func *f)
 {
     while (!s->failed && s->t.kind == K_DIR) {
-        if (is_dir(s, ".maxntid") || is_dir(s, ".reqntid") || is_dir(s, ".minnctapersm")
-            || is_dir(s, ".maxnreg") || is_dir(s, ".maxclusterrank") || is_dir(s, ".reqnctapercluster")
+        int bound = is_dir(s, ".maxntid") || is_dir(s, ".reqntid"), regs = is_dir(s, ".maxnreg");
+        if (bound || regs || is_dir(s, ".minnctapersm")
+            || is_dir(s, ".maxclusterrank") || is_dir(s, ".reqnctapercluster")
             || is_dir(s, ".explicitcluster") || is_dir(s, ".noreturn") || is_dir(s, ".pragma")) {
             px_next(s);
-            while (s->t.kind == K_INT || px_is_p(s, ',') || s->t.kind == K_STR)
+            uint64_t product = 1;
+            int extents = 0;
+            while (s->t.kind == K_INT || px_is_p(s, ',') || s->t.kind == K_STR) {
+                if (s->t.kind == K_INT && extents++ < 3) {
+                    uint64_t v = s->t.u;
+                    product = v > 1024 || product * v > 1024 ? 1025 : product * v;
+                }
                 px_next(s);
+            }
+            if (bound && extents > 0 && (f->max_threads == 0 || product < f->max_threads))
+                f->max_threads = (uint32_t)product;
+            if (regs && extents > 0)
+                f->maxnreg = (uint32_t)(product > 1024 ? 1024 : product);
             if (px_is_p(s, ';') && !px_is_p(s, '{'))
                 px_next(s);
         } else
@@ -1105,7 +1127,7 @@ static void function(ps *s, int is_entry, int linkage, stage *g, uint64_t *gtop)
     px_next(s);
     if (px_is_p(s, '('))
         params(s, &tmp, 0);
-    skip_perf_directives(s);
+    perf_directives(s, &tmp);
     if (s->failed)
         return;
     /* The function's name belongs to the module scope, below its parameters:
@@ -1145,6 +1167,8 @@ static void function(ps *s, int is_entry, int linkage, stage *g, uint64_t *gtop)
     f->nrets = tmp.nrets;
     f->rets_sig = tmp.rets_sig;
     f->params_size = tmp.params_size;
+    f->max_threads = tmp.max_threads;
+    f->maxnreg = tmp.maxnreg;
     memcpy(f->param_offsets, tmp.param_offsets, sizeof f->param_offsets);
     memcpy(f->param_sizes, tmp.param_sizes, sizeof f->param_sizes);
     f->signed_ = 1;
@@ -1256,8 +1280,9 @@ static void module(ps *s, stage *g, uint64_t *gtop)
         else if (is_dir(s, ".func"))
             function(s, 0, linkage, g, gtop);
         else if (is_dir(s, ".global") || is_dir(s, ".const")) {
+            int sp = is_dir(s, ".const") ? SP_MODULE_CONST : 0;
             px_next(s);
-            var_decl(s, 0, linkage, g, gtop);
+            var_decl(s, sp, linkage, g, gtop);
         } else if (is_dir(s, ".shared")) {
             px_next(s);
             var_decl(s, 1, linkage == PTX_LK_EXTERN ? PTX_LK_EXTERN : PTX_LK_NONE, g, gtop);

@@ -346,7 +346,7 @@ static int cmd_link(const char *ptx_path)
     printf("file %zu %d\n", size, memcmp(out, ptx, sizeof ptx) == 0);
     CHECK(cuLinkDestroy(st) == CUDA_SUCCESS);
 
-    /* launch attributes: hints pass (to the session check), others are refused */
+    /* launch attributes: hints and COOPERATIVE pass (to the session check) */
     CUlaunchAttribute attr = {.id = GL_CU_LAUNCH_ATTRIBUTE_PRIORITY};
     CUlaunchConfig cfg = {1, 1, 1, 1, 1, 1, 0, NULL, &attr, 1};
     printf("priority %d\n", cuLaunchKernelEx(&cfg, NULL, NULL, NULL));
