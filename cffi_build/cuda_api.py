@@ -611,7 +611,23 @@ ROWS: tuple[Row, ...] = (
       "unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, "
       "unsigned int sharedMemBytes, unsigned int clusterDimX, unsigned int clusterDimY, "
       "unsigned int clusterDimZ", WAITING, (), {"value": "out", "func": "h:func"}),
+    # ------------- appended for CUDA graphs, stream capture and host functions
+    # Graphs live in the interposer (interposer/graph*.c; capture records into
+    # them, capture.c). Instantiating sends the description of the nodes the
+    # device runs once (include/gl_graph.h; n == 0: the description was staged
+    # in glImagePart records); launching is one record per stage, the process
+    # running host functions and copies of its own memory between stages
+    # (graph_launch.c, hostfn.c; server: src/exec_graphs.c).
+    R("glGraphInstantiate", "CUgraphExec *exec, const void *desc, size_t n", ONEWAY, (),
+      {"exec": "mint:gexec", "desc": "hin:n"}, server="exec", backend=False),
+    R("glGraphUpdate", "CUgraphExec exec, const void *desc, size_t n", ONEWAY, (),
+      {"exec": "h:gexec", "desc": "hin:n"}, server="exec", backend=False),
+    R("glGraphLaunch", "CUgraphExec exec, unsigned int stage, CUstream stream", ONEWAY, (),
+      {"exec": "h:gexec", "stream": "h:stream"}, server="exec", backend=False),
+    R("glGraphExecDestroy", "CUgraphExec exec", ONEWAY, (), {"exec": "h:gexec!"},
+      server="exec", backend=False),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).
-HANDLE_KINDS = ("ctx", "mod", "func", "lib", "kernel", "stream", "event", "pool")
+HANDLE_KINDS = ("ctx", "mod", "func", "lib", "kernel", "stream", "event", "pool",
+                "graph", "gnode", "gexec")  # graphs and their nodes never reach the server
