@@ -257,4 +257,7 @@ enum {
     GL_FUNC_ATTR_BINARY_VERSION = 6
 };
 
+/* Graphs, capture and host functions: the types of their entry points. */
+#include "gl_cuda_graph.h"
+
 #endif /* GLEAM_CUDA_H */

@@ -78,11 +78,46 @@ typedef struct {
     CUstream stream;
 } launch_shape;
 
+CUresult gl_launch_params(uint64_t f, void **kernelParams, void **extra, uint8_t **packed,
+                          const void **buf, size_t *size)
+{
+    const gl_layout *l;
+    CUresult r;
+
+    *packed = NULL;
+    *buf = NULL;
+    *size = 0;
+    /* An `extra` holding only the end marker gives nothing. */
+    if (extra != NULL && extra[0] == GL_CU_LAUNCH_PARAM_END)
+        extra = NULL;
+    if (extra != NULL) {
+        if (kernelParams != NULL)
+            return CUDA_ERROR_INVALID_VALUE;
+        return parse_extra(extra, buf, size);
+    }
+    if ((r = gl_func_layout(f, &l)) != CUDA_SUCCESS)
+        return r;
+    if (l->count > 0 && kernelParams == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (l->total > 0 && (*packed = calloc(1, l->total)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (uint32_t i = 0; i < l->count; i++) {
+        if (kernelParams[i] == NULL && l->size[i] > 0) {
+            free(*packed);
+            *packed = NULL;
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        memcpy(*packed + l->offset[i], kernelParams[i], l->size[i]);
+    }
+    *buf = *packed;
+    *size = l->total;
+    return CUDA_SUCCESS;
+}
+
 static CUresult launch(CUfunction f, const launch_shape *s, void **kernelParams, void **extra,
                        int ptds)
 {
     const unsigned *g = s->grid, *b = s->block, *c = s->cluster;
-    const gl_layout *l;
     const void *buf = NULL;
     uint8_t *packed = NULL;
     size_t size = 0;
@@ -98,31 +133,8 @@ static CUresult launch(CUfunction f, const launch_shape *s, void **kernelParams,
         return launch_config_error();
     if ((r = check_launch_limits(g[0], g[1], g[2], b[0], b[1], b[2])) != CUDA_SUCCESS)
         return r;
-    /* An `extra` holding only the end marker gives nothing. */
-    if (extra != NULL && extra[0] == GL_CU_LAUNCH_PARAM_END)
-        extra = NULL;
-    if (extra != NULL) {
-        if (kernelParams != NULL)
-            return CUDA_ERROR_INVALID_VALUE;
-        if ((r = parse_extra(extra, &buf, &size)) != CUDA_SUCCESS)
-            return r;
-    } else {
-        if ((r = gl_func_layout((uint64_t)(uintptr_t)f, &l)) != CUDA_SUCCESS)
-            return r;
-        if (l->count > 0 && kernelParams == NULL)
-            return CUDA_ERROR_INVALID_VALUE;
-        if (l->total > 0 && (packed = calloc(1, l->total)) == NULL)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        for (uint32_t i = 0; i < l->count; i++) {
-            if (kernelParams[i] == NULL && l->size[i] > 0) {
-                free(packed);
-                return CUDA_ERROR_INVALID_VALUE;
-            }
-            memcpy(packed + l->offset[i], kernelParams[i], l->size[i]);
-        }
-        buf = packed;
-        size = l->total;
-    }
+    if ((r = gl_launch_params(fh, kernelParams, extra, &packed, &buf, &size)) != CUDA_SUCCESS)
+        return r;
     if (c[0] > 1 || c[1] > 1 || c[2] > 1)
         r = glw_glLaunchCluster(f, g[0], g[1], g[2], b[0], b[1], b[2], s->shared, s->stream,
                                 c[0], c[1], c[2], buf, size, ptds);

@@ -26,8 +26,9 @@ typedef struct gl_sgraph {
 /* Reads desc[0 .. len) into a new graph: 0, or -1 with err saying what is
  * wrong (nothing is kept). Out of memory is -2. */
 int gl_graph_parse(const uint8_t *desc, size_t len, gl_sgraph **out, char *err, size_t err_len);
-/* Whether b has a's shape: the same nodes (kinds and stages) and edges, so
- * that its parameters may replace a's in an instantiated graph. */
+/* Whether b has a's shape: as many nodes, in the same stages, and the same
+ * edges, so that its nodes may replace a's in an instantiated graph (a node's
+ * kind may change: a disabled node is an empty one). */
 int gl_graph_same_shape(const gl_sgraph *a, const gl_sgraph *b);
 void gl_graph_free(gl_sgraph *g);
 /* The bytes [start, start + *out) a copy side reaches: depth slices of height
