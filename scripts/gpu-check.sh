@@ -171,7 +171,7 @@ done
 step gleam-device_query 30 "${through[@]}" "$bin/device_query" "$ptx"
 # CUDA graphs, one program per kind of node, and stream capture: equal verdicts.
 for ex in graph_kernel graph_memcpy graph_memset graph_host graph_event graph_child \
-    graph_memnodes graph_capture; do
+    graph_memnodes graph_capture graph_host_errors; do
     step "gcc-$ex" 60 gcc -O2 -std=gnu11 -I "$cuda_inc" -o "$bin/$ex" "$root/examples/cuda/$ex.c" \
         -L "$lib" -l:libcuda.so.1 -lm
     same "$ex" 60 "$bin/$ex" "$ptx"

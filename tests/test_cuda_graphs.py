@@ -54,6 +54,15 @@ def test_graph_node_kind_programs(mesh, binaries, name):
     assert verdict == {"ok": True, "checks": PROGRAMS[name], "failed": []}, done.stderr
 
 
+def test_host_functions_after_a_device_fault(mesh, tmp_path):
+    """A kernel faults: cuLaunchHostFunc's function is skipped, a callback is told."""
+    client, _ = mesh
+    binary = build_example("graph_host_errors", tmp_path)
+    done, verdict = run_through(client, binary, KERNELS_PTX)
+    assert verdict == {"ok": True, "checks": 3, "failed": []}, done.stdout + done.stderr
+    assert "gleam: SERVER:" in done.stderr or "illegal address" in done.stderr
+
+
 def test_host_function_refused_cuda_call_is_said_once(mesh, binaries):
     client, _ = mesh
     done, _ = run_through(client, binaries["graph_host"], KERNELS_PTX)

@@ -164,6 +164,7 @@ gl_gnode *gl_gnode_add_nodes_locked(gl_graph *g, int type, gl_gnode *const *deps
     n->handle = gl_mint(GL_H_GNODE);
     if (gl_hmap_put(g_nodes, n->handle, n) != 0)
         goto fail;
+    n->index = g->n;
     g->nodes[g->n++] = n;
     *r = CUDA_SUCCESS;
     return n;
@@ -206,18 +207,11 @@ void gl_gnode_remove_locked(gl_gnode *n)
             if (m->deps[d] != n)
                 m->deps[j++] = m->deps[d];
         m->ndeps = j;
+        m->index = k;
         g->nodes[k++] = m;
     }
     g->n = k;
     node_free(n);
-}
-
-static uint32_t index_of(const gl_graph *g, const gl_gnode *n)
-{
-    for (uint32_t i = 0; i < g->n; i++)
-        if (g->nodes[i] == n)
-            return i;
-    return UINT32_MAX;
 }
 
 gl_graph *gl_graph_clone_locked(const gl_graph *src, int child)
@@ -239,7 +233,7 @@ gl_graph *gl_graph_clone_locked(const gl_graph *src, int child)
     }
     for (uint32_t i = 0; r == CUDA_SUCCESS && i < src->n; i++)
         for (uint32_t d = 0; r == CUDA_SUCCESS && d < src->nodes[i]->ndeps; d++)
-            if (add_dep(g->nodes[i], g->nodes[index_of(src, src->nodes[i]->deps[d])]) != 0)
+            if (add_dep(g->nodes[i], g->nodes[src->nodes[i]->deps[d]->index]) != 0)
                 r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r != CUDA_SUCCESS) {
         gl_graph_free_locked(g);

@@ -46,6 +46,7 @@ struct gl_gnode {
     gl_gnode **deps;      /* incoming edges, owned array */
     uint32_t ndeps, cap;
     uint64_t origin;      /* cuGraphClone: the node this one copies (cuGraphNodeFindInClone) */
+    uint32_t index;       /* its place in graph->nodes (kept when nodes are removed) */
     union {
         gl_kernel_launch kernel;
         CUDA_MEMCPY3D copy;

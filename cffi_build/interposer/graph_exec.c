@@ -135,12 +135,8 @@ static int flatten(flats *v, const gl_graph *g, const uint8_t *disabled, int dep
     }
     for (uint32_t i = 0; rc == 0 && i < g->n; i++) {
         const gl_gnode *n = g->nodes[i];
-        for (uint32_t d = 0; rc == 0 && d < n->ndeps; d++) {
-            uint32_t k = 0;
-            while (g->nodes[k] != n->deps[d])
-                k++;
-            rc = flat_dep(v, in[i], out[k]);
-        }
+        for (uint32_t d = 0; rc == 0 && d < n->ndeps; d++)
+            rc = flat_dep(v, in[i], out[n->deps[d]->index]);
     }
     free(in);
     free(out);
@@ -824,12 +820,7 @@ static CUresult pair_graphs(const gl_graph *old, const gl_graph *g,
             return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
         }
         for (uint32_t d = 0; d < a->ndeps; d++) {
-            uint32_t x = 0, y = 0;
-            while (old->nodes[x] != a->deps[d])
-                x++;
-            while (g->nodes[y] != b->deps[d])
-                y++;
-            if (x != y) {
+            if (a->deps[d]->index != b->deps[d]->index) {
                 info->result = GL_CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
                 info->errorFromNode = (CUgraphNode)(uintptr_t)b->deps[d]->handle;
                 return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
