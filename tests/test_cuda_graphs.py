@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from gleam.peer.cuda.examples import KERNELS_PTX, ExampleError, build_example
+from gleam.peer.localmesh import wait_for
 
 from .cuda_mesh import host_mesh, run_through
 
@@ -61,6 +62,20 @@ def test_host_functions_after_a_device_fault(mesh, tmp_path):
     done, verdict = run_through(client, binary, KERNELS_PTX)
     assert verdict == {"ok": True, "checks": 3, "failed": []}, done.stdout + done.stderr
     assert "gleam: SERVER:" in done.stderr or "illegal address" in done.stderr
+
+
+def test_a_replayed_graph_is_one_record_per_launch(mesh, tmp_path):
+    """200 launches of a captured step of 8 kernels: the server receives about 200 records
+    for them (one glGraphLaunch each), not 1600 launches."""
+    client, _ = mesh
+    binary = build_example("graph_replay", tmp_path)
+    seen = len(client.request("cuda_sessions")["finished"])
+    done, verdict = run_through(client, binary, KERNELS_PTX, 8, 200)
+    assert verdict == {"ok": True, "checks": 1, "failed": []}, done.stdout + done.stderr
+    finished = wait_for(lambda: (f := client.request("cuda_sessions")["finished"])[seen:] and f,
+                        20, "the session to be accounted")
+    calls = finished[seen]["calls"]
+    assert 200 <= calls < 400, finished[seen]
 
 
 def test_host_function_refused_cuda_call_is_said_once(mesh, binaries):
