@@ -120,6 +120,9 @@ def ptsz(name: str, since: int) -> Sym:
 
 
 R = Row
+# The leading parameters of every cuGraphAdd*Node.
+ADD_NODE = ("CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, "
+            "size_t numDependencies")
 ROWS: tuple[Row, ...] = (
     # ---------------------------------------------------------- initialisation
     R("cuInit", "unsigned int Flags", LOCAL, (s("cuInit", 2000),)),
@@ -639,7 +642,218 @@ ROWS: tuple[Row, ...] = (
       (s("cuFuncGetName", 12030),), ready=True),
     R("cuKernelGetName", "const char **name, CUkernel hfunc", LOCAL,
       (s("cuKernelGetName", 12030),), ready=True),
+    # ------------- appended for CUDA graphs, stream capture and host functions
+    # Graphs live in the interposer (interposer/graph*.c; capture records into
+    # them, capture.c). Instantiating sends the description of the nodes the
+    # device runs once (include/gl_graph.h; n == 0: the description was staged
+    # in glImagePart records); launching is one record per stage, the process
+    # running host functions and copies of its own memory between stages
+    # (graph_launch.c, hostfn.c; server: src/exec_graphs.c).
+    R("glGraphInstantiate", "CUgraphExec *exec, const void *desc, size_t n", ONEWAY, (),
+      {"exec": "mint:gexec", "desc": "hin:n"}, server="exec", backend=False),
+    R("glGraphUpdate", "CUgraphExec exec, const void *desc, size_t n", ONEWAY, (),
+      {"exec": "h:gexec", "desc": "hin:n"}, server="exec", backend=False),
+    R("glGraphLaunch", "CUgraphExec exec, unsigned int stage, CUstream stream", ONEWAY, (),
+      {"exec": "h:gexec", "stream": "h:stream"}, server="exec", backend=False),
+    R("glGraphExecDestroy", "CUgraphExec exec", ONEWAY, (), {"exec": "h:gexec!"},
+      server="exec", backend=False),
+    # Graphs and their nodes (interposer/graph.c, graph_nodes.c): the interposer's own.
+    R("cuGraphCreate", "CUgraph *phGraph, unsigned int flags", LOCAL,
+      (s("cuGraphCreate", 10000),), ready=True),
+    R("cuGraphDestroy", "CUgraph hGraph", LOCAL, (s("cuGraphDestroy", 10000),), ready=True),
+    R("cuGraphClone", "CUgraph *phGraphClone, CUgraph originalGraph", LOCAL,
+      (s("cuGraphClone", 10000),), ready=True),
+    R("cuGraphAddKernelNode", ADD_NODE + ", const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams", LOCAL,
+      (s("cuGraphAddKernelNode", 10000),), ready=True),
+    R("cuGraphAddKernelNode_v2", ADD_NODE + ", const CUDA_KERNEL_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphAddKernelNode_v2", 12000),), base="cuGraphAddKernelNode", ready=True),
+    R("cuGraphKernelNodeGetParams", "CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams",
+      LOCAL, (s("cuGraphKernelNodeGetParams", 10000),), ready=True),
+    R("cuGraphKernelNodeGetParams_v2", "CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams",
+      LOCAL, (s("cuGraphKernelNodeGetParams_v2", 12000),), base="cuGraphKernelNodeGetParams",
+      ready=True),
+    R("cuGraphKernelNodeSetParams", "CUgraphNode hNode, "
+      "const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams", LOCAL,
+      (s("cuGraphKernelNodeSetParams", 10000),), ready=True),
+    R("cuGraphKernelNodeSetParams_v2", "CUgraphNode hNode, "
+      "const CUDA_KERNEL_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphKernelNodeSetParams_v2", 12000),), base="cuGraphKernelNodeSetParams",
+      ready=True),
+    R("cuGraphAddMemcpyNode", ADD_NODE + ", const CUDA_MEMCPY3D *copyParams, CUcontext ctx", LOCAL,
+      (s("cuGraphAddMemcpyNode", 10000),), ready=True),
+    R("cuGraphMemcpyNodeGetParams", "CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams", LOCAL,
+      (s("cuGraphMemcpyNodeGetParams", 10000),), ready=True),
+    R("cuGraphMemcpyNodeSetParams", "CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams", LOCAL,
+      (s("cuGraphMemcpyNodeSetParams", 10000),), ready=True),
+    R("cuGraphAddMemsetNode",
+      ADD_NODE + ", const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx", LOCAL,
+      (s("cuGraphAddMemsetNode", 10000),), ready=True),
+    R("cuGraphMemsetNodeGetParams", "CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams",
+      LOCAL, (s("cuGraphMemsetNodeGetParams", 10000),), ready=True),
+    R("cuGraphMemsetNodeSetParams", "CUgraphNode hNode, "
+      "const CUDA_MEMSET_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphMemsetNodeSetParams", 10000),), ready=True),
+    R("cuGraphAddHostNode", ADD_NODE + ", const CUDA_HOST_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphAddHostNode", 10000),), ready=True),
+    R("cuGraphHostNodeGetParams", "CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphHostNodeGetParams", 10000),), ready=True),
+    R("cuGraphHostNodeSetParams", "CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams",
+      LOCAL, (s("cuGraphHostNodeSetParams", 10000),), ready=True),
+    R("cuGraphAddChildGraphNode", ADD_NODE + ", CUgraph childGraph", LOCAL,
+      (s("cuGraphAddChildGraphNode", 10000),), ready=True),
+    R("cuGraphChildGraphNodeGetGraph", "CUgraphNode hNode, CUgraph *phGraph", LOCAL,
+      (s("cuGraphChildGraphNodeGetGraph", 10000),), ready=True),
+    R("cuGraphAddEmptyNode", ADD_NODE, LOCAL, (s("cuGraphAddEmptyNode", 10000),), ready=True),
+    R("cuGraphAddEventRecordNode", ADD_NODE + ", CUevent event", LOCAL,
+      (s("cuGraphAddEventRecordNode", 11010),), ready=True),
+    R("cuGraphEventRecordNodeGetEvent", "CUgraphNode hNode, CUevent *event_out", LOCAL,
+      (s("cuGraphEventRecordNodeGetEvent", 11010),), ready=True),
+    R("cuGraphEventRecordNodeSetEvent", "CUgraphNode hNode, CUevent event", LOCAL,
+      (s("cuGraphEventRecordNodeSetEvent", 11010),), ready=True),
+    R("cuGraphAddEventWaitNode", ADD_NODE + ", CUevent event", LOCAL,
+      (s("cuGraphAddEventWaitNode", 11010),), ready=True),
+    R("cuGraphEventWaitNodeGetEvent", "CUgraphNode hNode, CUevent *event_out", LOCAL,
+      (s("cuGraphEventWaitNodeGetEvent", 11010),), ready=True),
+    R("cuGraphEventWaitNodeSetEvent", "CUgraphNode hNode, CUevent event", LOCAL,
+      (s("cuGraphEventWaitNodeSetEvent", 11010),), ready=True),
+    R("cuGraphAddMemAllocNode", ADD_NODE + ", CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphAddMemAllocNode", 11040),), ready=True),
+    R("cuGraphMemAllocNodeGetParams", "CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out",
+      LOCAL, (s("cuGraphMemAllocNodeGetParams", 11040),), ready=True),
+    R("cuGraphAddMemFreeNode", ADD_NODE + ", CUdeviceptr dptr", LOCAL,
+      (s("cuGraphAddMemFreeNode", 11040),), ready=True),
+    R("cuGraphMemFreeNodeGetParams", "CUgraphNode hNode, CUdeviceptr *dptr_out", LOCAL,
+      (s("cuGraphMemFreeNodeGetParams", 11040),), ready=True),
+    R("cuGraphAddNode", ADD_NODE + ", CUgraphNodeParams *nodeParams", LOCAL,
+      (s("cuGraphAddNode", 12020),), ready=True),
+    R("cuGraphAddNode_v2", "CUgraphNode *phGraphNode, CUgraph hGraph, "
+      "const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, "
+      "size_t numDependencies, CUgraphNodeParams *nodeParams", LOCAL,
+      (s("cuGraphAddNode_v2", 12030),), base="cuGraphAddNode", ready=True),
+    R("cuGraphNodeSetParams", "CUgraphNode hNode, CUgraphNodeParams *nodeParams", LOCAL,
+      (s("cuGraphNodeSetParams", 12020),), ready=True),
+    R("cuGraphNodeGetType", "CUgraphNode hNode, CUgraphNodeType *type", LOCAL,
+      (s("cuGraphNodeGetType", 10000),), ready=True),
+    R("cuGraphGetNodes", "CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes", LOCAL,
+      (s("cuGraphGetNodes", 10000),), ready=True),
+    R("cuGraphGetRootNodes", "CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes",
+      LOCAL, (s("cuGraphGetRootNodes", 10000),), ready=True),
+    R("cuGraphGetEdges", "CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, size_t *numEdges",
+      LOCAL, (s("cuGraphGetEdges", 10000),), ready=True),
+    R("cuGraphGetEdges_v2", "CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, "
+      "CUgraphEdgeData *edgeData, size_t *numEdges", LOCAL, (s("cuGraphGetEdges_v2", 12030),),
+      base="cuGraphGetEdges", ready=True),
+    R("cuGraphNodeGetDependencies", "CUgraphNode hNode, CUgraphNode *dependencies, "
+      "size_t *numDependencies", LOCAL, (s("cuGraphNodeGetDependencies", 10000),), ready=True),
+    R("cuGraphNodeGetDependencies_v2", "CUgraphNode hNode, CUgraphNode *dependencies, "
+      "CUgraphEdgeData *edgeData, size_t *numDependencies", LOCAL,
+      (s("cuGraphNodeGetDependencies_v2", 12030),), base="cuGraphNodeGetDependencies",
+      ready=True),
+    R("cuGraphNodeGetDependentNodes", "CUgraphNode hNode, CUgraphNode *dependentNodes, "
+      "size_t *numDependentNodes", LOCAL, (s("cuGraphNodeGetDependentNodes", 10000),),
+      ready=True),
+    R("cuGraphNodeGetDependentNodes_v2", "CUgraphNode hNode, CUgraphNode *dependentNodes, "
+      "CUgraphEdgeData *edgeData, size_t *numDependentNodes", LOCAL,
+      (s("cuGraphNodeGetDependentNodes_v2", 12030),), base="cuGraphNodeGetDependentNodes",
+      ready=True),
+    R("cuGraphAddDependencies", "CUgraph hGraph, const CUgraphNode *from, "
+      "const CUgraphNode *to, size_t numDependencies", LOCAL,
+      (s("cuGraphAddDependencies", 10000),), ready=True),
+    R("cuGraphAddDependencies_v2", "CUgraph hGraph, const CUgraphNode *from, "
+      "const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies", LOCAL,
+      (s("cuGraphAddDependencies_v2", 12030),), base="cuGraphAddDependencies", ready=True),
+    R("cuGraphRemoveDependencies", "CUgraph hGraph, const CUgraphNode *from, "
+      "const CUgraphNode *to, size_t numDependencies", LOCAL,
+      (s("cuGraphRemoveDependencies", 10000),), ready=True),
+    R("cuGraphRemoveDependencies_v2", "CUgraph hGraph, const CUgraphNode *from, "
+      "const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies", LOCAL,
+      (s("cuGraphRemoveDependencies_v2", 12030),), base="cuGraphRemoveDependencies",
+      ready=True),
+    R("cuGraphDestroyNode", "CUgraphNode hNode", LOCAL, (s("cuGraphDestroyNode", 10000),),
+      ready=True),
+    R("cuGraphNodeFindInClone", "CUgraphNode *phNode, CUgraphNode hOriginalNode, "
+      "CUgraph hClonedGraph", LOCAL, (s("cuGraphNodeFindInClone", 10000),), ready=True),
+    R("cuGraphDebugDotPrint", "CUgraph hGraph, const char *path, unsigned int flags", LOCAL,
+      (s("cuGraphDebugDotPrint", 11030),), ready=True),
+    # Instantiated graphs (interposer/graph_exec.c, graph_launch.c).
+    R("cuGraphInstantiate", "CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, "
+      "char *logBuffer, size_t bufferSize", LOCAL,
+      (s("cuGraphInstantiate", 10000), s("cuGraphInstantiate_v2", 11000)), ready=True),
+    R("cuGraphInstantiateWithFlags", "CUgraphExec *phGraphExec, CUgraph hGraph, "
+      "unsigned long long flags", LOCAL, (s("cuGraphInstantiateWithFlags", 11040),),
+      ready=True),
+    R("cuGraphInstantiateWithParams", "CUgraphExec *phGraphExec, CUgraph hGraph, "
+      "CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams", LOCAL,
+      (ptsz("cuGraphInstantiateWithParams", 12000),), ready=True),
+    R("cuGraphExecGetFlags", "CUgraphExec hGraphExec, cuuint64_t *flags", LOCAL,
+      (s("cuGraphExecGetFlags", 12000),), ready=True),
+    R("cuGraphExecDestroy", "CUgraphExec hGraphExec", LOCAL, (s("cuGraphExecDestroy", 10000),),
+      ready=True),
+    R("cuGraphLaunch", "CUgraphExec hGraphExec, CUstream hStream", LOCAL,
+      (ptsz("cuGraphLaunch", 10000),), ready=True),
+    R("cuGraphUpload", "CUgraphExec hGraphExec, CUstream hStream", LOCAL,
+      (ptsz("cuGraphUpload", 11010),), ready=True),
+    R("cuGraphExecUpdate", "CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out, "
+      "CUgraphExecUpdateResult *updateResult_out", LOCAL, (s("cuGraphExecUpdate", 10020),),
+      ready=True),
+    R("cuGraphExecUpdate_v2", "CUgraphExec hGraphExec, CUgraph hGraph, "
+      "CUgraphExecUpdateResultInfo *resultInfo", LOCAL, (s("cuGraphExecUpdate_v2", 12000),),
+      base="cuGraphExecUpdate", ready=True),
+    R("cuGraphExecKernelNodeSetParams", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams", LOCAL,
+      (s("cuGraphExecKernelNodeSetParams", 10010),), ready=True),
+    R("cuGraphExecKernelNodeSetParams_v2", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "const CUDA_KERNEL_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphExecKernelNodeSetParams_v2", 12000),), base="cuGraphExecKernelNodeSetParams",
+      ready=True),
+    R("cuGraphExecMemcpyNodeSetParams", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "const CUDA_MEMCPY3D *copyParams, CUcontext ctx", LOCAL,
+      (s("cuGraphExecMemcpyNodeSetParams", 10020),), ready=True),
+    R("cuGraphExecMemsetNodeSetParams", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx", LOCAL,
+      (s("cuGraphExecMemsetNodeSetParams", 10020),), ready=True),
+    R("cuGraphExecHostNodeSetParams", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "const CUDA_HOST_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphExecHostNodeSetParams", 10020),), ready=True),
+    R("cuGraphExecChildGraphNodeSetParams", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "CUgraph childGraph", LOCAL, (s("cuGraphExecChildGraphNodeSetParams", 11010),),
+      ready=True),
+    R("cuGraphExecEventRecordNodeSetEvent", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "CUevent event", LOCAL, (s("cuGraphExecEventRecordNodeSetEvent", 11010),), ready=True),
+    R("cuGraphExecEventWaitNodeSetEvent", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "CUevent event", LOCAL, (s("cuGraphExecEventWaitNodeSetEvent", 11010),), ready=True),
+    R("cuGraphExecNodeSetParams", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "CUgraphNodeParams *nodeParams", LOCAL, (s("cuGraphExecNodeSetParams", 12020),),
+      ready=True),
+    R("cuGraphNodeSetEnabled", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "unsigned int isEnabled", LOCAL, (s("cuGraphNodeSetEnabled", 11060),), ready=True),
+    R("cuGraphNodeGetEnabled", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "unsigned int *isEnabled", LOCAL, (s("cuGraphNodeGetEnabled", 11060),), ready=True),
+    # Memory that graphs allocate (interposer/graphmem.c).
+    R("cuDeviceGetGraphMemAttribute", "CUdevice device, CUgraphMem_attribute attr, void *value",
+      LOCAL, (s("cuDeviceGetGraphMemAttribute", 11040),), ready=True),
+    R("cuDeviceSetGraphMemAttribute", "CUdevice device, CUgraphMem_attribute attr, void *value",
+      LOCAL, (s("cuDeviceSetGraphMemAttribute", 11040),), ready=True),
+    R("cuDeviceGraphMemTrim", "CUdevice device", LOCAL, (s("cuDeviceGraphMemTrim", 11040),),
+      ready=True),
+    # Host functions (interposer/hostfn.c) and the rest of capture (capture.c).
+    R("cuLaunchHostFunc", "CUstream hStream, CUhostFn fn, void *userData", LOCAL,
+      (ptsz("cuLaunchHostFunc", 10000),), ready=True),
+    R("cuStreamAddCallback", "CUstream hStream, CUstreamCallback callback, void *userData, "
+      "unsigned int flags", LOCAL, (ptsz("cuStreamAddCallback", 5000),), ready=True),
+    R("cuStreamBeginCaptureToGraph", "CUstream hStream, CUgraph hGraph, "
+      "const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, "
+      "size_t numDependencies, CUstreamCaptureMode mode", LOCAL,
+      (ptsz("cuStreamBeginCaptureToGraph", 12030),), ready=True),
+    R("cuStreamUpdateCaptureDependencies", "CUstream hStream, CUgraphNode *dependencies, "
+      "size_t numDependencies, unsigned int flags", LOCAL,
+      (ptsz("cuStreamUpdateCaptureDependencies", 11030),), ready=True),
+    R("cuStreamUpdateCaptureDependencies_v2", "CUstream hStream, CUgraphNode *dependencies, "
+      "const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags",
+      LOCAL, (ptsz("cuStreamUpdateCaptureDependencies_v2", 12030),),
+      base="cuStreamUpdateCaptureDependencies", ready=True),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).
-HANDLE_KINDS = ("ctx", "mod", "func", "lib", "kernel", "stream", "event", "pool")
+HANDLE_KINDS = ("ctx", "mod", "func", "lib", "kernel", "stream", "event", "pool",
+                "graph", "gnode", "gexec")  # graphs and their nodes never reach the server

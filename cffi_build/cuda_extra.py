@@ -61,4 +61,19 @@ EXTRAS: tuple[Extra, ...] = (
     Extra("cuLinkAddData_v2", required=False),
     Extra("cuLinkComplete", required=False),
     Extra("cuLinkDestroy", required=False),
+    # CUDA graphs (cudadev_graphs.c): each stage of an instantiated graph is a
+    # real graph; without these entries the stages run node by node.
+    Extra("cuGraphCreate", required=False),
+    Extra("cuGraphDestroy", required=False),
+    Extra("cuGraphAddKernelNode_v2", required=False),
+    Extra("cuGraphKernelNodeSetAttribute", required=False),
+    Extra("cuGraphAddMemsetNode", required=False),
+    Extra("cuGraphAddMemcpyNode", required=False),
+    Extra("cuGraphAddEmptyNode", required=False),
+    Extra("cuGraphAddEventRecordNode", required=False),
+    Extra("cuGraphAddEventWaitNode", required=False),
+    Extra("cuGraphInstantiateWithFlags", required=False),
+    Extra("cuGraphExecUpdate_v2", required=False),
+    Extra("cuGraphLaunch", required=False),
+    Extra("cuGraphExecDestroy", required=False),
 )

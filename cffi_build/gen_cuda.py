@@ -29,6 +29,7 @@ sys.path.insert(0, str(HERE))
 
 import gen_cuda_extra  # noqa: E402
 import gen_errors  # noqa: E402
+from capture_rules import ANY_TIME, UNSAFE_DURING_CAPTURE  # noqa: E402
 from cuda_api import CACHED, HANDLE_KINDS, LOCAL, ROWS, WAITING, Row  # noqa: E402
 from cuda_extra import EXTRAS  # noqa: E402
 
@@ -288,6 +289,7 @@ def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
                      f"        if (gl_trace_on)\n"
                      f"            gl_trace_call(\"{name}\");\n"
                      f"        return gl_trace_result(\"{name}\", {forward});\n    }}\n")
+            trace = gate_lines(name, base) + trace
             # Rows that must know which loaded object called them (caller.c).
             caller = ("    gl_caller = __builtin_return_address(0);\n" if r.caller else "")
             out.append(f"GL_EXPORT CUresult {name}({decl(ps, extra='')})\n"
@@ -297,6 +299,7 @@ def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
     out.append("\nconst gl_symbol gl_symbols[] = {\n" + "".join(table) + "};\n")
     out.append(f"const int gl_symbol_count = {len(table)};\n\n")
     out.append(gen_unforwarded({name for r in rows for name, *_ in exported(r)}))
+    out.append(stream_args([r for r in rows if r.wire], parsed))
     out.append("/* Trampolines handed out for symbols gleam does not forward. */\n")
     out.append("#define GL_UNSUP(i) static CUresult gl_unsup_##i(void) "
                "{ return gl_unsupported_call(i); }\n")
@@ -306,6 +309,28 @@ def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
                + "};\n")
     out.append(f"const int gl_unsupported_slot_count = {UNSUPPORTED_SLOTS};\n")
     return "".join(out)
+
+
+def gate_lines(name: str, base: str) -> str:
+    """The stub's first question while a capture runs or a host function does
+    (interposer/hostfn.c; the classes come from capture_rules.py)."""
+    cls = ("GL_GATE_UNSAFE" if base in UNSAFE_DURING_CAPTURE else
+           "GL_GATE_ANY_TIME" if base in ANY_TIME else "0")
+    result = f"gl_trace_errors ? gl_trace_result(\"{name}\", g_) : g_"
+    return (f"    if (__builtin_expect(gl_gate, 0)) {{\n"
+            f"        CUresult g_ = gl_gate_check(\"{name}\", {cls});\n"
+            f"        if (g_ != CUDA_SUCCESS)\n            return {result};\n    }}\n")
+
+
+def stream_args(wire: list[Row], parsed: dict[str, list[Param]]) -> str:
+    """Each wire call's stream argument (its index among the record's
+    arguments), or -1: capture looks at the stream of every record (capture.c)."""
+    idx = []
+    for r in wire:
+        args = [p for p in parsed[r.name] if p.is_arg]
+        idx.append(next((i for i, p in enumerate(args) if p.kind == "stream"), -1))
+    return ("const signed char gl_call_stream_arg[GL_CALL_COUNT] = {\n"
+            + "".join(f"    {i},\n" for i in idx) + "};\n\n")
 
 
 def unforwarded_names(exported_names: set[str]) -> list[str]:

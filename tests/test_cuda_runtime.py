@@ -25,7 +25,8 @@ from .cuda_mesh import host_mesh, run_through
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "examples" / "cuda" / "runtime"
-PROGRAMS = ("vadd", "streams", "symbols", "errors", "threads", "reset", "props", "pitched")
+PROGRAMS = ("vadd", "streams", "symbols", "errors", "threads", "reset", "props", "pitched",
+            "graphs")
 
 NVCC = shutil.which("nvcc")
 
@@ -288,3 +289,15 @@ def test_export_tables_known_refused_and_unknown(tmp_path):
     assert done.stdout.split("\n")[:4] == ["0 True", "500 False", "801 False", "0 True"]
     assert done.stderr == ("gleam: export table 00112233-4455-6677-8899-aabbccddeeff is not "
                            "provided; returning CUDA_ERROR_NOT_SUPPORTED\n")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_graphs_capture_host_functions_and_callbacks(mesh, binaries, kind):
+    """cudaStreamBeginCapture and replay with new input, cudaGraphAdd*Node, exec updates,
+    cudaLaunchHostFunc, cudaStreamAddCallback and captured cudaMallocAsync, through each
+    cudart (which resolves the graph entry points by their versioned names)."""
+    client, _ = mesh
+    done, verdict = run_through(client, flavour(binaries, "graphs", kind))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert verdict == {"ok": True, "captured": 1, "built": 1, "set_params": 1, "updated": 1,
+                       "callbacks": 1, "graph_memory": 1}

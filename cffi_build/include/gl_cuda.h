@@ -39,6 +39,7 @@ typedef int CUstreamCaptureStatus;
 typedef int CUstreamCaptureMode;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUgraphEdgeData_st CUgraphEdgeData; /* only ever pointed to */
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUmemPoolProps_st CUmemPoolProps; /* only ever pointed to */
@@ -86,7 +87,19 @@ enum {
     CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
     CUDA_ERROR_LAUNCH_FAILED = 719,
     CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720,
+    CUDA_ERROR_NOT_PERMITTED = 800,
     CUDA_ERROR_NOT_SUPPORTED = 801,
+    /* Stream capture and graphs (interposer/capture.c, graph*.c). */
+    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+    CUDA_ERROR_STREAM_CAPTURE_MERGE = 902,
+    CUDA_ERROR_STREAM_CAPTURE_UNMATCHED = 903,
+    CUDA_ERROR_STREAM_CAPTURE_UNJOINED = 904,
+    CUDA_ERROR_STREAM_CAPTURE_ISOLATION = 905,
+    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
+    CUDA_ERROR_CAPTURED_EVENT = 907,
+    CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
+    CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE = 910,
     CUDA_ERROR_INVALID_CLUSTER_SIZE = 912,
     CUDA_ERROR_UNKNOWN = 999
 };
@@ -244,5 +257,8 @@ enum {
     GL_FUNC_ATTR_PTX_VERSION = 5,
     GL_FUNC_ATTR_BINARY_VERSION = 6
 };
+
+/* Graphs, capture and host functions: the types of their entry points. */
+#include "gl_cuda_graph.h"
 
 #endif /* GLEAM_CUDA_H */

@@ -9,6 +9,13 @@
  * Locks: g_emit guards the buffer and the record of the context last sent;
  * g_wait (taken before g_emit) keeps one waiting call outstanding, which is
  * what lets the waiter read the next REPLY as its own.
+ *
+ * The hold (host functions, hostfn.c): while a host job is pending, the
+ * one-way records of the program's threads are held back here, copied and in
+ * order, and a waiting call waits until they have gone; the host-function
+ * thread emits past the hold (its job's records belong where the job is) and
+ * moves the held records to the batch up to the next job. Stream capture
+ * sees each record first (capture.c).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -18,6 +25,7 @@
 #include <time.h>
 
 #include "gl_calls.h"
+#include "graph.h"
 #include "internal.h"
 #include "records.h"
 
@@ -33,6 +41,32 @@ static uint64_t g_sent_ctx; /* the executor's current context as we left it */
  * (a counter, not a clock read per record: one-way calls are the hot path). */
 static uint64_t g_appended;
 static long g_flush_us = 200;
+
+/* The hold (under g_emit): one-way records and host jobs after a host job,
+ * in the program's order. */
+typedef struct held {
+    struct held *next;
+    int is_job;
+    gl_held_job job;
+    uint16_t call;
+    uint8_t nargs;
+    uint64_t args[GL_MAX_ARGS];
+    uint8_t *payload; /* owned copy (NULL with has_payload: an empty one) */
+    size_t len;
+    int has_payload;
+    uint64_t ctx, set_ctx, forget_ctx;
+} held;
+static held *g_held_head, *g_held_tail;
+static int g_holding;            /* a host job is pending or running */
+static size_t g_held_bytes;      /* payload bytes held (bounded) */
+static pthread_cond_t g_drained; /* the hold ended, or room came free */
+static pthread_cond_t g_jobs;    /* the host-function thread has something to move */
+static __thread int t_host;      /* this is the host-function thread */
+static __thread CUresult t_deferred; /* ... and the deferred error its last wait saw */
+static CUresult g_owed;          /* an asynchronous error for the next waiting reply (g_wait) */
+/* Held payloads beyond this make the program wait (a host function that never
+ * returns must not grow the process without bound). */
+#define GL_HELD_MAX ((size_t)256 << 20)
 
 /* ---------------------------------------------------------- under g_emit */
 
@@ -144,6 +178,34 @@ static CUresult needed_ctx(int flags, uint64_t *ctx)
 
 /* ------------------------------------------------------------------ API */
 
+/* A copy of a one-way record behind the hold (waits while too much is held):
+ * CUDA_SUCCESS, GL_CAPTURE_PASS when the hold ended meanwhile, or an error. */
+static int hold_record(uint16_t call, const uint64_t *args, uint8_t nargs, const void *payload,
+                       size_t len, uint64_t ctx, uint64_t set_ctx, uint64_t forget_ctx)
+{
+    while (g_holding && g_held_bytes > GL_HELD_MAX)
+        pthread_cond_wait(&g_drained, &g_emit);
+    if (!g_holding)
+        return GL_CAPTURE_PASS;
+    held *h = calloc(1, sizeof *h);
+    if (h == NULL || nargs > GL_MAX_ARGS || (len > 0 && (h->payload = malloc(len)) == NULL)) {
+        free(h);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    h->call = call, h->nargs = nargs, h->len = len, h->has_payload = payload != NULL;
+    memcpy(h->args, args, nargs * sizeof *args);
+    if (len > 0)
+        memcpy(h->payload, payload, len);
+    h->ctx = ctx, h->set_ctx = set_ctx, h->forget_ctx = forget_ctx;
+    if (g_held_tail != NULL)
+        g_held_tail->next = h;
+    else
+        g_held_head = h;
+    g_held_tail = h;
+    g_held_bytes += len;
+    return CUDA_SUCCESS;
+}
+
 CUresult gl_emit_ctx(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
                      const void *payload, size_t len, uint64_t set_ctx, uint64_t forget_ctx)
 {
@@ -154,7 +216,22 @@ CUresult gl_emit_ctx(uint16_t call, int flags, const uint64_t *args, uint8_t nar
         r = needed_ctx(flags, &ctx);
     if (r != CUDA_SUCCESS)
         return r;
+    /* Capture sees stream-ordered records first, and stream creations always
+     * (it keeps which streams are non-blocking). */
+    if (!t_host && (__builtin_expect(gl_captures_live, 0) || call == GL_CALL_cuStreamCreate
+                    || call == GL_CALL_cuStreamCreateWithPriority)) {
+        int c = gl_capture_record(call, args, nargs, payload, len);
+        if (c != GL_CAPTURE_PASS)
+            return (CUresult)c;
+    }
     pthread_mutex_lock(&g_emit);
+    if (g_holding && !t_host) {
+        int c = hold_record(call, args, nargs, payload, len, ctx, set_ctx, forget_ctx);
+        if (c != GL_CAPTURE_PASS) {
+            pthread_mutex_unlock(&g_emit);
+            return (CUresult)c;
+        }
+    }
     r = sync_ctx_locked(ctx);
     if (r == CUDA_SUCCESS)
         r = append_locked(call, GL_REC_ONEWAY, args, nargs, payload, len);
@@ -218,7 +295,8 @@ static CUresult read_notes(uint32_t len)
 }
 
 /* Reads envelopes until the REPLY; its bytes land straight in out. */
-static CUresult read_reply(uint64_t *values, uint32_t nvalues, void *out, size_t out_len)
+static CUresult read_reply(uint64_t *values, uint32_t nvalues, void *out, size_t out_len,
+                           CUresult *deferred_out)
 {
     uint8_t h[GL_ENV_HEADER_SIZE], rh[GL_REPLY_HEADER_SIZE];
     char why[600];
@@ -256,7 +334,8 @@ static CUresult read_reply(uint64_t *values, uint32_t nvalues, void *out, size_t
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     for (uint32_t i = 0; i < nvalues && i < GL_REPLY_MAX_VALUES; i++)
         values[i] = le64(rh + 16 + 8 * i);
-    return deferred != 0 ? deferred : result;
+    *deferred_out = deferred;
+    return result;
 }
 
 CUresult gl_wait(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
@@ -270,18 +349,156 @@ CUresult gl_wait(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
         r = needed_ctx(flags, &ctx);
     if (r != CUDA_SUCCESS)
         return r;
-    pthread_mutex_lock(&g_wait);
-    pthread_mutex_lock(&g_emit);
+    if (!t_host && __builtin_expect(gl_captures_live, 0)) {
+        int c = gl_capture_record(call, args, nargs, payload, len);
+        if (c != GL_CAPTURE_PASS)
+            return (CUresult)c;
+    }
+    for (;;) {
+        pthread_mutex_lock(&g_wait);
+        pthread_mutex_lock(&g_emit);
+        if (!g_holding || t_host)
+            break;
+        /* Behind a host function: a query answers at once that work is
+         * pending; any other waiting call waits until the hold has gone. */
+        pthread_mutex_unlock(&g_wait);
+        if (call == GL_CALL_cuStreamQuery || call == GL_CALL_cuEventQuery) {
+            pthread_mutex_unlock(&g_emit);
+            return CUDA_ERROR_NOT_READY;
+        }
+        while (g_holding)
+            pthread_cond_wait(&g_drained, &g_emit);
+        pthread_mutex_unlock(&g_emit);
+    }
     r = sync_ctx_locked(ctx);
     if (r == CUDA_SUCCESS)
         r = append_locked(call, 0, args, nargs, payload, len);
     if (r == CUDA_SUCCESS)
         r = flush_locked();
     pthread_mutex_unlock(&g_emit);
+    CUresult deferred = CUDA_SUCCESS;
     if (r == CUDA_SUCCESS)
-        r = read_reply(values, nvalues, out, out_len);
+        r = read_reply(values, nvalues, out, out_len, &deferred);
+    if (t_host) {
+        /* The host-function thread's calls are the program's asynchronous
+         * work: an error of earlier calls stays owed to the program. */
+        t_deferred = deferred;
+        if (deferred != CUDA_SUCCESS && g_owed == CUDA_SUCCESS)
+            g_owed = deferred;
+    } else if (g_owed != CUDA_SUCCESS) {
+        r = g_owed;
+        g_owed = deferred; /* (a newer deferred error waits its turn) */
+    } else if (deferred != CUDA_SUCCESS) {
+        r = deferred;
+    }
     pthread_mutex_unlock(&g_wait);
     return r;
+}
+
+void gl_owe(CUresult r)
+{
+    pthread_mutex_lock(&g_wait);
+    if (r != CUDA_SUCCESS && g_owed == CUDA_SUCCESS)
+        g_owed = r;
+    pthread_mutex_unlock(&g_wait);
+}
+
+/* ------------------------------------------------------------ the hold */
+
+void gl_hold_become_host_thread(void)
+{
+    t_host = 1;
+}
+
+int gl_on_host_thread(void)
+{
+    return t_host;
+}
+
+CUresult gl_hold_last_deferred(void)
+{
+    return t_deferred;
+}
+
+CUresult gl_hold_job(const gl_held_job *job)
+{
+    held *h = calloc(1, sizeof *h);
+
+    if (h == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    h->is_job = 1;
+    h->job = *job;
+    pthread_mutex_lock(&g_emit);
+    if (g_held_tail != NULL)
+        g_held_tail->next = h;
+    else
+        g_held_head = h;
+    g_held_tail = h;
+    g_holding = 1;
+    pthread_cond_signal(&g_jobs);
+    pthread_mutex_unlock(&g_emit);
+    return CUDA_SUCCESS;
+}
+
+void gl_hold_wait(void)
+{
+    pthread_mutex_lock(&g_emit);
+    while (g_holding)
+        pthread_cond_wait(&g_drained, &g_emit);
+    pthread_mutex_unlock(&g_emit);
+}
+
+int gl_hold_active(void)
+{
+    pthread_mutex_lock(&g_emit);
+    int h = g_holding;
+    pthread_mutex_unlock(&g_emit);
+    return h;
+}
+
+/* Moves a held record to the batch, as gl_emit_ctx would have. */
+static void release_record(held *h)
+{
+    if (sync_ctx_locked(h->ctx) == CUDA_SUCCESS
+        && append_locked(h->call, GL_REC_ONEWAY, h->args, h->nargs,
+                         h->has_payload ? (h->payload != NULL ? h->payload : (void *)h)
+                                        : NULL,
+                         h->len) == CUDA_SUCCESS) {
+        if (h->set_ctx != 0)
+            g_sent_ctx = h->set_ctx;
+        if (h->forget_ctx != 0 && h->forget_ctx == g_sent_ctx)
+            g_sent_ctx = 0;
+    }
+    g_held_bytes -= h->len;
+    free(h->payload);
+}
+
+void gl_hold_next_job(gl_held_job *out)
+{
+    pthread_mutex_lock(&g_emit);
+    for (;;) {
+        held *h = g_held_head;
+        if (h == NULL) {
+            if (g_holding) {
+                g_holding = 0;
+                pthread_cond_broadcast(&g_drained);
+            }
+            pthread_cond_wait(&g_jobs, &g_emit);
+            continue;
+        }
+        g_held_head = h->next;
+        if (g_held_head == NULL)
+            g_held_tail = NULL;
+        if (h->is_job) {
+            *out = h->job;
+            free(h);
+            break;
+        }
+        release_record(h);
+        free(h);
+        pthread_cond_broadcast(&g_drained); /* (room for a waiting program thread) */
+    }
+    pthread_mutex_unlock(&g_emit);
 }
 
 /* ------------------------------------------------------------ flushing */
@@ -345,6 +562,8 @@ void gl_batch_start(void)
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&g_cond, &attr);
     pthread_condattr_destroy(&attr);
+    pthread_cond_init(&g_drained, NULL);
+    pthread_cond_init(&g_jobs, NULL);
     /* The flusher takes no signals: the program's handlers run on its own
      * threads, as they would without gleam. */
     sigfillset(&all);

@@ -9,10 +9,60 @@
  * what the call waits for. Stream order is kept, since the waiting record
  * follows every earlier record of the stream.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "gl_client_gen.h"
+#include "graph.h"
 #include "internal.h"
+
+/* A copy from pinned memory behind a host function, run where it stands. */
+typedef struct {
+    CUdeviceptr dst;
+    const void *src;
+    size_t n;
+    CUstream stream;
+} held_copy;
+
+static void held_copy_job(void *data, CUresult status)
+{
+    held_copy *c = data;
+    CUresult r = gl_copy_htod(c->dst, c->src, c->n, c->stream, 0);
+    (void)status;
+    if (r != CUDA_SUCCESS)
+        gl_owe(r);
+    free(c);
+}
+
+/* Behind a host function (hostfn.c) the program's memory is read when the
+ * copy's turn comes, as CUDA reads it: pinned memory when the stream reaches
+ * the copy (a host function before it may fill it), pageable memory once the
+ * stream's earlier work is done (CUDA synchronizes the stream first). 1 when
+ * the copy was left to the host-function thread. */
+static int htod_behind_hold(CUdeviceptr dst, const void *src, size_t n, CUstream s, int ptds,
+                            CUresult *r)
+{
+    if (gl_on_host_thread() || !gl_hold_active())
+        return 0;
+    uintptr_t base;
+    size_t size;
+    if (!gl_pinned_find(src, &base, &size)) {
+        gl_hold_wait();
+        return 0;
+    }
+    held_copy *c = malloc(sizeof *c);
+    if (c == NULL) {
+        *r = CUDA_ERROR_OUT_OF_MEMORY;
+        return 1;
+    }
+    *c = (held_copy){dst, src, n, (CUstream)(uintptr_t)gl_stream_arg((uint64_t)(uintptr_t)s,
+                                                                      ptds)};
+    const gl_held_job job = {held_copy_job, c, (uint64_t)(uintptr_t)c->stream, gl_ctx_current(),
+                             0};
+    if ((*r = gl_host_job(&job)) != CUDA_SUCCESS)
+        free(c);
+    return 1;
+}
 
 CUresult gl_copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int ptds)
 {
@@ -22,6 +72,8 @@ CUresult gl_copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, in
         return r;
     if (src == NULL && n != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (htod_behind_hold(dst, src, n, s, ptds, &r))
+        return r;
     r = gl_check_dptr(dst, n);
     for (size_t off = 0; r == CUDA_SUCCESS && off < n; off += GL_COPY_CHUNK) {
         size_t c = n - off < GL_COPY_CHUNK ? n - off : GL_COPY_CHUNK;
@@ -54,6 +106,10 @@ CUresult gli_cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t Byt
 CUresult gli_cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
                                CUstream hStream, int ptds)
 {
+    CUresult r;
+    if (gl_capture_linear_copy(hStream, ptds, dstDevice, (uint64_t)(uintptr_t)srcHost, ByteCount,
+                               &r))
+        return r;
     return gl_copy_htod(dstDevice, srcHost, ByteCount, hStream, ptds);
 }
 
@@ -65,6 +121,10 @@ CUresult gli_cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount
 CUresult gli_cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                                CUstream hStream, int ptds)
 {
+    CUresult r;
+    if (gl_capture_linear_copy(hStream, ptds, (uint64_t)(uintptr_t)dstHost, srcDevice, ByteCount,
+                               &r))
+        return r;
     return gl_copy_dtoh(dstHost, srcDevice, ByteCount, hStream, ptds);
 }
 
@@ -74,6 +134,8 @@ CUresult gl_copy_routed(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, 
     CUresult r = gl_ready();
 
     if (r != CUDA_SUCCESS || n == 0)
+        return r;
+    if (async && gl_capture_linear_copy(s, ptds, dst, src, n, &r))
         return r;
     int d_dev = gl_va_find(dst, NULL, NULL), s_dev = gl_va_find(src, NULL, NULL);
     if (d_dev && s_dev)

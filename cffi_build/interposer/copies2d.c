@@ -22,6 +22,7 @@
 #include "gl_calls.h"
 #include "gl_client_gen.h"
 #include "gl_span.h"
+#include "graph.h"
 #include "internal.h"
 
 /* cuMemAllocPitch's row alignment: what NVIDIA's driver gives on current GPUs,
@@ -208,6 +209,8 @@ static CUresult run_2d(const copy2d *c)
 
 static CUresult memcpy2d(const CUDA_MEMCPY2D *p, CUstream stream, int ptds)
 {
+    if (!gl_on_host_thread())
+        gl_hold_wait(); /* the program's rows are read after the host functions before */
     copy2d c = {.width = 0, .stream = stream, .ptds = ptds};
     CUresult r;
 
@@ -235,6 +238,21 @@ CUresult gls_cuMemcpy2DUnaligned(const CUDA_MEMCPY2D *pCopy, int ptds)
 
 CUresult gls_cuMemcpy2DAsync(const CUDA_MEMCPY2D *pCopy, CUstream hStream, int ptds)
 {
+    CUresult r;
+    if (pCopy != NULL) { /* captured as the 3D copy it is */
+        CUDA_MEMCPY3D p = {0};
+        p.srcXInBytes = pCopy->srcXInBytes, p.srcY = pCopy->srcY;
+        p.srcMemoryType = pCopy->srcMemoryType, p.srcHost = pCopy->srcHost;
+        p.srcDevice = pCopy->srcDevice, p.srcArray = pCopy->srcArray;
+        p.srcPitch = pCopy->srcPitch;
+        p.dstXInBytes = pCopy->dstXInBytes, p.dstY = pCopy->dstY;
+        p.dstMemoryType = pCopy->dstMemoryType, p.dstHost = pCopy->dstHost;
+        p.dstDevice = pCopy->dstDevice, p.dstArray = pCopy->dstArray;
+        p.dstPitch = pCopy->dstPitch;
+        p.WidthInBytes = pCopy->WidthInBytes, p.Height = pCopy->Height, p.Depth = 1;
+        if (gl_capture_memcpy(hStream, ptds, &p, &r))
+            return r;
+    }
     return memcpy2d(pCopy, hStream, ptds);
 }
 
@@ -270,6 +288,8 @@ static CUresult check_extent(const side *s, uint64_t step, const CUDA_MEMCPY3D *
 
 static CUresult memcpy3d(const CUDA_MEMCPY3D *p, CUstream stream, int ptds)
 {
+    if (!gl_on_host_thread())
+        gl_hold_wait(); /* the program's rows are read after the host functions before */
     copy2d c = {.width = 0, .stream = stream, .ptds = ptds};
     size_t src_rows, dst_rows;
     uint64_t rows;
@@ -311,6 +331,32 @@ static CUresult memcpy3d(const CUDA_MEMCPY3D *p, CUstream stream, int ptds)
     return r;
 }
 
+CUresult gl_copy3d_ends(const CUDA_MEMCPY3D *p, int dev[2], uint64_t addr[2])
+{
+    side s, d;
+    size_t src_rows, dst_rows;
+    uint64_t s_step, d_step;
+    CUresult r;
+
+    if (p == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = make_side3d(&s, &src_rows, p->srcMemoryType, p->srcHost, p->srcDevice,
+                         p->srcArray, p->reserved0, p->srcXInBytes, p->srcY, p->srcZ,
+                         p->srcPitch, p->srcHeight, p)) != CUDA_SUCCESS ||
+        (r = make_side3d(&d, &dst_rows, p->dstMemoryType, p->dstHost, p->dstDevice,
+                         p->dstArray, p->reserved1, p->dstXInBytes, p->dstY, p->dstZ,
+                         p->dstPitch, p->dstHeight, p)) != CUDA_SUCCESS)
+        return r;
+    if (__builtin_mul_overflow((uint64_t)src_rows, (uint64_t)s.pitch, &s_step) ||
+        __builtin_mul_overflow((uint64_t)dst_rows, (uint64_t)d.pitch, &d_step) ||
+        (r = check_extent(&s, s_step, p)) != CUDA_SUCCESS ||
+        (r = check_extent(&d, d_step, p)) != CUDA_SUCCESS)
+        return r == CUDA_SUCCESS ? CUDA_ERROR_INVALID_VALUE : r;
+    dev[0] = s.dev, addr[0] = s.addr;
+    dev[1] = d.dev, addr[1] = d.addr;
+    return CUDA_SUCCESS;
+}
+
 CUresult gls_cuMemcpy3D(const CUDA_MEMCPY3D *pCopy, int ptds)
 {
     return memcpy3d(pCopy, NULL, ptds);
@@ -318,6 +364,9 @@ CUresult gls_cuMemcpy3D(const CUDA_MEMCPY3D *pCopy, int ptds)
 
 CUresult gls_cuMemcpy3DAsync(const CUDA_MEMCPY3D *pCopy, CUstream hStream, int ptds)
 {
+    CUresult r;
+    if (pCopy != NULL && gl_capture_memcpy(hStream, ptds, pCopy, &r))
+        return r;
     return memcpy3d(pCopy, hStream, ptds);
 }
 
@@ -348,7 +397,11 @@ static CUresult memset2d(CUdeviceptr dst, size_t pitch, unsigned int value, size
                          int ptds)
 {
     uint64_t row_bytes, span;
+    CUresult cr;
+    const CUDA_MEMSET_NODE_PARAMS node = {dst, pitch, value, elem, width, height};
 
+    if (async && gl_capture_memset(stream, ptds, &node, &cr))
+        return cr;
     if (width == 0 || height == 0)
         return CUDA_SUCCESS;
     if (__builtin_mul_overflow((uint64_t)width, (uint64_t)elem, &row_bytes) ||

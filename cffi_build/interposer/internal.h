@@ -140,6 +140,11 @@ void gl_layout_free(gl_layout *l);
 
 /* ---- module.c: function layouts, used by launch.c */
 
+/* The one stage on the server: parts of one image or graph description at a
+ * time (held from the first part to the staged record). */
+void gl_stage_lock(void);
+void gl_stage_unlock(void);
+
 /* The parameter layout of function f (fetched from the server once when
  * the image did not tell). */
 CUresult gl_func_layout(uint64_t f, const gl_layout **out);
@@ -154,6 +159,21 @@ CUresult gl_launchable(uint64_t h, uint64_t *func);
 const char *gl_refusal_reason(const char *name);
 /* Whether a device attribute announces a refused feature (it then reads 0). */
 int gl_refused_attribute(int attrib);
+
+/* ---- launch.c: kernel parameters, packed once for launches and graph kernel nodes */
+
+/* The parameter buffer of a launch of function f: kernelParams packed with
+ * the function's layout into *packed (the caller frees it), or the buffer of
+ * `extra` as given. *buf and *size describe the result. */
+CUresult gl_launch_params(uint64_t f, void **kernelParams, void **extra, uint8_t **packed,
+                          const void **buf, size_t *size);
+
+/* ---- copies2d.c: a 3D copy's two ends (graph memcpy nodes) */
+
+/* Resolves and checks p as cuMemcpy3D would (unified pointers by address):
+ * dev[i] whether source (0) and destination (1) are device memory, addr[i]
+ * where their first row starts. */
+CUresult gl_copy3d_ends(const CUDA_MEMCPY3D *p, int dev[2], uint64_t addr[2]);
 
 /* ---- export_tables.c: cudart's private tables */
 

@@ -82,11 +82,63 @@ typedef struct {
     int cooperative; /* every block resident at once (glLaunchCooperative) */
 } launch_shape;
 
+CUresult gl_launch_params(uint64_t f, void **kernelParams, void **extra, uint8_t **packed,
+                          const void **buf, size_t *size)
+{
+    const gl_layout *l;
+    CUresult r;
+
+    *packed = NULL;
+    *buf = NULL;
+    *size = 0;
+    /* An `extra` holding only the end marker gives nothing. */
+    if (extra != NULL && extra[0] == GL_CU_LAUNCH_PARAM_END)
+        extra = NULL;
+    if (extra != NULL) {
+        if (kernelParams != NULL)
+            return CUDA_ERROR_INVALID_VALUE;
+        return parse_extra(extra, buf, size);
+    }
+    if ((r = gl_func_layout(f, &l)) != CUDA_SUCCESS)
+        return r;
+    if (l->count > 0 && kernelParams == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (l->total > 0 && (*packed = calloc(1, l->total)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (uint32_t i = 0; i < l->count; i++) {
+        if (kernelParams[i] == NULL && l->size[i] > 0) {
+            free(*packed);
+            *packed = NULL;
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        memcpy(*packed + l->offset[i], kernelParams[i], l->size[i]);
+    }
+    *buf = *packed;
+    *size = l->total;
+    return CUDA_SUCCESS;
+}
+
+/* Over the kernel's launch bounds: INVALID_VALUE, as numba's test of launch
+ * bounds expects of a GPU (for cudart's launches too). Known from the layout,
+ * which a launch with `extra` does not fetch. */
+static CUresult within_launch_bounds(uint64_t f, const unsigned b[3], void **extra)
+{
+    const gl_layout *l;
+    CUresult r;
+
+    if (extra != NULL && extra[0] != GL_CU_LAUNCH_PARAM_END)
+        return CUDA_SUCCESS;
+    if ((r = gl_func_layout(f, &l)) != CUDA_SUCCESS)
+        return r;
+    if (l->max_threads != 0 && (uint64_t)b[0] * b[1] * b[2] > l->max_threads)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
 static CUresult launch(CUfunction f, const launch_shape *s, void **kernelParams, void **extra,
                        int ptds)
 {
     const unsigned *g = s->grid, *b = s->block, *c = s->cluster;
-    const gl_layout *l;
     const void *buf = NULL;
     uint8_t *packed = NULL;
     size_t size = 0;
@@ -104,35 +156,10 @@ static CUresult launch(CUfunction f, const launch_shape *s, void **kernelParams,
         return r;
     if (s->cooperative && (r = gl_cooperative_fits(f, g, b, s->shared, ptds)) != CUDA_SUCCESS)
         return r;
-    /* An `extra` holding only the end marker gives nothing. */
-    if (extra != NULL && extra[0] == GL_CU_LAUNCH_PARAM_END)
-        extra = NULL;
-    if (extra != NULL) {
-        if (kernelParams != NULL)
-            return CUDA_ERROR_INVALID_VALUE;
-        if ((r = parse_extra(extra, &buf, &size)) != CUDA_SUCCESS)
-            return r;
-    } else {
-        if ((r = gl_func_layout((uint64_t)(uintptr_t)f, &l)) != CUDA_SUCCESS)
-            return r;
-        /* Over the kernel's launch bounds: INVALID_VALUE, as numba's test of
-         * launch bounds expects of a GPU (for cudart's launches too). */
-        if (l->max_threads != 0 && (uint64_t)b[0] * b[1] * b[2] > l->max_threads)
-            return CUDA_ERROR_INVALID_VALUE;
-        if (l->count > 0 && kernelParams == NULL)
-            return CUDA_ERROR_INVALID_VALUE;
-        if (l->total > 0 && (packed = calloc(1, l->total)) == NULL)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        for (uint32_t i = 0; i < l->count; i++) {
-            if (kernelParams[i] == NULL && l->size[i] > 0) {
-                free(packed);
-                return CUDA_ERROR_INVALID_VALUE;
-            }
-            memcpy(packed + l->offset[i], kernelParams[i], l->size[i]);
-        }
-        buf = packed;
-        size = l->total;
-    }
+    if ((r = within_launch_bounds(fh, b, extra)) != CUDA_SUCCESS)
+        return r;
+    if ((r = gl_launch_params(fh, kernelParams, extra, &packed, &buf, &size)) != CUDA_SUCCESS)
+        return r;
     if (s->cooperative)
         r = glw_glLaunchCooperative(f, g[0], g[1], g[2], b[0], b[1], b[2], s->shared, s->stream,
                                     buf, size, ptds);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gl_client_gen.h"
+#include "graph.h"
 #include "internal.h"
 
 CUresult gls_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize, int ptds)
@@ -37,6 +38,8 @@ CUresult gls_cuMemFree(CUdeviceptr dptr, int ptds)
      * cudart statically (cuBLAS) start it with cudaFree(0). */
     if (dptr == 0)
         return CUDA_SUCCESS;
+    if (gl_graphmem_program_free(dptr))
+        return CUDA_SUCCESS; /* a graph's memory: freed, its address kept for the graph */
     if (!gl_va_is_base(dptr))
         return CUDA_ERROR_INVALID_VALUE;
     /* The free record goes out before the range can be handed out again, so

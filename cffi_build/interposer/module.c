@@ -74,6 +74,17 @@ oom:
  * loaded by two threads must not interleave (exec_images.c keeps one stage). */
 static pthread_mutex_t g_stage_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Graph descriptions are staged the same way (graph_exec.c). */
+void gl_stage_lock(void)
+{
+    pthread_mutex_lock(&g_stage_lock);
+}
+
+void gl_stage_unlock(void)
+{
+    pthread_mutex_unlock(&g_stage_lock);
+}
+
 /* An image of more than one copy chunk goes as parts, then a staged load. */
 static CUresult send_image(void **handle, const void *image, size_t size, int is_lib, int ptds)
 {

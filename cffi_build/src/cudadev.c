@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cudadev_link.h"
+#include "cudadev_graphs.h"
 #include "executor.h"
 #include "gl_linkimage.h"
 #include "gl_tensormap.h"
@@ -766,7 +767,24 @@ static void cuda_run_begin(gl_exec *x)
     ((fn_ctx)cuda_of(x)->fn.cuCtxSetCurrent)(((gl_csess *)x->priv)->current);
 }
 
-const gl_backend_ops gl_cuda_ops = {cuda_open, cuda_close, cuda_unmap, cuda_run_begin};
+const gl_backend_ops gl_cuda_ops = {cuda_open, cuda_close, cuda_unmap, cuda_run_begin,
+                                    &gl_cuda_graph_ops};
+
+/* For cudadev_graphs.c: the driver's entry points and the session's context. */
+const gl_cuda_extra *gl_cuda_fns(gl_exec *x)
+{
+    return &cuda_of(x)->fn;
+}
+
+void *gl_cuda_call(gl_exec *x, int call)
+{
+    return cuda_of(x)->driver[call];
+}
+
+CUcontext gl_cuda_context(gl_exec *x)
+{
+    return ((gl_csess *)x->priv)->current;
+}
 
 gl_backend *gl_backend_cuda_new(void *const *driver_fns, const gl_cuda_extra *extra, int device)
 {

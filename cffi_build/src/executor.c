@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec_graphs.h"
 #include "executor.h"
 #include "gl_error_names.h"
 #include "gl_session.h"
@@ -324,6 +325,7 @@ void gl_exec_free(gl_exec *x)
         return;
     gl_exec *prev = gl_cur;
     gl_cur = x;
+    gl_exec_graphs_free(x); /* (the cuda backend's graphs need its context) */
     x->be->ops->close(x);
     gl_cur = prev;
     gl_htable_free(&x->handles);

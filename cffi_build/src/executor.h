@@ -44,12 +44,15 @@ void *gl_exec_slot(gl_exec *x, int call);
 
 enum { GL_BACKEND_HOST = 1, GL_BACKEND_CUDA = 2 };
 
+typedef struct gl_graph_backend gl_graph_backend; /* exec_graphs.h */
+
 /* What a backend does besides the per-call slots. */
 typedef struct {
     int (*open)(gl_exec *x, char *err, size_t err_len);  /* reserve the range */
     void (*close)(gl_exec *x);                            /* release everything */
     CUresult (*unmap)(gl_exec *x, uint64_t p, uint64_t size); /* after a free */
     void (*run_begin)(gl_exec *x);                        /* before a batch */
+    const gl_graph_backend *graphs; /* NULL: graphs run node by node (exec_graphs.c) */
 } gl_backend_ops;
 
 struct gl_backend {

@@ -53,6 +53,7 @@ DATA_CALLS = (
     "glModuleVarsRead", "glModuleVarsWrite",  # (the snapshot holds the variables)
     "glMemcpy2DHtoD", "glMemcpy2DDtoH", "glMemcpy2DDtoD",
     "glLaunchCluster", "glClusterOccupancy",
+    "glGraphLaunch",  # (an instantiated graph is state: its glGraphInstantiate is kept)
 )
 
 
