@@ -34,5 +34,6 @@ HEADERS: tuple[str, ...] = (
     "src/pump.h",
     "src/shelf.h",
     "src/serve.h",
+    "include/gl_mirror_diff.h",
     "python_callbacks.cdef",
 )

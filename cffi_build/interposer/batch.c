@@ -154,6 +154,7 @@ CUresult gl_emit_ctx(uint16_t call, int flags, const uint64_t *args, uint8_t nar
         r = needed_ctx(flags, &ctx);
     if (r != CUDA_SUCCESS)
         return r;
+    gl_mirror_before(call, args, nargs); /* mapped and managed memory (mirror.c) */
     pthread_mutex_lock(&g_emit);
     r = sync_ctx_locked(ctx);
     if (r == CUDA_SUCCESS)
@@ -165,6 +166,8 @@ CUresult gl_emit_ctx(uint16_t call, int flags, const uint64_t *args, uint8_t nar
     pthread_mutex_unlock(&g_emit);
     if (r == CUDA_SUCCESS)
         r = gl_sync_after_oneway(); /* a no-op unless GLEAM_CUDA_SYNC_CALLS=1 */
+    if (r == CUDA_SUCCESS)
+        r = gl_mirror_after_emit(call, args, nargs);
     return r;
 }
 
@@ -270,6 +273,7 @@ CUresult gl_wait(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
         r = needed_ctx(flags, &ctx);
     if (r != CUDA_SUCCESS)
         return r;
+    gl_mirror_before(call, args, nargs);
     pthread_mutex_lock(&g_wait);
     pthread_mutex_lock(&g_emit);
     r = sync_ctx_locked(ctx);
@@ -281,7 +285,17 @@ CUresult gl_wait(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
     if (r == CUDA_SUCCESS)
         r = read_reply(values, nvalues, out, out_len);
     pthread_mutex_unlock(&g_wait);
-    return r;
+    /* What the device wrote to mapped and managed memory, before the program
+     * reads it (mirror.c). */
+    return gl_mirror_after_wait(call, args, nargs, r);
+}
+
+uint64_t gl_batch_appended(void)
+{
+    pthread_mutex_lock(&g_emit);
+    uint64_t n = g_appended;
+    pthread_mutex_unlock(&g_emit);
+    return n;
 }
 
 /* ------------------------------------------------------------ flushing */

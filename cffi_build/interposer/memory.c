@@ -37,6 +37,10 @@ CUresult gls_cuMemFree(CUdeviceptr dptr, int ptds)
      * cudart statically (cuBLAS) start it with cudaFree(0). */
     if (dptr == 0)
         return CUDA_SUCCESS;
+    gl_mirror_info m;
+    if (gl_mirror_by_dev(dptr, &m)) /* managed memory is freed here; mapped host memory not */
+        return m.kind == GL_MIRROR_MANAGED && m.dev == dptr
+                   ? gl_mirror_free(GL_MIRROR_MANAGED, m.view) : CUDA_ERROR_INVALID_VALUE;
     if (!gl_va_is_base(dptr))
         return CUDA_ERROR_INVALID_VALUE;
     /* The free record goes out before the range can be handed out again, so
@@ -144,6 +148,36 @@ static CUresult host_attribute(void *data, CUpointer_attribute attribute, uint64
     }
 }
 
+/* Mapped and managed memory (mirror.c). Registered memory has two
+ * addresses, and which one was asked about says which range to answer; the
+ * rest is what device or host memory answers. */
+static CUresult mirror_attribute(void *data, CUpointer_attribute attribute, uint64_t ptr,
+                                 const gl_mirror_info *m)
+{
+    int by_dev = ptr - m->dev < m->size;
+    uint64_t base = by_dev ? m->dev : (uint64_t)(uintptr_t)m->view;
+
+    switch (attribute) {
+    case GL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = m->kind == GL_MIRROR_MANAGED ? GL_CU_MEMORYTYPE_DEVICE
+                                                             : GL_CU_MEMORYTYPE_HOST;
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = m->dev + (ptr - base);
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        *(void **)data = m->view + (ptr - base);
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_IS_MANAGED: /* CUDA documents it as a bool */
+        *(bool *)data = m->kind == GL_MIRROR_MANAGED;
+        return CUDA_SUCCESS;
+    default: {
+        CUresult r = device_attribute(data, attribute, ptr, base, m->size);
+        return r == CUDA_ERROR_NOT_SUPPORTED ? CUDA_ERROR_INVALID_VALUE : r;
+    }
+    }
+}
+
 CUresult gls_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr,
                                    int ptds)
 {
@@ -154,6 +188,9 @@ CUresult gls_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CU
     (void)ptds;
     if (data == NULL)
         return CUDA_ERROR_INVALID_VALUE;
+    gl_mirror_info m;
+    if (gl_mirror_by_dev(ptr, &m) || gl_mirror_by_view((const void *)(uintptr_t)ptr, &m))
+        return mirror_attribute(data, attribute, ptr, &m);
     if (gl_va_find(ptr, &base, &size))
         return device_attribute(data, attribute, ptr, base, size);
     if (!gl_pinned_find((const void *)(uintptr_t)ptr, &hbase, &hsize))

@@ -5,6 +5,14 @@
  * pointer queries can tell it from other host memory. cuMemHostRegister
  * adds the program's own memory to the same table (owned 0: never freed
  * here), with the flags it gave.
+ *
+ * Mapped memory (DEVICEMAP) is different: kernels reach it, so it is mirrored
+ * (mirror.c). cuMemHostAlloc with DEVICEMAP hands out a mirror's view, which
+ * lives at its device address and is not in this table; cuMemHostRegister
+ * with DEVICEMAP mirrors the program's memory at a device address of its own;
+ * and pinned memory whose device pointer the program asks for is mirrored
+ * then (gl_pinned_map), as NVIDIA's driver maps all pinned memory under
+ * unified addressing.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -28,14 +36,8 @@ static size_t g_n, g_cap;
 /* Appends a block (lock held); -1 when out of memory. */
 static int add_block(block b)
 {
-    if (g_n == g_cap) {
-        size_t cap = g_cap ? g_cap * 2 : 32;
-        block *nb = realloc(g_b, cap * sizeof *nb);
-        if (nb == NULL)
-            return -1;
-        g_b = nb;
-        g_cap = cap;
-    }
+    if (gl_grow((void **)&g_b, &g_cap, g_n, sizeof *g_b, 32) != 0)
+        return -1;
     g_b[g_n++] = b;
     return 0;
 }
@@ -86,21 +88,61 @@ CUresult gli_cuMemAllocHost(void **pp, size_t bytesize, int ptds)
     return host_alloc(pp, bytesize, 0);
 }
 
-/* Flags (portable, mapped, write-combined) change nothing for memory that
- * the remote GPU reaches only through copies. */
+/* Portable and write-combined change nothing for memory that the remote GPU
+ * reaches only through copies; mapped memory is mirrored. */
 CUresult gli_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags, int ptds)
 {
+    uint64_t dev;
+
     (void)ptds;
-    return host_alloc(pp, bytesize, Flags);
+    if (!(Flags & GL_CU_MEMHOSTALLOC_DEVICEMAP))
+        return host_alloc(pp, bytesize, Flags);
+    CUresult r = gl_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (pp == NULL || bytesize == 0 || (Flags & ~7u))
+        return CUDA_ERROR_INVALID_VALUE;
+    r = gl_mirror_new(GL_MIRROR_HOSTALLOC, NULL, bytesize, Flags, &dev);
+    if (r == CUDA_SUCCESS)
+        *pp = (void *)(uintptr_t)dev;
+    return r;
 }
 
 CUresult gls_cuMemFreeHost(void *p, int ptds)
 {
     (void)ptds;
+    if (gl_mirror_free(GL_MIRROR_HOSTALLOC, p) == CUDA_SUCCESS)
+        return CUDA_SUCCESS;
     if (!take_block(p, 1))
         return CUDA_ERROR_INVALID_VALUE;
+    gl_mirror_free(GL_MIRROR_REGISTERED, p); /* mapped when its device pointer was asked */
     free(p);
     return CUDA_SUCCESS;
+}
+
+CUresult gl_pinned_map(const void *p)
+{
+    static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
+    gl_mirror_info m;
+    uintptr_t base = 0;
+    size_t size = 0;
+    unsigned int flags = 0;
+    uint64_t dev;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+
+    pthread_mutex_lock(&one_at_a_time); /* one mirror per block, whoever asks */
+    pthread_mutex_lock(&g_lock);
+    for (size_t i = 0; i < g_n; i++) {
+        if ((uintptr_t)p - g_b[i].base < g_b[i].size) {
+            base = g_b[i].base, size = g_b[i].size, flags = g_b[i].flags;
+            r = CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (r == CUDA_SUCCESS && !gl_mirror_by_view((const void *)base, &m))
+        r = gl_mirror_new(GL_MIRROR_REGISTERED, (void *)base, size, flags, &dev);
+    pthread_mutex_unlock(&one_at_a_time);
+    return r;
 }
 
 int gl_pinned_find(const void *p, uintptr_t *base, size_t *size)
@@ -140,13 +182,23 @@ CUresult gls_cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags, int
     if (r == CUDA_SUCCESS && add_block((block){(uintptr_t)p, bytesize, Flags, 0}) != 0)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_unlock(&g_lock);
+    if (r == CUDA_SUCCESS && (Flags & GL_CU_MEMHOSTREGISTER_DEVICEMAP)) {
+        uint64_t dev;
+        r = gl_mirror_new(GL_MIRROR_REGISTERED, p, bytesize, Flags, &dev);
+        if (r != CUDA_SUCCESS)
+            take_block(p, 0);
+    }
     return r;
 }
 
 CUresult gls_cuMemHostUnregister(void *p, int ptds)
 {
     (void)ptds;
-    return take_block(p, 0) ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    if (!take_block(p, 0))
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    /* A mapped registration hands the program what the device wrote first. */
+    CUresult r = gl_mirror_free(GL_MIRROR_REGISTERED, p);
+    return r == CUDA_ERROR_INVALID_VALUE ? CUDA_SUCCESS : r;
 }
 
 CUresult gls_cuMemHostGetFlags(unsigned int *pFlags, void *p, int ptds)
@@ -156,6 +208,11 @@ CUresult gls_cuMemHostGetFlags(unsigned int *pFlags, void *p, int ptds)
     (void)ptds;
     if (pFlags == NULL)
         return CUDA_ERROR_INVALID_VALUE;
+    gl_mirror_info m;
+    if (gl_mirror_by_view(p, &m) && m.kind == GL_MIRROR_HOSTALLOC) {
+        *pFlags = m.flags;
+        return CUDA_SUCCESS;
+    }
     r = CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_lock);
     for (size_t i = 0; i < g_n; i++) {

@@ -53,6 +53,9 @@ DATA_CALLS = (
     "glModuleVarsRead", "glModuleVarsWrite",  # (the snapshot holds the variables)
     "glMemcpy2DHtoD", "glMemcpy2DDtoH", "glMemcpy2DDtoD",
     "glLaunchCluster", "glClusterOccupancy",
+    # mapped and managed memory: their effect is on a mirror and its twin, both
+    # ordinary allocations that the snapshot holds
+    "glMirrorPush", "glMirrorPull",
 )
 
 
