@@ -185,15 +185,21 @@ CUresult gls_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CU
     uintptr_t hbase;
     size_t hsize;
 
-    (void)ptds;
     if (data == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     gl_mirror_info m;
-    if (gl_mirror_by_dev(ptr, &m) || gl_mirror_by_view((const void *)(uintptr_t)ptr, &m))
+    const void *p = (const void *)(uintptr_t)ptr;
+    unsigned int flags = 0;
+    /* Mapped registered memory has its device address once asked for (pinned.c). */
+    if (attribute == GL_CU_POINTER_ATTRIBUTE_DEVICE_POINTER && !gl_mirror_by_view(p, &m)
+        && gli_cuMemHostGetFlags(&flags, (void *)p, ptds) == CUDA_SUCCESS
+        && (flags & GL_CU_MEMHOSTREGISTER_DEVICEMAP))
+        gl_pinned_map(p);
+    if (gl_mirror_by_dev(ptr, &m) || gl_mirror_by_view(p, &m))
         return mirror_attribute(data, attribute, ptr, &m);
     if (gl_va_find(ptr, &base, &size))
         return device_attribute(data, attribute, ptr, base, size);
-    if (!gl_pinned_find((const void *)(uintptr_t)ptr, &hbase, &hsize))
+    if (!gl_pinned_find(p, &hbase, &hsize))
         return CUDA_ERROR_INVALID_VALUE;
     return host_attribute(data, attribute, ptr, hbase, hsize);
 }

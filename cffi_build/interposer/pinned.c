@@ -8,11 +8,12 @@
  *
  * Mapped memory (DEVICEMAP) is different: kernels reach it, so it is mirrored
  * (mirror.c). cuMemHostAlloc with DEVICEMAP hands out a mirror's view, which
- * lives at its device address and is not in this table; cuMemHostRegister
- * with DEVICEMAP mirrors the program's memory at a device address of its own;
- * and pinned memory whose device pointer the program asks for is mirrored
- * then (gl_pinned_map), as NVIDIA's driver maps all pinned memory under
- * unified addressing.
+ * lives at its device address (the program may hand that pointer to kernels)
+ * and is not in this table. Registered and other pinned memory is mirrored, at
+ * a device address of its own, when the program asks for its device pointer
+ * (gl_pinned_map): before that no kernel can name it. NVIDIA's driver maps all
+ * pinned memory under unified addressing, so gleam does not refuse the
+ * question for memory registered or allocated without DEVICEMAP.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -182,12 +183,9 @@ CUresult gls_cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags, int
     if (r == CUDA_SUCCESS && add_block((block){(uintptr_t)p, bytesize, Flags, 0}) != 0)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_unlock(&g_lock);
-    if (r == CUDA_SUCCESS && (Flags & GL_CU_MEMHOSTREGISTER_DEVICEMAP)) {
-        uint64_t dev;
-        r = gl_mirror_new(GL_MIRROR_REGISTERED, p, bytesize, Flags, &dev);
-        if (r != CUDA_SUCCESS)
-            take_block(p, 0);
-    }
+    /* DEVICEMAP is honoured when the device pointer is asked for (gl_pinned_map):
+     * registered memory has a device address of its own, so no kernel can reach
+     * it before, and a program that only copies from it pays nothing. */
     return r;
 }
 
