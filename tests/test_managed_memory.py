@@ -83,7 +83,7 @@ def test_a_flag_a_kernel_sets_in_mapped_memory_reaches_a_polling_program(mesh,
 def test_the_driver_api_with_nvidias_bindings(mesh):
     pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings (the test extra) is missing")
     verdict = checked(mesh, sys.executable, EXAMPLES / "managed_memory.py", "--gleam")
-    assert len(verdict["checks"]) == 22
+    assert len(verdict["checks"]) == 23
 
 
 NUMBA_ARRAYS = """

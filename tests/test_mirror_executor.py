@@ -16,6 +16,7 @@ from gleam.peer.cuda import native
 from gleam.peer.nativelib import ffi, lib
 
 from .cuda_session import Session, rec
+from .stand_in_driver import build_stand_in, needs_gcc, stand_in_session
 
 INVALID_VALUE = 1
 BLOCK = lib.GL_DIFF_BLOCK
@@ -82,6 +83,32 @@ def test_the_receiver_gets_the_senders_bytes_and_keeps_its_own(data):
     back, _ = encode(0x1000, bytes(receiver), r_twin)  # and the receiver's own, back
     apply(back, 0x1000, sender, s_twin)
     assert sender == receiver == bytearray(merged) and s_twin == r_twin
+
+
+def conflicts(diff: bytes, base: int, mem: bytes, twin: bytes) -> int:
+    pos = ffi.new("size_t *")
+    e = ffi.new("gl_diff_entry *")
+    buf = ffi.from_buffer("uint8_t[]", diff)
+    m, t = ffi.from_buffer("uint8_t[]", mem), ffi.from_buffer("uint8_t[]", twin)
+    n = 0
+    while lib.gl_diff_next(buf, len(diff), pos, e) == 1:
+        n += lib.gl_diff_conflicts(e, m + (e.addr - base), t + (e.addr - base))
+    return n
+
+
+def test_bytes_both_sides_wrote_are_counted():
+    agreed = bytes(64)
+    sender = bytearray(agreed)
+    sender[0:8] = b"\x01" * 8  # a run
+    sender[20:64:2] = b"\x02" * 22  # scattered: masked
+    diff, _ = encode(0, bytes(sender), bytearray(agreed))
+    receiver = bytearray(agreed)
+    receiver[1] = 9  # both wrote: a conflict
+    receiver[2] = 1  # both wrote, the same value (two adds may end equal): a conflict too
+    receiver[21] = 7  # only the receiver wrote (the sender left odd bytes): none
+    receiver[22] = 3  # both wrote, masked: a conflict
+    assert conflicts(diff, 0, bytes(receiver), agreed) == 3
+    assert conflicts(diff, 0, agreed, agreed) == 0
 
 
 def test_scattered_changes_travel_masked_and_few_as_runs():
@@ -250,3 +277,43 @@ def test_any_push_is_applied_inside_the_mirror_or_refused(session, data):
     result, deferred = push(s, raw)
     assert result == 0 and deferred in (0, INVALID_VALUE)
     assert s.dtoh(plain, BLOCK) == before  # never past the mirror
+
+
+# The copies the cuda backend stages mirrors through (the stand-in's device memory is
+# host memory that cuMemMap made accessible).
+STAGED_COPIES = r"""
+CUresult cuMemcpyHtoDAsync_v2(P d, const void *s, size_t n, void *st) {
+    memcpy((void *)(uintptr_t)d, s, n);
+    return 0;
+}
+CUresult cuMemsetD8_v2(P p, unsigned char v, size_t n) {
+    memset((void *)(uintptr_t)p, v, n);
+    return 0;
+}
+"""
+
+
+@needs_gcc
+def test_the_cuda_backend_stages_mirrors_through_the_drivers_copies(tmp_path):
+    so, _ = build_stand_in(tmp_path, STAGED_COPIES, "")
+    with stand_in_session(so) as s:
+        size = 3 * BLOCK + 100
+        data, twin = s.alloc(size), s.alloc(size)
+        s.htod(data, b"\x09" * size)  # what the GPU held before: glMirrorAdd zeroes both
+        assert s.run(rec("glMirrorAdd", data, twin, size)) is None
+        assert s.sync() == (0, 0) and s.dtoh(data, size) == bytes(size)
+        view, mine = bytearray(size), bytearray(size)
+        view[5000:5010] = b"abcdefghij"
+        assert push(s, encode(data, bytes(view), mine)[0]) == (0, 0)
+        assert s.dtoh(data + 5000, 10) == b"abcdefghij"
+        s.htod(data + size - 3, b"xyz")
+        got, start = b"", 0
+        while True:  # a small reply: the pull goes on where it stopped
+            result, diff, start = pull(s, n=lib.GL_DIFF_BLOCK_MAX, start=start)
+            assert result == 0
+            got += diff
+            if start == 0:
+                break
+        assert entries(got) == [(data + size - 3, 3, lib.GL_DIFF_RUN)]
+        apply(got, data, view, mine)
+        assert view[-3:] == b"xyz" and pull(s) == (0, b"", 0)

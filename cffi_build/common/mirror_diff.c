@@ -246,3 +246,15 @@ void gl_diff_apply(const gl_diff_entry *e, uint8_t *mem, uint8_t *twin)
         }
     }
 }
+
+size_t gl_diff_conflicts(const gl_diff_entry *e, const uint8_t *mem, const uint8_t *twin)
+{
+    size_t n = 0;
+    if (memcmp(mem, twin, e->len) == 0)
+        return 0; /* the receiver changed nothing here: the common case */
+    for (uint32_t i = 0; i < e->len; i++) {
+        int sent = e->form == GL_DIFF_RUN || (e->mask[i / 8] & (1u << (i % 8)));
+        n += sent && mem[i] != twin[i];
+    }
+    return n;
+}

@@ -58,6 +58,11 @@ int gl_diff_next(const uint8_t *buf, size_t len, size_t *pos, gl_diff_entry *e);
 /* Writes e's changed bytes into mem and twin (both e->len bytes from the
  * entry's address). */
 void gl_diff_apply(const gl_diff_entry *e, uint8_t *mem, uint8_t *twin);
+/* How many of e's bytes the receiver also changed since the two sides last
+ * agreed (mem differs from twin): bytes both sides wrote, of which applying e
+ * keeps the sender's (even an equal value may be a lost update: two atomic
+ * adds that each ended at the same sum). */
+size_t gl_diff_conflicts(const gl_diff_entry *e, const uint8_t *mem, const uint8_t *twin);
 /* cdef: end */
 
 #endif /* GLEAM_MIRROR_DIFF_H */

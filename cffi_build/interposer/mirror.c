@@ -197,12 +197,29 @@ static CUresult apply_pull(const uint8_t *buf, size_t len)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     }
     pos = 0;
+    size_t both = 0;
+    uint64_t first = 0;
     while (gl_diff_next(buf, len, &pos, &e) == 1) {
         mirror *m = find_dev(e.addr);
         size_t off = (size_t)(e.addr - m->i.dev);
+        size_t c = gl_diff_conflicts(&e, m->i.view + off, m->twin + off);
+        if (c > 0 && both == 0)
+            first = (uint64_t)(uintptr_t)(m->i.view + off);
+        both += c;
         gl_diff_apply(&e, m->i.view + off, m->twin + off);
     }
-    return CUDA_SUCCESS;
+    if (both == 0)
+        return CUDA_SUCCESS;
+    /* Both sides wrote these bytes between two agreements. A device with
+     * concurrent managed access would have kept both orders' effects (atomics
+     * from both sides add up); this one kept the device's, so the program must
+     * not go on as if it had the right answer. */
+    gl_log(GL_LOG_ERROR, "mirror", "%zu bytes of mapped or managed memory (the first at %p) "
+           "were written by both the program and the device between two synchronizations; "
+           "the device's bytes were kept there. gleam's devices have no concurrent managed access "
+           "(CONCURRENT_MANAGED_ACCESS 0): synchronize before the CPU writes memory a kernel "
+           "writes", both, (void *)(uintptr_t)first);
+    return CUDA_ERROR_ILLEGAL_STATE;
 }
 
 static void wake_refresher(void)
@@ -220,6 +237,7 @@ static int owed(void)
 static CUresult pull_locked(void)
 {
     uint64_t from = 0;
+    CUresult both = CUDA_SUCCESS; /* bytes both sides wrote: reported once it is all here */
     /* Work counted here was sent before the pull's record is. */
     uint_fast64_t covers = atomic_load(&g_written);
     do {
@@ -228,6 +246,8 @@ static CUresult pull_locked(void)
         CUresult r = glw_glMirrorPull(g_buf, sizeof g_buf, from, &used, &next, 0);
         if (r == CUDA_SUCCESS)
             r = apply_pull(g_buf, used);
+        if (r == CUDA_ERROR_ILLEGAL_STATE)
+            both = r, r = CUDA_SUCCESS;
         if (r != CUDA_SUCCESS)
             return r; /* still owed */
         if (next != 0 && (next <= from || find_dev(next) == NULL)) {
@@ -239,18 +259,26 @@ static CUresult pull_locked(void)
     atomic_store(&g_covered, covers);
     if (owed()) /* work sent meanwhile: a write that found this pull in flight did not wake */
         wake_refresher();
-    return CUDA_SUCCESS;
+    return both;
 }
+
+/* A pull's finding that both sides wrote some bytes, owed to the program's next
+ * refresh when the refresher thread made the pull. */
+static atomic_int g_both_wrote;
 
 CUresult gl_mirror_refresh(void)
 {
     CUresult r = CUDA_SUCCESS;
-    if (atomic_load(&g_count) == 0 || !owed())
+    if (atomic_load(&g_count) == 0)
         return CUDA_SUCCESS;
-    coh_lock();
-    if (owed())
-        r = pull_locked();
-    coh_unlock();
+    if (owed()) {
+        coh_lock();
+        if (owed())
+            r = pull_locked();
+        coh_unlock();
+    }
+    if (r == CUDA_SUCCESS && atomic_exchange(&g_both_wrote, 0))
+        r = CUDA_ERROR_ILLEGAL_STATE;
     return r;
 }
 
@@ -297,7 +325,10 @@ static void *refresher(void *unused)
             seen = now; /* still busy: its own waiting calls will pull */
             continue;
         }
-        gl_mirror_refresh();
+        coh_lock();
+        if (owed() && pull_locked() == CUDA_ERROR_ILLEGAL_STATE)
+            atomic_store(&g_both_wrote, 1); /* the program learns it at its next call */
+        coh_unlock();
     }
     return NULL;
 }

@@ -97,7 +97,8 @@ static const gl_range *mirror_of(gl_exec *x, uint64_t addr, uint64_t len, uint64
     return *twin != 0 ? r : NULL;
 }
 
-static CUresult apply_staged(gl_exec *x, const gl_diff_entry *e, uint64_t twin_addr)
+static CUresult apply_staged(gl_exec *x, const gl_diff_entry *e, uint64_t twin_addr,
+                             size_t *both)
 {
     uint8_t mem[GL_DIFF_BLOCK], tw[GL_DIFF_BLOCK];
     CUresult r = dev_read(x, e->addr, mem, e->len);
@@ -105,6 +106,7 @@ static CUresult apply_staged(gl_exec *x, const gl_diff_entry *e, uint64_t twin_a
         r = dev_read(x, twin_addr, tw, e->len);
     if (r != CUDA_SUCCESS)
         return r;
+    *both += gl_diff_conflicts(e, mem, tw);
     gl_diff_apply(e, mem, tw);
     r = dev_write(x, e->addr, mem, e->len);
     return r == CUDA_SUCCESS ? dev_write(x, twin_addr, tw, e->len) : r;
@@ -128,18 +130,29 @@ CUresult gx_glMirrorPush(gl_exec *x, const void *diff, size_t n)
         return CUDA_ERROR_INVALID_VALUE;
     }
     pos = 0;
+    size_t both = 0;
     while (gl_diff_next(buf, n, &pos, &e) == 1) {
         const gl_range *m = mirror_of(x, e.addr, e.len, &twin);
         uint64_t twin_addr = twin + (e.addr - m->base);
         if (in_place(x)) {
-            gl_diff_apply(&e, (uint8_t *)(uintptr_t)e.addr, (uint8_t *)(uintptr_t)twin_addr);
+            uint8_t *mem = (uint8_t *)(uintptr_t)e.addr, *tw = (uint8_t *)(uintptr_t)twin_addr;
+            both += gl_diff_conflicts(&e, mem, tw);
+            gl_diff_apply(&e, mem, tw);
             continue;
         }
-        CUresult r = apply_staged(x, &e, twin_addr);
+        CUresult r = apply_staged(x, &e, twin_addr, &both);
         if (r != CUDA_SUCCESS)
             return r;
     }
-    return CUDA_SUCCESS;
+    if (both == 0)
+        return CUDA_SUCCESS;
+    /* The device wrote these bytes since the program last had them, and the
+     * program wrote them too: its values were kept, the device's lost. */
+    gl_exec_note(x, "glMirrorPush: %zu bytes of mapped or managed memory were written by both "
+                 "the program and the device between two synchronizations; the program's "
+                 "bytes were kept there (no concurrent managed access: synchronize before the CPU "
+                 "writes memory a kernel writes)", both);
+    return CUDA_ERROR_ILLEGAL_STATE;
 }
 
 /* Encodes mirror bytes [base + off, base + end) into out; *off moves past what

@@ -107,6 +107,23 @@ def rounds(checks: dict[str, bool], saxpy: Any, vadd: Any, streams: list[Any]) -
         ok(cu.cuMemFree(p))
 
 
+def both_wrote(checks: dict[str, bool], saxpy: Any, stream: Any) -> None:
+    """The CPU writes managed memory a kernel it launched writes too, before
+    synchronizing (a race without concurrent managed access): through gleam the
+    synchronization reports it (where both wrote a byte, the device's is kept)."""
+    flags = cu.CUmemAttach_flags.CU_MEM_ATTACH_GLOBAL
+    x, y = (int(ok(cu.cuMemAllocManaged(N * 4, flags))) for _ in range(2))
+    view(x)[:] = 1.0
+    launch(saxpy, stream, 2.0, x, y, N)  # y = 2
+    view(y)[7] = 5.0  # the same bytes, meanwhile, on the CPU
+    result = code(cu.cuStreamSynchronize(stream))
+    checks["both_wrote_is_an_error"] = (result == int(cu.CUresult.CUDA_ERROR_ILLEGAL_STATE)
+                                        and bool((view(y)[:7] == 2.0).all()))
+    ok(cu.cuStreamSynchronize(stream))  # reported once; the copies agree again
+    ok(cu.cuMemFree(x))
+    ok(cu.cuMemFree(y))
+
+
 def memsets_and_copies(checks: dict[str, bool], stream: Any) -> None:
     m = int(ok(cu.cuMemAllocManaged(N * 4, cu.CUmemAttach_flags.CU_MEM_ATTACH_GLOBAL)))
     ok(cu.cuMemsetD32(m, 0x3F800000, N))  # 1.0f: seen when the call returns
@@ -235,6 +252,8 @@ def main() -> None:
     rounds(checks, saxpy, vadd, streams)
     memsets_and_copies(checks, streams[0])
     queries(checks, gleam, streams[1])
+    if gleam:
+        both_wrote(checks, saxpy, streams[0])
     print(json.dumps({"ok": all(checks.values()), "checks": checks}))
 
 
