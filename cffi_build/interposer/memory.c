@@ -191,7 +191,8 @@ CUresult gls_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CU
     const void *p = (const void *)(uintptr_t)ptr;
     unsigned int flags = 0;
     /* Mapped registered memory has its device address once asked for (pinned.c). */
-    if (attribute == GL_CU_POINTER_ATTRIBUTE_DEVICE_POINTER && !gl_mirror_by_view(p, &m)
+    if (attribute == GL_CU_POINTER_ATTRIBUTE_DEVICE_POINTER && !gl_va_find(ptr, NULL, NULL)
+        && !gl_mirror_by_view(p, &m)
         && gli_cuMemHostGetFlags(&flags, (void *)p, ptds) == CUDA_SUCCESS
         && (flags & GL_CU_MEMHOSTREGISTER_DEVICEMAP))
         gl_pinned_map(p);
