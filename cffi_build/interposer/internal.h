@@ -131,8 +131,9 @@ CUresult gl_mirror_after_wait(uint16_t call, const uint64_t *args, uint8_t nargs
 CUresult gl_mirror_push(int all, uint64_t lo, uint64_t len);
 /* Work that may write mirrored memory was sent: the next refresh pulls. */
 void gl_mirror_mark_dirty(void);
-/* Whether [lo, lo + len) meets a mirror's device range. */
+/* Whether [lo, lo + len) meets a mirror's device range, or its view. */
 int gl_mirror_overlaps(uint64_t lo, uint64_t len);
+int gl_mirror_view_overlaps(uint64_t lo, uint64_t len);
 /* Whether any mirror exists (and this thread is not inside a coherence step,
  * whose own records need no hooks). */
 int gl_mirror_any(void);

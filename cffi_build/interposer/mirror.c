@@ -136,6 +136,20 @@ int gl_mirror_overlaps(uint64_t lo, uint64_t len)
     return hit;
 }
 
+int gl_mirror_view_overlaps(uint64_t lo, uint64_t len)
+{
+    int hit = 0;
+    if (atomic_load(&g_count) == 0)
+        return 0;
+    pthread_mutex_lock(&g_lock);
+    for (size_t k = 0; k < g_n && !hit; k++) {
+        uint64_t v = (uint64_t)(uintptr_t)g_m[k].i.view;
+        hit = lo < v + g_m[k].i.size && v < lo + len;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return hit;
+}
+
 int gl_mirror_by_view(const void *p, gl_mirror_info *m)
 {
     if (atomic_load(&g_count) == 0)

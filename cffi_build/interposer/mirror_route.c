@@ -191,9 +191,7 @@ static CUresult route_side(uint64_t *addr, int *dev, size_t n, int *hit)
         *hit = 1;
         return CUDA_SUCCESS;
     }
-    if (gl_mirror_by_view((const void *)(uintptr_t)*addr, &m))
-        *hit = 1;
-    else if (n > 0 && gl_mirror_by_view((const void *)(uintptr_t)(*addr + n - 1), &m))
+    if (gl_mirror_view_overlaps(*addr, n > 0 ? n : 1))
         *hit = 1;
     return CUDA_SUCCESS;
 }
