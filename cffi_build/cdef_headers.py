@@ -35,5 +35,6 @@ HEADERS: tuple[str, ...] = (
     "src/pump.h",
     "src/shelf.h",
     "src/serve.h",
+    "include/gl_mirror_diff.h",
     "python_callbacks.cdef",
 )

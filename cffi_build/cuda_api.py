@@ -35,6 +35,8 @@ A row is ``Row(name, signature, cls, symbols, roles, ...)``:
     ``cstr``          a NUL-terminated string: the record's payload
     ``out``           a scalar written by the call: a reply value
     ``hout:EXPR``     host bytes written by the call: the reply's bytes
+    ``hsome:EXPR``    the same, at most EXPR of them: the reply carries as many as
+                      the call's first ``out`` says (the rest stay untouched)
 ``client``
     ``"custom"``: the exported symbols call the hand-written ``gli_<name>``,
     which does the local part and calls the generated emitter ``glw_<name>``.
@@ -852,6 +854,46 @@ ROWS: tuple[Row, ...] = (
       "const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags",
       LOCAL, (ptsz("cuStreamUpdateCaptureDependencies_v2", 12030),),
       base="cuStreamUpdateCaptureDependencies", ready=True),
+    # -------------- appended for mapped and managed memory (interposer/mirror.c, managed.c)
+    # A mapped or managed allocation is *mirrored*: the program's view in the client
+    # and device memory on the server, kept coherent by diffs against a twin on each
+    # side (include/gl_mirror_diff.h; server: src/exec_mirror.c). The coherence rule is
+    # in docs/cuda-forwarding.md, "Mapped and managed memory".
+    R("cuMemAllocManaged", "CUdeviceptr *dptr, size_t bytesize, unsigned int flags", LOCAL,
+      (s("cuMemAllocManaged", 6000),), ready=True),
+    R("cuMemHostGetDevicePointer", "CUdeviceptr *pdptr, void *p, unsigned int Flags", LOCAL,
+      (s("cuMemHostGetDevicePointer_v2", 3020),), ready=True),
+    R("cuStreamAttachMemAsync", "CUstream hStream, CUdeviceptr dptr, size_t length, "
+      "unsigned int flags", LOCAL, (ptsz("cuStreamAttachMemAsync", 6000),), ready=True),
+    R("cuMemPrefetchAsync", "CUdeviceptr devPtr, size_t count, CUdevice dstDevice, "
+      "CUstream hStream", LOCAL, (ptsz("cuMemPrefetchAsync", 8000),), ready=True),
+    R("cuMemPrefetchAsync_v2", "CUdeviceptr devPtr, size_t count, CUmemLocation location, "
+      "unsigned int flags, CUstream hStream", LOCAL, (ptsz("cuMemPrefetchAsync_v2", 12020),),
+      base="cuMemPrefetchAsync", ready=True),
+    R("cuMemAdvise", "CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device",
+      LOCAL, (s("cuMemAdvise", 8000),), ready=True),
+    R("cuMemAdvise_v2", "CUdeviceptr devPtr, size_t count, CUmem_advise advice, "
+      "CUmemLocation location", LOCAL, (s("cuMemAdvise_v2", 12020),), base="cuMemAdvise",
+      ready=True),
+    R("cuMemRangeGetAttribute", "void *data, size_t dataSize, CUmem_range_attribute attribute, "
+      "CUdeviceptr devPtr, size_t count", LOCAL, (s("cuMemRangeGetAttribute", 8000),),
+      ready=True),
+    R("cuMemRangeGetAttributes", "void **data, size_t *dataSizes, "
+      "CUmem_range_attribute *attributes, size_t numAttributes, CUdeviceptr devPtr, "
+      "size_t count", LOCAL, (s("cuMemRangeGetAttributes", 8000),), ready=True),
+    # dptr: the mirror's device memory; twin: an allocation of the same size that
+    # holds what the program was last known to have (kept in the session's memory,
+    # so a checkpoint's snapshot keeps it and a moved session diffs as before).
+    R("glMirrorAdd", "CUdeviceptr dptr, CUdeviceptr twin, size_t size", ONEWAY, (),
+      {"dptr": "dptr:size", "twin": "dptr:size"}, server="exec", backend=False, ctx=False),
+    # What the program changed, applied to the device memory and its twin.
+    R("glMirrorPush", "const void *diff, size_t n", ONEWAY, (), {"diff": "hin:n"},
+      server="exec", backend=False, ctx=False),
+    # What the device changed, from mirrors at or above `from`, after all earlier
+    # work: `used` bytes of diff; `next` is where to go on (0: nothing left).
+    R("glMirrorPull", "void *diff, size_t n, CUdeviceptr from, size_t *used, "
+      "CUdeviceptr *next", WAITING, (), {"diff": "hsome:n", "used": "out", "next": "out"},
+      server="exec", backend=False, ctx=False),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

@@ -44,6 +44,7 @@ class Param:
     role: str  # "val", "h", "h!", "mint", "dptr", "hin", "cstr", "out", "hout"
     kind: str = ""  # handle kind for h/mint
     expr: str = ""  # size expression for dptr/hin/hout
+    some: bool = False  # hout from an hsome role: the first out says how many bytes
 
     @property
     def base(self) -> str:
@@ -74,6 +75,8 @@ def parse(row: Row) -> list[Param]:
             params.append(Param(ctype, name, role, kind=rest))
         elif role in ("dptr", "hin", "hout"):
             params.append(Param(ctype, name, role, expr=rest))
+        elif role == "hsome":
+            params.append(Param(ctype, name, "hout", expr=rest, some=True))
         elif role in ("val", "cstr", "out"):
             params.append(Param(ctype, name, role))
         else:
@@ -87,6 +90,8 @@ def parse(row: Row) -> list[Param]:
         raise SystemExit(f"{row.name}: at most one host output")
     if row.cls != WAITING and any(p.role in ("out", "hout") for p in params):
         raise SystemExit(f"{row.name}: only waiting calls have outputs")
+    if any(p.some for p in params) and not any(p.role == "out" for p in params):
+        raise SystemExit(f"{row.name}: hsome needs an out parameter to say how many bytes")
     return params
 
 
@@ -448,6 +453,11 @@ def gen_decoder(r: Row, ps: list[Param]) -> str:
             else:
                 lines.append(f"    o->values[{k}] = (uint64_t)v_{p.name};\n")
             k += 1
+        elif p.role == "hout" and p.some:
+            count = next(q for q in ps if q.role == "out")
+            lines.append(f"    if ((uint64_t)v_{count.name} > sz_{p.name})\n"
+                         "        return CUDA_ERROR_INVALID_VALUE;\n"
+                         f"    o->len = (size_t)v_{count.name};\n")
         elif p.role == "hout":
             lines.append(f"    o->len = (size_t)sz_{p.name};\n")
         if p.is_arg:

@@ -184,6 +184,8 @@ same python-pitched 60 "$py" "$root/examples/cuda/pitched_copies.py"
 same python-tensor-maps 60 "$py" "$root/examples/cuda/tensor_maps.py"
 # Thread-block clusters (cuLaunchKernelEx), as cuBLASLt and cuDNN launch on Hopper.
 same python-clusters 60 "$py" "$root/examples/cuda/clusters.py"
+# Mapped and managed memory: CPU writes, kernels, CPU reads, with no copies.
+same python-managed 60 "$py" "$root/examples/cuda/managed_memory.py" "$ptx"
 
 # ---- CuPy (a cuBLAS matmul among its steps) and PyTorch, compared
 compared cupy 90 cupy_step.py

@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gleam.peer.localmesh import LocalAgent, LocalMesh, wait_for
 
 
@@ -29,6 +31,14 @@ def host_mesh(root: Path, server_env: Mapping[str, str] | None = None
         yield client, server
     finally:
         mesh.close()
+
+
+@pytest.fixture(scope="module")
+def ptx_mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalAgent, LocalAgent]]:
+    """A module's pair of agents, the server running every kernel from its PTX (its
+    registry of host kernels off)."""
+    with host_mesh(tmp_path_factory.mktemp("mesh"), {"GLEAM_HOST_KERNELS": "0"}) as pair:
+        yield pair
 
 
 def run_through(client: LocalAgent, *argv: object, env: Mapping[str, str] | None = None,

@@ -52,27 +52,31 @@ def nvcc(source: Path, out: Path, *flags: str) -> Path:
     return out
 
 
+def flavours(source: Path, out: Path, *cudart12_flags: str) -> dict[str, Path]:
+    """source built with static and shared cudart 13 and, when the wheel is installed,
+    with libcudart 12 shared and static (cudart12_flags added to those builds)."""
+    name = source.stem
+    built = {"static": nvcc(source, out / f"{name}_static"),
+             "shared": nvcc(source, out / f"{name}_shared", "-cudart", "shared")}
+    rt12 = cudart12_dir()
+    if rt12 is not None:
+        built["cudart12"] = nvcc(source, out / f"{name}_cudart12", "-cudart", "none",
+                                 f"-L{rt12}", "-l:libcudart.so.12", "-Xlinker",
+                                 f"-rpath={rt12}", *cudart12_flags)
+        if (rt12 / "libcudart_static.a").exists():
+            built["cudart12-static"] = nvcc(
+                source, out / f"{name}_cudart12_static", "-cudart", "none",
+                str(rt12 / "libcudart_static.a"), "-ldl", "-lrt", "-lpthread", *cudart12_flags)
+    return built
+
+
 @pytest.fixture(scope="module")
 def binaries(tmp_path_factory):
     if NVCC is None:
         pytest.skip("nvcc (the CUDA toolkit) is not on PATH")
     out = tmp_path_factory.mktemp("cudart")
-    built = {}
-    for name in PROGRAMS:
-        built[name, "static"] = nvcc(RUNTIME / f"{name}.cu", out / f"{name}_static")
-        built[name, "shared"] = nvcc(RUNTIME / f"{name}.cu", out / f"{name}_shared",
-                                     "-cudart", "shared")
-    rt12 = cudart12_dir()
-    if rt12 is not None:
-        for name in PROGRAMS:
-            built[name, "cudart12"] = nvcc(
-                RUNTIME / f"{name}.cu", out / f"{name}_cudart12", "-cudart", "none",
-                f"-L{rt12}", "-l:libcudart.so.12", "-Xlinker", f"-rpath={rt12}")
-            if (rt12 / "libcudart_static.a").exists():
-                built[name, "cudart12-static"] = nvcc(
-                    RUNTIME / f"{name}.cu", out / f"{name}_cudart12_static", "-cudart", "none",
-                    str(rt12 / "libcudart_static.a"), "-ldl", "-lrt", "-lpthread")
-    return built
+    return {(name, kind): path for name in PROGRAMS
+            for kind, path in flavours(RUNTIME / f"{name}.cu", out).items()}
 
 
 @pytest.fixture(scope="module")

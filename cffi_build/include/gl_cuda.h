@@ -261,4 +261,18 @@ enum {
 /* Graphs, capture and host functions: the types of their entry points. */
 #include "gl_cuda_graph.h"
 
+/* Mapped and managed memory (interposer/mirror.c, managed.c). */
+typedef int CUmem_advise;
+typedef int CUmem_range_attribute;
+/* CUmemLocation (a CUmemLocationType, then an id): gl_cuda_graph.h */
+enum { GL_CU_MEM_ATTACH_GLOBAL = 1, GL_CU_MEM_ATTACH_HOST = 2, GL_CU_MEM_ATTACH_SINGLE = 4 };
+enum { GL_CU_MEMHOSTALLOC_DEVICEMAP = 2, GL_CU_MEMHOSTREGISTER_DEVICEMAP = 2 };
+enum {
+    GL_CU_MEM_LOCATION_TYPE_INVALID = 0, GL_CU_MEM_LOCATION_TYPE_DEVICE = 1,
+    GL_CU_MEM_LOCATION_TYPE_HOST = 2, GL_CU_MEM_LOCATION_TYPE_HOST_NUMA = 3,
+    GL_CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT = 4
+};
+#define GL_CU_DEVICE_CPU (-1)
+#define GL_CU_DEVICE_INVALID (-2)
+
 #endif /* GLEAM_CUDA_H */

@@ -29,22 +29,27 @@ void gl_va_init(uint64_t base, uint64_t size)
     pthread_rwlock_unlock(&g_lock);
 }
 
-static uint64_t align_up(uint64_t v)
+static uint64_t align_to(uint64_t v, uint64_t align)
 {
-    return (v + GL_ALLOC_ALIGN - 1) & ~(uint64_t)(GL_ALLOC_ALIGN - 1);
+    return (v + align - 1) & ~(align - 1);
 }
 
 CUresult gl_va_alloc(uint64_t size, uint64_t *out)
 {
+    return gl_va_alloc_aligned(size, GL_ALLOC_ALIGN, out);
+}
+
+CUresult gl_va_alloc_aligned(uint64_t size, uint64_t align, uint64_t *out)
+{
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t cur;
 
-    if (size == 0 || out == NULL)
+    if (size == 0 || out == NULL || align < GL_ALLOC_ALIGN || (align & (align - 1)) != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (size > UINT64_MAX - GL_ALLOC_ALIGN)
+    if (size > UINT64_MAX - align)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_rwlock_wrlock(&g_lock);
-    cur = align_up(g_base);
+    cur = align_to(g_base, align);
     /* Walk the gaps in address order; globals outside the range are skipped
      * because they never bound a gap inside it. */
     for (size_t i = 0; i <= g_t.n; i++) {
@@ -62,10 +67,10 @@ CUresult gl_va_alloc(uint64_t size, uint64_t *out)
         }
         if (i < g_t.n) {
             uint64_t end = g_t.r[i].base + g_t.r[i].size;
-            if (end > UINT64_MAX - GL_ALLOC_ALIGN)
+            if (end > UINT64_MAX - align)
                 break;
-            if (align_up(end) > cur)
-                cur = align_up(end);
+            if (align_to(end, align) > cur)
+                cur = align_to(end, align);
         }
     }
     pthread_rwlock_unlock(&g_lock);

@@ -224,6 +224,7 @@ CUresult gl_emit_ctx(uint16_t call, int flags, const uint64_t *args, uint8_t nar
         if (c != GL_CAPTURE_PASS)
             return (CUresult)c;
     }
+    gl_mirror_before(call, args, nargs); /* mapped and managed memory (mirror.c) */
     pthread_mutex_lock(&g_emit);
     if (g_holding && !t_host) {
         int c = hold_record(call, args, nargs, payload, len, ctx, set_ctx, forget_ctx);
@@ -242,6 +243,8 @@ CUresult gl_emit_ctx(uint16_t call, int flags, const uint64_t *args, uint8_t nar
     pthread_mutex_unlock(&g_emit);
     if (r == CUDA_SUCCESS)
         r = gl_sync_after_oneway(); /* a no-op unless GLEAM_CUDA_SYNC_CALLS=1 */
+    if (r == CUDA_SUCCESS)
+        r = gl_mirror_after_emit(call, args, nargs);
     return r;
 }
 
@@ -354,6 +357,7 @@ CUresult gl_wait(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
         if (c != GL_CAPTURE_PASS)
             return (CUresult)c;
     }
+    gl_mirror_before(call, args, nargs);
     for (;;) {
         pthread_mutex_lock(&g_wait);
         pthread_mutex_lock(&g_emit);
@@ -392,7 +396,17 @@ CUresult gl_wait(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
         r = deferred;
     }
     pthread_mutex_unlock(&g_wait);
-    return r;
+    /* What the device wrote to mapped and managed memory, before the program
+     * reads it (mirror.c). */
+    return gl_mirror_after_wait(call, args, nargs, r);
+}
+
+uint64_t gl_batch_appended(void)
+{
+    pthread_mutex_lock(&g_emit);
+    uint64_t n = g_appended;
+    pthread_mutex_unlock(&g_emit);
+    return n;
 }
 
 void gl_owe(CUresult r)

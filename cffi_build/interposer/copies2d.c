@@ -176,15 +176,31 @@ static CUresult dtoh_rows(const copy2d *c)
     return r;
 }
 
-static CUresult run_2d(const copy2d *c)
+/* Mapped and managed memory is host memory here: a side in it becomes its
+ * view, after the views caught up with the device (mirror_route.c). */
+static CUresult route_mirrors(copy2d *c)
 {
+    uint64_t sspan = 0, dspan = 0;
+    CUresult r = CUDA_SUCCESS;
+    /* check_side passed for both, so the spans fit. */
+    gl_span_bytes(c->src.pitch, c->width, c->height, &sspan);
+    gl_span_bytes(c->dst.pitch, c->width, c->height, &dspan);
+    gl_mirror_route(&c->dst.addr, &c->dst.dev, dspan, &c->src.addr, &c->src.dev, sspan, &r);
+    return r;
+}
+
+static CUresult run_2d(const copy2d *given)
+{
+    copy2d routed = *given;
+    const copy2d *c = &routed;
     const side *s = &c->src, *d = &c->dst;
     CUresult r;
 
     if (c->width == 0 || c->height == 0)
         return CUDA_SUCCESS;
     if ((r = check_side(s, c->width, c->height)) != CUDA_SUCCESS ||
-        (r = check_side(d, c->width, c->height)) != CUDA_SUCCESS)
+        (r = check_side(d, c->width, c->height)) != CUDA_SUCCESS ||
+        (r = route_mirrors(&routed)) != CUDA_SUCCESS)
         return r;
     /* The spans were checked, so rows * pitch below cannot wrap. */
     if (c->height == 1 || (s->pitch == c->width && d->pitch == c->width))

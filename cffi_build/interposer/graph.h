@@ -72,22 +72,6 @@ struct gl_graph {
 
 extern pthread_mutex_t gl_graph_lock;
 
-/* Room for element n of the array *arr (of *cap elements of elem bytes),
- * doubling from `first`: 0, or -1 when out of memory (*arr unchanged). */
-static inline int gl_grow(void *arr, uint32_t *cap, uint32_t n, size_t elem, uint32_t first)
-{
-    void **a = arr;
-    if (n < *cap)
-        return 0;
-    uint32_t want = *cap ? *cap * 2 : first;
-    void *p = want > *cap ? realloc(*a, (size_t)want * elem) : NULL;
-    if (p == NULL)
-        return -1;
-    *a = p;
-    *cap = want;
-    return 0;
-}
-
 /* The objects behind handles (NULL: not one), with the lock held. */
 gl_graph *gl_graph_of(CUgraph g);
 gl_gnode *gl_gnode_of(CUgraphNode n);

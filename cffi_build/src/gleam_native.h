@@ -20,4 +20,5 @@ int gl_native_abi_version(void);
 #include "pump.h"
 #include "serve.h"
 #include "dpcrypto.h"
+#include "gl_mirror_diff.h"
 #endif

@@ -54,6 +54,9 @@ DATA_CALLS = (
     "glMemcpy2DHtoD", "glMemcpy2DDtoH", "glMemcpy2DDtoD",
     "glLaunchCluster", "glClusterOccupancy",
     "glGraphLaunch",  # (an instantiated graph is state: its glGraphInstantiate is kept)
+    # mapped and managed memory: their effect is on a mirror and its twin, both
+    # ordinary allocations that the snapshot holds
+    "glMirrorPush", "glMirrorPull",
 )
 
 

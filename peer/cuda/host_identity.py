@@ -5,12 +5,14 @@ The host device reports compute capability 8.0 (docs/cuda-forwarding.md,
 "Device identity"), so cudart and the libraries above it take the paths an
 8.0 GPU takes, and each value here is either what the host device really does
 (a core runs one block at a time and keeps an 8.0 device's residency for
-cooperative grids, no managed or mapped memory, no clusters) or,
+cooperative grids, no clusters) or,
 where it only describes hardware the host does not have (clocks, caches), a
 value an 8.0 device reports. cudart copies all of them into
 ``cudaDeviceProp``; cuBLASLt refuses a context whose per-block and
 per-multiprocessor limits are zero, which is why the table is complete rather
-than the few attributes gleam itself reads.
+than the few attributes gleam itself reads. The managed and mapped memory
+attributes are not here: the interposer answers them for every device, since what
+it can honour across the network decides them (interposer/managed.c).
 """
 
 from __future__ import annotations
