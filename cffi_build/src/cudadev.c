@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudadev_arrays.h"
 #include "executor.h"
 #include "gl_tensormap.h"
 #include "imagevars.h"
@@ -78,11 +79,22 @@ typedef struct {
     uint64_t ngran;
     void **varcode; /* modules and libraries whose image may have variables */
     size_t nvarcode, capvarcode;
+    void *arrays; /* the session's arrays and texture objects (cudadev_arrays.c) */
 } gl_csess;
 
 static gl_cuda *cuda_of(gl_exec *x)
 {
     return x->be->priv;
+}
+
+const gl_cuda_extra *gl_cuda_fns(gl_exec *x)
+{
+    return &cuda_of(x)->fn;
+}
+
+void **gl_cuda_arrays(gl_exec *x)
+{
+    return &((gl_csess *)x->priv)->arrays;
 }
 
 static gl_cu_alloc_prop device_prop(int device)
@@ -673,7 +685,9 @@ static void cuda_close(gl_exec *x)
     gl_csess *s = x->priv;
     ((fn_ctx)c->fn.cuCtxSetCurrent)(s->primary);
     ((fn_void)c->fn.cuCtxSynchronize)();
-    /* Streams and events before the code they ran, contexts last. */
+    /* Texture objects and arrays, streams and events before the code they
+     * ran, contexts last. */
+    gl_cuda_arrays_close(x);
     gl_exec_each_handle(x, release_streams);
     gl_exec_each_handle(x, release_code);
     gl_exec_each_handle(x, release_ctxs);

@@ -94,6 +94,12 @@ uint8_t *ptx_gaddr_slow(ptx_block *b, uint64_t a, uint64_t size)
     return (uint8_t *)(uintptr_t)a;
 }
 
+const ptx_texref *ptx_texture_of(ptx_block *b, uint64_t value, int surface)
+{
+    const ptx_launch_args *a = b->lc->a;
+    return a->texture != NULL ? a->texture(a->texture_ctx, value, surface) : NULL;
+}
+
 typedef struct {
     ptx_launch_ctx *lc;
     ptx_block b;
