@@ -332,6 +332,19 @@ def test_an_unreplayable_call_or_a_malformed_batch_breaks_the_journal():
     tensor_map.add(_envelope([CallRecord(ids["glTensorMapEncode"], (312,),
                                          payload=bytes(312))]), 16)
     assert tensor_map.broken is not None and "a tensor map" in tensor_map.broken
+    # A GPU's arrays and texture objects live in its driver; the host device's arrays
+    # are session memory and its texture objects' values are the minted handles.
+    desc = bytes(40)
+    for backend, broken in (("cuda", True), ("host", False)):
+        arrays = Journal(limit=1 << 20, backend=backend)
+        arrays.add(_envelope([CallRecord(ids["glArrayCreate"], (mint(9), 40, 0), payload=desc,
+                                         oneway=True)]), 16)
+        assert (arrays.broken is not None) is broken, backend
+        assert not broken or "a GPU's CUDA array" in str(arrays.broken)
+        textures = Journal(limit=1 << 20, backend=backend)
+        textures.add(_envelope([CallRecord(ids["glTexObjectCreate"], (168,),
+                                           payload=bytes(168))]), 16)
+        assert (textures.broken is not None) is broken, backend
     garbage = Journal(limit=1 << 20)
     garbage.add(memoryview(bytearray(16) + b"not a batch at all, no"), 16)
     assert garbage.broken == "the program sent a malformed batch"

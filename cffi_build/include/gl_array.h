@@ -57,17 +57,18 @@ enum {
     GL_SHAPE_2D_LAYERED, GL_SHAPE_CUBE, GL_SHAPE_CUBE_LAYERED
 };
 
-/* Extents above this are refused before any size is computed: it is above
- * every limit a current GPU reports (131072), and keeps width x height x
- * depth x 16 bytes x 18 levels inside 64 bits. */
-#define GL_ARRAY_EXTENT_MAX (1u << 17)
-/* 1 + log2(GL_ARRAY_EXTENT_MAX): the most levels a mipmapped array has. */
-#define GL_ARRAY_LEVELS_MAX 18u
 /* Each level of the host layout starts at this alignment (tex's base
  * address rule is 16). */
 #define GL_ARRAY_LEVEL_ALIGN 256u
 
 /* cdef: begin */
+/* Extents above this are refused before any size is computed: it is above
+ * every limit a current GPU reports (131072), and keeps width x height x
+ * depth x 16 bytes x 18 levels inside 64 bits. */
+#define GL_ARRAY_EXTENT_MAX 131072
+/* 1 + log2(GL_ARRAY_EXTENT_MAX): the most levels a mipmapped array has. */
+#define GL_ARRAY_LEVELS_MAX 18
+
 /* An array or mipmapped array (CUDA_ARRAY3D_DESCRIPTOR, widened). */
 typedef struct {
     uint64_t width, height, depth; /* as the program gave them: 0 = fewer dimensions */

@@ -53,6 +53,10 @@ DATA_CALLS = (
     "glModuleVarsRead", "glModuleVarsWrite",  # (the snapshot holds the variables)
     "glMemcpy2DHtoD", "glMemcpy2DDtoH", "glMemcpy2DDtoD",
     "glLaunchCluster", "glClusterOccupancy",
+    # copies with an array side: on the host device an array's bytes are session
+    # memory, which the snapshot holds (a GPU's arrays make a session unmovable:
+    # journal.NOT_REPLAYABLE_ON)
+    "glMemcpyHtoA", "glMemcpyAtoH", "glMemcpyDtoA", "glMemcpyAtoD", "glMemcpyAtoA",
 )
 
 
