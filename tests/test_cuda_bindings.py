@@ -190,3 +190,18 @@ def test_pitched_memory_and_2d_3d_copies(mesh):
         "errors_invalid_value", "past_the_end_refused", "rows_wider_than_a_chunk",
         "more_rows_than_a_chunk", "3d_gapped_slices", "3d_one_slice", "3d_refused_whole",
         "peer_copy_same_device"}
+
+
+def test_arrays_textures_and_surfaces_through_the_driver_api(mesh):
+    """cuArrayCreate/3D with their descriptors, the 1D array copies, cuMemcpy2D/3D with
+    an array side, mipmapped arrays and their levels, a texture object through a
+    resource view with its Get*Desc round trips, a surface object, an NVRTC kernel over
+    both, and the refusals (examples/cuda/arrays_textures.py)."""
+    verdict = run_example(mesh, str(EXAMPLES / "arrays_textures.py"), "--gleam")
+    assert set(verdict["checks"]) == {
+        "array_descriptor", "array3d_descriptor", "bad_descriptors_invalid_value",
+        "one_d_copies", "one_d_past_the_end", "memcpy2d_with_an_array",
+        "memcpy3d_with_an_array", "mipmap_levels", "mipmap_levels_clamped",
+        "texture_descriptors", "no_view_invalid_value", "surface_descriptor",
+        "surface_needs_the_flag", "texture_through_a_view", "surface_writes",
+        "packed_format_not_supported", "one_d_copy_to_2d_refused"}

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gleam.peer.cuda import native
+from gleam.peer.nativelib import ffi
 
 from .cuda_arrays import (
     BORDER,
@@ -49,6 +50,7 @@ from .cuda_arrays import (
     q,
 )
 from .cuda_session import Session, mint, rec
+from .stand_in_driver import build_stand_in, needs_gcc, stand_in_session
 
 INVALID_VALUE, INVALID_HANDLE, NOT_SUPPORTED = 1, 400, 801
 ILLEGAL_ADDRESS, MISALIGNED, LAUNCH_FAILED = 700, 716, 719
@@ -790,3 +792,163 @@ def test_fuzzed_texture_requests_are_made_or_refused_and_sample_safely(fz, data)
     coords = np.array(d(st.lists(st.floats(width=32), min_size=4, max_size=4)), np.float32)
     fz.lookup(kernel, value, np.tile(coords, (3, 1)))
     assert fz.s.sync() == (0, 0)  # any coordinates sample without a fault
+
+
+# ------------------------------------------------- the cuda backend, on a stand-in driver
+
+ARRAY_DRIVER = r"""
+/* Arrays as the real driver's: an opaque handle to the driver's own object. */
+typedef struct { size_t w, h, d; int fmt; unsigned ch, flags; } D3;
+typedef struct { D3 d; unsigned elem; char *bytes; int dead; } Arr;
+static int arrays_live, texes_live, levels_asked;
+static D3 last_desc;
+static unsigned long long next_value = 1;
+static int last_res_type, last_address0, last_filter;
+static unsigned last_flags, last_first_layer;
+static void *last_res_array;
+static unsigned elem_of(const D3 *d) { return (d->fmt == 0x20 ? 4 : 1) * d->ch; }
+CUresult cuArray3DCreate_v2(void **a, const D3 *d) {
+    Arr *x = calloc(1, sizeof *x);
+    x->d = *d;
+    x->elem = elem_of(d);
+    x->bytes = calloc(1, x->elem * d->w * (d->h ? d->h : 1) * (d->d ? d->d : 1));
+    last_desc = *d;
+    arrays_live++;
+    *a = x;
+    return 0;
+}
+CUresult cuArrayDestroy(void *a) { ((Arr *)a)->dead = 1; arrays_live--; return 0; }
+CUresult cuMipmappedArrayCreate(void **m, const D3 *d, unsigned levels) {
+    if (levels < 1) return 1;
+    return cuArray3DCreate_v2(m, d);
+}
+CUresult cuMipmappedArrayGetLevel(void **a, void *m, unsigned level) {
+    levels_asked++;
+    *a = m; /* level 0's bytes stand for any level here */
+    return 0;
+}
+CUresult cuMipmappedArrayDestroy(void *m) { return cuArrayDestroy(m); }
+/* CUDA_MEMCPY3D_v2; memory types: 1 host, 2 device, 3 array. */
+typedef struct {
+    size_t sx, sy, sz, slod; int st; const void *sh; P sd; void *sa; void *r0; size_t sp, shh;
+    size_t dx, dy, dz, dlod; int dt; void *dh; P dd; void *da; void *r1; size_t dp, dhh;
+    size_t w, h, depth;
+} M3;
+static char *at(int type, const void *h, P dev, void *arr, size_t x, size_t y, size_t pitch,
+                size_t *rp) {
+    if (type == 3) {
+        Arr *a = arr;
+        *rp = a->elem * a->d.w;
+        return a->bytes + y * *rp + x;
+    }
+    *rp = pitch;
+    return (type == 1 ? (char *)h : (char *)(uintptr_t)dev) + y * pitch + x;
+}
+CUresult cuMemcpy3DAsync_v2(const M3 *c, void *st) {
+    size_t sp, dp;
+    if (c->depth != 1 || c->sz || c->dz) return 1; /* one slice at the origin's z 0 */
+    char *s = at(c->st, c->sh, c->sd, c->sa, c->sx, c->sy, c->sp, &sp);
+    char *d = at(c->dt, c->dh, c->dd, c->da, c->dx, c->dy, c->dp, &dp);
+    for (size_t y = 0; y < c->h; y++)
+        memcpy(d + y * dp, s + y * sp, c->w);
+    return 0;
+}
+typedef struct { int type; int pad; union { void *arr; char r[128]; } u; unsigned flags; } RD;
+typedef struct { int addr[3]; int filter; unsigned flags; } TD;
+typedef struct { int fmt; size_t w, h, d; unsigned fl, ll, first_layer, ll2; } VD;
+CUresult cuTexObjectCreate(unsigned long long *t, const RD *r, const TD *td, const VD *v) {
+    last_res_type = r->type;
+    last_res_array = r->u.arr;
+    last_address0 = td->addr[0];
+    last_filter = td->filter;
+    last_flags = td->flags;
+    last_first_layer = v ? v->first_layer : 99;
+    texes_live++;
+    *t = next_value++;
+    return 0;
+}
+CUresult cuTexObjectDestroy(unsigned long long t) { texes_live--; return 0; }
+CUresult cuSurfObjectCreate(unsigned long long *s, const RD *r) {
+    texes_live++;
+    *s = next_value++;
+    return 0;
+}
+CUresult cuSurfObjectDestroy(unsigned long long s) { texes_live--; return 0; }
+int array_state(int what) {
+    switch (what) {
+    case 0: return arrays_live;
+    case 1: return texes_live;
+    case 2: return levels_asked;
+    case 3: return (int)last_desc.w * 1000 + (int)last_desc.h * 10 + (int)last_desc.flags;
+    case 4: return last_res_type * 100 + last_address0 * 10 + last_filter;
+    case 5: return (int)last_flags;
+    default: return (int)last_first_layer;
+    }
+}
+void *last_array(void) { return last_res_array; }
+"""
+
+
+@needs_gcc
+def test_the_cuda_backend_makes_real_arrays_and_objects(tmp_path):
+    so, drv = build_stand_in(tmp_path, ARRAY_DRIVER,
+                             "int array_state(int); void *last_array(void);")
+    with stand_in_session(so) as s:
+        desc = desc_bytes(16, 4, 0, FLOAT, 1, SURFACE)
+        a = mint(9)
+        assert s.run(rec("glArrayCreate", a, len(desc), 0, payload=desc)) is None
+        assert s.sync() == (0, 0) and drv.array_state(0) == 1
+        assert drv.array_state(3) == 16 * 1000 + 4 * 10 + SURFACE  # the descriptor as given
+        # a copy in and out through the driver's 3D copy, one slice per record
+        rows = np.arange(64, dtype=np.float32).reshape(4, 16)
+        assert s.run(rec("glMemcpyHtoA", a, 0, 0, 0, 64, 4, 0, payload=rows.tobytes())) is None
+        r = s.run(rec("glMemcpyAtoH", a, 8, 1, 0, 16, 2, 0))
+        assert r is not None and r[0] == 0
+        assert np.array_equal(np.frombuffer(r[3], np.float32).reshape(2, 4), rows[1:3, 2:6])
+        # a texture object: the value is the driver's, and the driver got the real array
+        q = ffi.new("gl_tex_request *", {"handle": mint(11), "kind": 1, "res_type": RES_ARRAY,
+                                         "resource": a, "has_view": 1})
+        q.tex.address = [BORDER, CLAMP, CLAMP]
+        q.tex.filter = LINEAR
+        q.tex.flags = NORMALIZED
+        q.view.first_layer = 0
+        payload = bytes(ffi.buffer(q))
+        r = s.run(rec("glTexObjectCreate", len(payload), payload=payload))
+        assert r is not None and r[0] == 0 and r[2] == [1]  # not the minted handle
+        assert drv.array_state(4) == RES_ARRAY * 100 + BORDER * 10 + LINEAR
+        assert drv.array_state(5) == NORMALIZED and drv.array_state(6) == 0
+        assert drv.last_array() != ffi.NULL
+        surf = ffi.new("gl_tex_request *", {"handle": mint(12), "kind": 2, "res_type": RES_ARRAY,
+                                            "resource": a})
+        sp = bytes(ffi.buffer(surf))
+        r = s.run(rec("glTexObjectCreate", len(sp), payload=sp))
+        assert r is not None and r[0] == 0 and r[2] == [2] and drv.array_state(1) == 2
+        assert s.run(rec("cuTexObjectDestroy", q.handle)) is None
+        assert s.sync() == (0, 0) and drv.array_state(1) == 1
+        # a mipmapped array's level is asked of the driver once
+        m = mint(10)
+        md = desc_bytes(8, 8, 0, FLOAT, levels=2)
+        assert s.run(rec("glMipmapCreate", m, len(md), 0, payload=md)) is None
+        level = mint(9)
+        assert s.run(rec("cuMipmappedArrayGetLevel", level, m, 1),
+                     rec("cuMipmappedArrayGetLevel", mint(9), m, 1)) is None
+        assert s.sync() == (0, 0) and drv.array_state(2) == 1
+        assert s.run(rec("cuArrayDestroy", level)) is None
+        assert s.sync() == (0, INVALID_VALUE)  # a level goes with its mipmapped array
+        assert s.run(rec("cuMipmappedArrayDestroy", m)) is None
+        r = s.run(rec("glMemcpyAtoH", level, 0, 0, 0, 4, 1, 0))
+        assert r is not None and r[0] == INVALID_HANDLE  # dead with its mipmapped array
+        # what a session moved here from the host device sends is refused, not misread
+        storage = s.x.va_base
+        s.run(rec("glMemAlloc", storage, 4096))
+        assert s.run(rec("glArrayCreate", mint(9), len(desc), storage, payload=desc)) is None
+        assert s.sync() == (0, INVALID_VALUE)
+        moved = ffi.new("gl_tex_request *", {"handle": mint(11), "kind": 1,
+                                             "res_type": RES_ARRAY, "resource": a,
+                                             "value_is_handle": 1})
+        mp = bytes(ffi.buffer(moved))
+        r = s.run(rec("glTexObjectCreate", len(mp), payload=mp))
+        assert r is not None and r[0] == INVALID_VALUE
+        assert any("made for gleam's host device" in line for line in s.notes)
+    # the session's close destroyed what the program left: the array and the surface
+    assert (drv.array_state(0), drv.array_state(1)) == (0, 0)
