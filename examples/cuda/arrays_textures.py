@@ -46,15 +46,17 @@ extern "C" __global__ void sample(float *out, cudaTextureObject_t t, cudaSurface
 """
 
 
-def ok(result: Any) -> Any:
-    err, *rest = result
-    if int(err) != 0:
-        raise RuntimeError(repr(err))
-    return rest[0] if len(rest) == 1 else (rest or None)
-
-
 def code(result: Any) -> int:
+    """A call's CUresult (the bindings return it first)."""
     return int(result[0])
+
+
+def ok(result: Any) -> Any:
+    """The values of a call that must succeed."""
+    if code(result) != 0:
+        raise RuntimeError(f"{result[0]!r}")
+    values = result[1:]
+    return values[0] if len(values) == 1 else (values or None)
 
 
 def desc3d(w: int, h: int, d: int, fmt: Any, channels: int = 1, flags: int = 0) -> Any:
@@ -109,21 +111,22 @@ def one_d_copies(checks: dict[str, bool], stream: Any) -> None:
     ok(cu.cuMemFree(dev))
 
 
+def side_fields(side: tuple) -> dict[str, Any]:
+    """A copy side's CUDA_MEMCPY2D members, named without their src/dst prefix."""
+    if side[0] == "array":
+        _, handle, x, y = side
+        return {"MemoryType": MT.CU_MEMORYTYPE_ARRAY, "Array": handle, "XInBytes": x, "Y": y}
+    kind, addr, pitch, x, y = side
+    where = "Host" if kind == MT.CU_MEMORYTYPE_HOST else "Device"
+    return {"MemoryType": kind, where: addr, "Pitch": pitch, "XInBytes": x, "Y": y}
+
+
 def memcpy2d(width: int, height: int, src: tuple, dst: tuple) -> Any:
     """src and dst: ("array", handle, x, y) or (memory type, address, pitch, x, y)."""
     p = cu.CUDA_MEMCPY2D()
     for prefix, side in (("src", src), ("dst", dst)):
-        if side[0] == "array":
-            setattr(p, prefix + "MemoryType", MT.CU_MEMORYTYPE_ARRAY)
-            setattr(p, prefix + "Array", side[1])
-            x, y = side[2], side[3]
-        else:
-            kind, addr, pitch, x, y = side
-            setattr(p, prefix + "MemoryType", kind)
-            setattr(p, prefix + ("Host" if kind == MT.CU_MEMORYTYPE_HOST else "Device"), addr)
-            setattr(p, prefix + "Pitch", pitch)
-        setattr(p, prefix + "XInBytes", x)
-        setattr(p, prefix + "Y", y)
+        for name, value in side_fields(side).items():
+            setattr(p, prefix + name, value)
     p.WidthInBytes, p.Height = width, height
     return p
 
@@ -261,10 +264,10 @@ def gleam_only(checks: dict[str, bool]) -> None:
 
 
 def main() -> None:
-    checks: dict[str, bool] = {}
     ok(cu.cuInit(0))
-    ctx = ok(cu.cuDevicePrimaryCtxRetain(ok(cu.cuDeviceGet(0))))
-    ok(cu.cuCtxSetCurrent(ctx))
+    device = ok(cu.cuDeviceGet(0))
+    ok(cu.cuCtxSetCurrent(ok(cu.cuDevicePrimaryCtxRetain(device))))
+    checks: dict[str, bool] = {}
     stream = ok(cu.cuStreamCreate(0))
     descriptors(checks)
     one_d_copies(checks, stream)

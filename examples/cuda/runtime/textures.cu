@@ -64,6 +64,26 @@ static float texel_in[H][W];
 static uchar4 rgba_in[H][W], rgba_out[H][W], rgba_back[H][W];
 static float4 sampled[N];
 
+// Linear memory of `size` bytes (pitch 0), or pitched memory of size x height texels.
+static cudaResourceDesc memory_resource(void *p, cudaChannelFormatDesc f, size_t size,
+                                        size_t height, size_t pitch)
+{
+    cudaResourceDesc r = {};
+    r.resType = pitch ? cudaResourceTypePitch2D : cudaResourceTypeLinear;
+    if (pitch) {
+        r.res.pitch2D.devPtr = p;
+        r.res.pitch2D.desc = f;
+        r.res.pitch2D.width = size;
+        r.res.pitch2D.height = height;
+        r.res.pitch2D.pitchInBytes = pitch;
+    } else {
+        r.res.linear.devPtr = p;
+        r.res.linear.desc = f;
+        r.res.linear.sizeInBytes = size;
+    }
+    return r;
+}
+
 static float clampf(float v, float lo, float hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 // What linear filtering gives at unnormalized (x, y), with clamp addressing.
@@ -237,20 +257,10 @@ int main()
     mt.normalizedCoords = 1;
     mt.maxMipmapLevelClamp = 3.0f;
     CHECK(cudaCreateTextureObject(&objs[3], &rm, &mt, NULL));
-    cudaResourceDesc rl = {};
-    rl.resType = cudaResourceTypeLinear;
-    rl.res.linear.devPtr = dlin;
-    rl.res.linear.desc = fdesc;
-    rl.res.linear.sizeInBytes = sizeof lin;
+    cudaResourceDesc rl = memory_resource(dlin, fdesc, sizeof lin, 0, 0);
     pt.normalizedCoords = 0;
     CHECK(cudaCreateTextureObject(&objs[4], &rl, &pt, NULL));
-    cudaResourceDesc rp = {};
-    rp.resType = cudaResourceTypePitch2D;
-    rp.res.pitch2D.devPtr = dp;
-    rp.res.pitch2D.desc = fdesc;
-    rp.res.pitch2D.width = 8;
-    rp.res.pitch2D.height = 4;
-    rp.res.pitch2D.pitchInBytes = dpitch;
+    cudaResourceDesc rp = memory_resource(dp, fdesc, 8, 4, dpitch);
     cudaTextureDesc wt = pt;
     wt.normalizedCoords = 1;
     wt.addressMode[0] = wt.addressMode[1] = cudaAddressModeWrap;
