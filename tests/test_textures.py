@@ -656,8 +656,10 @@ def test_the_rules_of_formats_filters_views_and_surfaces(t):
     m, _ = t.array(desc_bytes(8, 8, 0, FLOAT, levels=2), mipmap=True)
     r, _ = t.texture({"res_type": RES_MIPMAP, "resource": m}, {})
     assert r == INVALID_VALUE  # a mipmapped array needs normalized coordinates
+    r, _ = t.texture({"res_type": RES_MIPMAP, "resource": m}, surface=True)
+    assert r == INVALID_VALUE  # a surface is an array's, not a mipmapped array's
     r, _ = t.texture({"res_type": RES_ARRAY, "resource": ints}, surface=True)
-    assert r == INVALID_VALUE  # no SURFACE_LDST
+    assert r == 0  # without SURFACE_LDST too (documented for surface references only)
     r, _ = t.texture({"res_type": RES_ARRAY, "resource": ints}, {},
                      view={"format": 0x01, "width": 2, "height": 2})
     assert r == NOT_SUPPORTED  # reinterpreting texels

@@ -170,8 +170,11 @@ CUresult hb_glTexObjectCreate(cuuint64_t *value, const void *request, size_t n)
         r = from_array(q, a, &t);
     else
         r = from_memory(q, &t);
-    if (r == CUDA_SUCCESS && surface &&
-        (a == NULL || a->d.levels != 0 || !(a->d.flags & GL_ARRAY_SURFACE_LDST) || q->has_view))
+    /* A surface is an array's (a mipmap level's too). The SURFACE_LDST flag is
+     * not asked for: NVIDIA documents it for surface references, and its own
+     * bindlessTexture sample writes through a surface object on a level of a
+     * mipmapped array made without it. */
+    if (r == CUDA_SUCCESS && surface && (a == NULL || a->d.levels != 0 || q->has_view))
         r = CUDA_ERROR_INVALID_VALUE;
     t.elem = gl_array_elem_bytes(t.format, t.channels);
     if (r == CUDA_SUCCESS && !surface)

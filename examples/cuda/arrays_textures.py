@@ -231,7 +231,12 @@ def textures_and_surfaces(checks: dict[str, bool]) -> None:
     s = ok(cu.cuSurfObjectCreate(sres))
     checks["surface_descriptor"] = int(ok(cu.cuSurfObjectGetResourceDesc(s)).res.array.hArray) \
         == int(sarr)
-    checks["surface_needs_the_flag"] = code(cu.cuSurfObjectCreate(res)) == INVALID_VALUE
+    mres = cu.CUDA_RESOURCE_DESC()
+    mres.resType = cu.CUresourcetype.CU_RESOURCE_TYPE_MIPMAPPED_ARRAY
+    mip = ok(cu.cuMipmappedArrayCreate(desc3d(8, 8, 0, FMT.CU_AD_FORMAT_FLOAT), 2))
+    mres.res.mipmap.hMipmappedArray = mip
+    checks["surface_of_a_mipmap_refused"] = code(cu.cuSurfObjectCreate(mres)) != 0
+    ok(cu.cuMipmappedArrayDestroy(mip))
     out = ok(cu.cuMemAlloc(3 * w * 4))
     f = kernel()
     args = [np.array([int(out)], np.uint64), np.array([int(t)], np.uint64),
