@@ -376,6 +376,22 @@ def test_cubemaps_pick_the_face_of_the_major_axis(t):
     assert list(got) == [cube_lookup(faces[6 * min(int(d[3]), 1):][:6], *d[:3]) for d in dirs]
 
 
+def test_a_geometry_the_texture_lacks_reads_inside_it(t):
+    """A cube or layered lookup of a plain 2D texture, a 3D lookup of a 1D one: the
+    layer or slice is clamped to what the texture has, never read past it."""
+    data = np.arange(16, dtype=np.float32).reshape(4, 4) + 100  # no zeros: unused memory
+    value = texture2d(t, data, address=[CLAMP] * 3, flags=NORMALIZED)
+    dirs = np.array([[-0.2, 0.1, -1, 0], [0.1, -1, 0.2, 0]], np.float32)  # faces 5 and 3
+    got = f32(t.lookup("fetch_cube", value, dirs))[:, 0]
+    assert set(got) <= set(data.ravel())
+    got = f32(t.lookup("fetch2d_layered", value, np.array([[0.5, 0.5, 9, 0]], np.float32)))
+    assert got[0, 0] == data[2, 2]
+    line = texture1d(t, np.arange(4, dtype=np.float32), address=[BORDER] * 3)
+    got = f32(t.lookup("fetch3d", line, np.array([[1.5, 0.5, 7.5, 0]], np.float32)))
+    assert list(got[0]) == [0, 0, 0, 0]  # outside in z: the border
+    assert t.s.sync() == (0, 0)
+
+
 def mipmap_texture(t: Textures, levels: int = 3, **tex: object) -> tuple[int, list[np.ndarray]]:
     """An 8x8 mipmapped array, level L filled with 100 * L + texel index."""
     m, _ = t.array(desc_bytes(8, 8, 0, FLOAT, levels=levels), mipmap=True)

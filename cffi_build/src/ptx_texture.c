@@ -84,9 +84,13 @@ static float srgb_to_linear(float c)
 static void read_texel(const ptx_texref *t, const ptx_texlevel *L, uint64_t i, uint64_t j,
                        uint64_t k, texel *o)
 {
-    const uint8_t *p = (const uint8_t *)(uintptr_t)(L->base + k * L->slice + j * L->pitch +
-                                                    i * t->elem);
+    uint64_t at = L->base + k * L->slice + j * L->pitch + i * t->elem;
+    const uint8_t *p = (const uint8_t *)(uintptr_t)at;
     uint32_t cb = t->elem / t->channels;
+    if (at < t->lo || at - t->lo > t->size || t->size - (at - t->lo) < t->elem) {
+        memset(o, 0, sizeof *o); /* a guard: the indices above are always inside */
+        return;
+    }
     for (uint32_t c = 0; c < 4; c++) {
         if (c >= t->channels) {
             o->f[c] = c == 3 ? 1.0f : 0.0f;
@@ -339,6 +343,8 @@ static void make_lookup(const ptx_texref *t, const ptx_texcoord *c, lookup *q)
         uint64_t cubes = layers / 6 ? layers / 6 : 1;
         uint64_t cube = c->geom == PTX_TG_ACUBE ? (layer < cubes ? layer : cubes - 1) : 0;
         q->layer = cube * 6 + (uint64_t)face;
+        if (q->layer >= layers) /* a cube lookup of a texture with fewer layers */
+            q->layer = layers - 1;
         return;
     }
     }
