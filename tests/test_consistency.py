@@ -218,6 +218,51 @@ def test_after_checkpoints_a_moved_session_still_gives_the_same_results(
         assert finished["moves"][0]["batches"] < 3 * (STEPS - 2)
 
 
+@pytest.fixture(scope="module")
+def texture_steps(tmp_path_factory) -> Path:
+    """tests/ptx_textures/texture_steps.cu: state in CUDA arrays, read through texture
+    objects and written through surface objects, across gated steps."""
+    import shutil
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc (the CUDA toolkit) is not on PATH")
+    out = tmp_path_factory.mktemp("bin") / "texture_steps"
+    src = Path(__file__).parent / "ptx_textures" / "texture_steps.cu"
+    subprocess.run([nvcc, "-o", str(out), str(src)], check=True, capture_output=True,
+                   timeout=300)
+    return out
+
+
+@pytest.mark.parametrize("move", ["failover", "migration"])
+def test_arrays_textures_and_surfaces_move_with_their_session(tmp_path, texture_steps, move):
+    """On the host device an array's bytes are session memory and a texture or surface
+    object's value is its minted handle, so a session that holds them moves between
+    host devices, after checkpoints too: the same checksums as a run that never moved."""
+    env = {"GLEAM_JOURNAL_MB": "0.25"}  # a checkpoint after the fourth step
+    with _mesh(tmp_path, "alpha", "beta", env=env) as (mesh, servers, client):
+        reference = _undisturbed(client, texture_steps, "alpha")
+        run = GatedRun(client, texture_steps, "alpha")
+        lines = run.steps(STEPS - 2)
+        row = _session(client)
+        assert row["checkpoints"] >= 1 and row["movable"], row
+        # The snapshot holds the sums (8 KiB), the bias (32 KiB) and both arrays' bytes.
+        assert row["snapshot_bytes"] == 8192 + 32768 + 2 * 8192
+        if move == "failover":
+            mesh.stop(servers[0], signal.SIGKILL)
+        else:
+            done = subprocess.run(
+                [sys.executable, "-m", "gleam.peer", "migrate", row["id"], "--to", "beta",
+                 "--state-dir", str(client.state.path)], capture_output=True, text=True,
+                timeout=120)
+            assert done.returncode == 0, done.stdout + done.stderr
+        wait_for(lambda: _session(client)["peer"] == "beta", 30, "the move")
+        rc, rest, err = run.finish()
+        assert rc == 0, err
+        assert lines + rest == reference
+        assert _finished(client, row["id"])[move + "s"] == 1
+
+
 def test_a_refused_migration_leaves_the_session_running_where_it_was(tmp_path, accumulate):
     with _mesh(tmp_path, "alpha", "beta") as (_, _, client):
         run = GatedRun(client, accumulate, "alpha", "global")
