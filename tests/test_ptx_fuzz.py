@@ -201,6 +201,18 @@ def test_unsupported_instruction_is_refused_by_name(insn):
     assert "unsupported" in msg or "expected" in msg
 
 
+@pytest.mark.parametrize("decl", [".global .texref t;", ".global .samplerref s;",
+                                  ".global .surfref u;"])
+def test_texture_references_are_refused_by_name(decl):
+    """Texture references (removed from CUDA 12's runtime API) are refused as such;
+    texture and surface objects (.u64 values) are what the interpreter runs."""
+    rc, msg = check((HEADER + decl + "\n.visible .entry k() { ret; }\n").encode())
+    assert rc == -1 and msg.startswith("line 4: unsupported: texture, sampler and surface "
+                                       "references")
+    rc, msg = check((HEADER + ".visible .entry k(.param .texref p) { ret; }\n").encode())
+    assert rc == -1 and "references (.texref" in msg
+
+
 # ------------------------------------------------- the same refusals through a session
 
 INVALID_PTX, NOT_FOUND = 218, 500
