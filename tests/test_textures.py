@@ -970,3 +970,31 @@ def test_the_cuda_backend_makes_real_arrays_and_objects(tmp_path):
         assert any("made for gleam's host device" in line for line in s.notes)
     # the session's close destroyed what the program left: the array and the surface
     assert (drv.array_state(0), drv.array_state(1)) == (0, 0)
+
+
+@FUZZ
+@given(st.data())
+def test_fuzzed_array_copies_match_a_model_or_are_refused(fz, data):
+    """Random boxes copied host -> array -> array -> device -> host: each either lands
+    where numpy says or is refused whole (the array's extents: 32-byte rows, 5 rows,
+    3 layers)."""
+    d = data.draw
+    if "model" not in fz.shapes:
+        fz.shapes["model"] = fz.array(desc_bytes(8, 5, 3, U16, 2, LAYERED))[0]
+        fz.shapes["other"] = fz.array(desc_bytes(8, 5, 3, U16, 2, LAYERED))[0]
+        fz.shapes["dev"] = fz.s.alloc(4096)
+    a, b, dev = fz.shapes["model"], fz.shapes["other"], fz.shapes["dev"]
+    x, y, z = d(st.integers(0, 40)), d(st.integers(0, 6)), d(st.integers(0, 4))
+    width, height = d(st.integers(0, 40)), d(st.integers(0, 6))
+    inside = x + width <= 32 and y + height <= 5 and z < 3
+    payload = d(st.binary(min_size=width * height, max_size=width * height))
+    assert fz.s.run(rec("glMemcpyHtoA", a, x, y, z, width, height, 0, payload=payload)) is None
+    assert fz.s.run(rec("glMemcpyAtoA", b, x, y, z, a, x, y, z, width, height, 0)) is None
+    assert fz.s.run(rec("glMemcpyAtoD", dev, 64, b, x, y, z, width, height, 0)) is None
+    assert fz.s.sync() == (0, 0 if inside else INVALID_VALUE)
+    r, got = fz.download(b, width, height, x=x, y=y, z=z)
+    assert r == (0 if inside else INVALID_VALUE)
+    if inside and width and height:
+        assert got == payload
+        rows = np.frombuffer(fz.s.dtoh(dev, 64 * height), np.uint8).reshape(height, 64)
+        assert rows[:, :width].tobytes() == payload
