@@ -81,60 +81,80 @@ static float srgb_to_linear(float c)
     return c <= 0.04045f ? c / 12.92f : powf((c + 0.055f) / 1.055f, 2.4f);
 }
 
+/* Channel c of a texel as an integer (32-bit formats as they are, smaller ones
+ * sign- or zero-extended). */
+static uint32_t channel_int(uint32_t format, const uint8_t *q)
+{
+    uint16_t b2;
+    uint32_t b4;
+    switch (format) {
+    case GL_AD_U8:
+        return q[0];
+    case GL_AD_S8:
+        return (uint32_t)(int32_t)(int8_t)q[0];
+    case GL_AD_U16:
+        memcpy(&b2, q, 2);
+        return b2;
+    case GL_AD_S16:
+        memcpy(&b2, q, 2);
+        return (uint32_t)(int32_t)(int16_t)b2;
+    case GL_AD_HALF:
+        memcpy(&b2, q, 2);
+        return float_bits(half_to_float(b2));
+    default:
+        memcpy(&b4, q, 4);
+        return b4;
+    }
+}
+
+/* Channel c of a texel as the float a texture that returns floats gives. */
+static float channel_float(uint32_t format, const uint8_t *q)
+{
+    uint32_t v = channel_int(format, q);
+    float f;
+    switch (format) {
+    case GL_AD_U8:
+        return (float)v / 255.0f;
+    case GL_AD_S8:
+        return fmaxf((float)(int32_t)v / 127.0f, -1.0f);
+    case GL_AD_U16:
+        return (float)v / 65535.0f;
+    case GL_AD_S16:
+        return fmaxf((float)(int32_t)v / 32767.0f, -1.0f);
+    default: /* half (converted above) and float: the bits */
+        memcpy(&f, &v, 4);
+        return f;
+    }
+}
+
+/* A texel's channels as the texture returns them: integers when it reads
+ * integers, else floats (the other member is left as it is). */
 static void read_texel(const ptx_texref *t, const ptx_texlevel *L, uint64_t i, uint64_t j,
                        uint64_t k, texel *o)
 {
     uint64_t at = L->base + k * L->slice + j * L->pitch + i * t->elem;
     const uint8_t *p = (const uint8_t *)(uintptr_t)at;
-    uint32_t cb = t->elem / t->channels;
+    uint32_t cb = t->elem / t->channels, c = 0;
     if (at < t->lo || at - t->lo > t->size || t->size - (at - t->lo) < t->elem) {
         memset(o, 0, sizeof *o); /* a guard: the indices above are always inside */
         return;
     }
-    for (uint32_t c = 0; c < 4; c++) {
-        if (c >= t->channels) {
-            o->f[c] = c == 3 ? 1.0f : 0.0f;
-            o->u[c] = c == 3 ? 1 : 0;
-            continue;
-        }
-        const uint8_t *q = p + c * cb;
-        uint8_t b1;
-        uint16_t b2;
-        uint32_t b4;
-        switch (t->format) {
-        case GL_AD_U8:
-            b1 = q[0];
-            o->u[c] = b1;
-            o->f[c] = (float)b1 / 255.0f;
-            break;
-        case GL_AD_S8:
-            b1 = q[0];
-            o->u[c] = (uint32_t)(int32_t)(int8_t)b1;
-            o->f[c] = fmaxf((float)(int8_t)b1 / 127.0f, -1.0f);
-            break;
-        case GL_AD_U16:
-            memcpy(&b2, q, 2);
-            o->u[c] = b2;
-            o->f[c] = (float)b2 / 65535.0f;
-            break;
-        case GL_AD_S16:
-            memcpy(&b2, q, 2);
-            o->u[c] = (uint32_t)(int32_t)(int16_t)b2;
-            o->f[c] = fmaxf((float)(int16_t)b2 / 32767.0f, -1.0f);
-            break;
-        case GL_AD_HALF:
-            memcpy(&b2, q, 2);
-            o->f[c] = half_to_float(b2);
-            o->u[c] = float_bits(o->f[c]);
-            break;
-        default: /* 32-bit: integers as they are, floats as floats */
-            memcpy(&b4, q, 4);
-            o->u[c] = b4;
-            memcpy(&o->f[c], &b4, 4);
-        }
-        if (t->srgb && t->format == GL_AD_U8 && c < 3)
-            o->f[c] = srgb_to_linear(o->f[c]);
+    if (t->read_int) {
+        for (; c < t->channels; c++)
+            o->u[c] = channel_int(t->format, p + c * cb);
+        for (; c < 4; c++)
+            o->u[c] = c == 3;
+        return;
     }
+    if (t->format == GL_AD_FLOAT)
+        memcpy(o->f, p, 4u * t->channels), c = t->channels;
+    for (; c < t->channels; c++)
+        o->f[c] = channel_float(t->format, p + c * cb);
+    if (t->srgb && t->format == GL_AD_U8)
+        for (uint32_t s = 0; s < 3 && s < t->channels; s++)
+            o->f[s] = srgb_to_linear(o->f[s]);
+    for (; c < 4; c++)
+        o->f[c] = c == 3 ? 1.0f : 0.0f;
 }
 
 static void border_texel(const ptx_texref *t, texel *o)
