@@ -203,9 +203,12 @@ static float to_texels(float x, uint64_t n, int normalized, uint32_t *mode)
     return x * (float)n;
 }
 
-/* floor(x) as an index, kept far from int64's ends. */
+/* floor(x) as an index, kept far from int64's ends (NaN: 0; converting it
+ * would be undefined). */
 static int64_t floor_index(double x)
 {
+    if (!(x == x))
+        return 0;
     if (x < -1e12)
         return -1000000000000LL;
     if (x > 1e12)
@@ -217,6 +220,8 @@ static int64_t floor_index(double x)
 static void linear_pair(float x, int64_t *i0, float *a)
 {
     double xb = (double)x - 0.5;
+    if (!(xb == xb)) /* NaN (inf - inf of a wrapped infinity) */
+        xb = 0.0;
     if (xb < -1e12)
         xb = -1e12;
     if (xb > 1e12)
