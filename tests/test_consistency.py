@@ -90,6 +90,20 @@ def _finished(client: LocalAgent, session: str) -> dict:
     return wait_for(ended, 20, "the session's end")[-1]
 
 
+def _move_to_beta(mesh: LocalMesh, alpha: LocalAgent, client: LocalAgent, session: str,
+                  move: str) -> None:
+    """Moves the session from alpha to beta: alpha killed (failover) or a migration."""
+    if move == "failover":
+        mesh.stop(alpha, signal.SIGKILL)
+    else:
+        done = subprocess.run(
+            [sys.executable, "-m", "gleam.peer", "migrate", session, "--to", "beta",
+             "--state-dir", str(client.state.path)], capture_output=True, text=True,
+            timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    wait_for(lambda: _session(client)["peer"] == "beta", 30, "the move")
+
+
 def _undisturbed(client: LocalAgent, binary: Path, peer: str, *extra: str) -> list[str]:
     run = GatedRun(client, binary, peer, *extra)
     lines = run.steps(KILL_AFTER + 1)
@@ -200,15 +214,7 @@ def test_after_checkpoints_a_moved_session_still_gives_the_same_results(
         # The snapshot holds the two live buffers (2 x 256 KiB) and the count's
         # (4 bytes), not the uploads, and the module variable (4 bytes).
         assert row["snapshot_bytes"] == 2 * 4 * (1 << 16) + 4 + 4
-        if move == "failover":
-            mesh.stop(servers[0], signal.SIGKILL)
-        else:
-            done = subprocess.run(
-                [sys.executable, "-m", "gleam.peer", "migrate", row["id"], "--to", "beta",
-                 "--state-dir", str(client.state.path)], capture_output=True, text=True,
-                timeout=120)
-            assert done.returncode == 0, done.stdout + done.stderr
-        wait_for(lambda: _session(client)["peer"] == "beta", 30, "the move")
+        _move_to_beta(mesh, servers[0], client, row["id"], move)
         rc, rest, err = run.finish()
         assert rc == 0, err
         assert lines + rest == reference
@@ -248,15 +254,7 @@ def test_arrays_textures_and_surfaces_move_with_their_session(tmp_path, texture_
         assert row["checkpoints"] >= 1 and row["movable"], row
         # The snapshot holds the sums (8 KiB), the bias (32 KiB) and both arrays' bytes.
         assert row["snapshot_bytes"] == 8192 + 32768 + 2 * 8192
-        if move == "failover":
-            mesh.stop(servers[0], signal.SIGKILL)
-        else:
-            done = subprocess.run(
-                [sys.executable, "-m", "gleam.peer", "migrate", row["id"], "--to", "beta",
-                 "--state-dir", str(client.state.path)], capture_output=True, text=True,
-                timeout=120)
-            assert done.returncode == 0, done.stdout + done.stderr
-        wait_for(lambda: _session(client)["peer"] == "beta", 30, "the move")
+        _move_to_beta(mesh, servers[0], client, row["id"], move)
         rc, rest, err = run.finish()
         assert rc == 0, err
         assert lines + rest == reference

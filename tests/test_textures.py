@@ -536,21 +536,17 @@ def test_surface_reads_in_each_boundary_mode(t):
     assert t.s.sync() == (0, 0)
 
 
-def test_a_surface_trap_out_of_bounds_loses_the_context(t):
+@pytest.mark.parametrize("kernel,xy,fault,said", [
+    ("surf_read2d_trap", (16, 0), LAUNCH_FAILED, "trap"),     # .trap out of bounds
+    ("surf_read2d_zero", (2, 0), MISALIGNED, "misaligned"),   # x not a multiple of 4
+])
+def test_surface_faults_lose_the_context(t, kernel, xy, fault, said):
     _, sv, _ = surface2d(t)
-    c = t.buffer(np.array([(16, 0)], np.int32).tobytes())
+    c = t.buffer(np.array([xy], np.int32).tobytes())
     out = t.s.alloc(16)
-    t.run("surf_read2d_trap", 1, q(out), q(sv), q(c), struct.pack("<i", 1))
-    assert t.s.sync() == (0, LAUNCH_FAILED)
-    assert any("trap" in line for line in t.s.notes)
-
-
-def test_a_misaligned_surface_access_faults(t):
-    _, sv, _ = surface2d(t)
-    c = t.buffer(np.array([(2, 0)], np.int32).tobytes())
-    out = t.s.alloc(16)
-    t.run("surf_read2d_zero", 1, q(out), q(sv), q(c), struct.pack("<i", 1))
-    assert t.s.sync() == (0, MISALIGNED)
+    t.run(kernel, 1, q(out), q(sv), q(c), struct.pack("<i", 1))
+    assert t.s.sync() == (0, fault)
+    assert any(said in line for line in t.s.notes)
 
 
 @pytest.mark.parametrize("mode", ["zero", "clamp"])

@@ -221,14 +221,23 @@ static int extra_insn(ps *s, const opnd *lod, const opnd *dx, const opnd *dy, ui
     return s->failed ? -1 : 0;
 }
 
+/* A new instruction with its two mode fields, or NULL. */
+static ptx_insn *emit(ps *s, int op, uint32_t guard, int mode, int mode2)
+{
+    ptx_insn *i = px_emit(s, op, guard);
+    if (i != NULL) {
+        i->mode = (uint8_t)mode;
+        i->mode2 = (uint16_t)mode2;
+    }
+    return i;
+}
+
 static int emit_lookup(ps *s, int op, uint32_t guard, const opnd *d, const opnd *c,
                        uint32_t obj, int mode, int mode2)
 {
-    ptx_insn *i = px_emit(s, op, guard);
+    ptx_insn *i = emit(s, op, guard, mode, mode2);
     if (i == NULL)
         return -1;
-    i->mode = (uint8_t)mode;
-    i->mode2 = (uint16_t)mode2;
     for (int k = 0; k < 4; k++) {
         SD(i, k, lane_dst(s, d, k));
         SS(i, k, lane_src(s, c, k));
@@ -329,11 +338,9 @@ static int b_query(ps *s, px_mods *m, uint32_t guard, int surface)
         return missing(s, "txq.level: the level operand is missing");
     if (end(s, "txq/suq: too many operands") != 0)
         return -1;
-    ptx_insn *i = px_emit(s, surface ? PTX_OP_suq : PTX_OP_txq, guard);
+    ptx_insn *i = emit(s, surface ? PTX_OP_suq : PTX_OP_txq, guard, q, level);
     if (i == NULL)
         return -1;
-    i->mode = (uint8_t)q;
-    i->mode2 = (uint16_t)level;
     SD(i, 0, lane_dst(s, &d, 0));
     SS(i, 0, got ? value_reg(s, &lod) : PTX_R_ZERO);
     px_setf(i, PTX_F_AB, PTX_FK_REG, obj);
@@ -372,11 +379,9 @@ static int b_surface(ps *s, px_mods *m, uint32_t guard, int store)
         px_fail(s, "suld/sust: wrong vector sizes");
         return -1;
     }
-    ptx_insn *i = px_emit(s, store ? PTX_OP_sust : PTX_OP_suld, guard);
+    ptx_insn *i = emit(s, store ? PTX_OP_sust : PTX_OP_suld, guard, geom, mode);
     if (i == NULL)
         return -1;
-    i->mode = (uint8_t)geom;
-    i->mode2 = (uint16_t)mode;
     i->aux = (uint32_t)vec;
     i->imm = tsize(t);
     for (int k = 0; k < 4; k++) {
