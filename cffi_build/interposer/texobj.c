@@ -189,14 +189,30 @@ static CUresult get(void *out, uint64_t value, int surface, int what)
     return CUDA_SUCCESS;
 }
 
-/* The four Get*Desc calls: what each copies, of a texture or a surface. */
-#define GETTER(NAME, OUT, OBJECT, SURFACE, WHAT)                                              \
-    CUresult gls_##NAME(OUT *out, OBJECT value, int ptds)                                    \
-    {                                                                                         \
-        (void)ptds;                                                                           \
-        return get(out, value, SURFACE, WHAT);                                                \
-    }
-GETTER(cuTexObjectGetResourceDesc, CUDA_RESOURCE_DESC, CUtexObject, 0, GET_RESOURCE)
-GETTER(cuTexObjectGetTextureDesc, CUDA_TEXTURE_DESC, CUtexObject, 0, GET_TEXTURE)
-GETTER(cuTexObjectGetResourceViewDesc, CUDA_RESOURCE_VIEW_DESC, CUtexObject, 0, GET_VIEW)
-GETTER(cuSurfObjectGetResourceDesc, CUDA_RESOURCE_DESC, CUsurfObject, 1, GET_RESOURCE)
+CUresult gls_cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject,
+                                        int ptds)
+{
+    (void)ptds;
+    return get(pResDesc, texObject, 0, GET_RESOURCE);
+}
+
+CUresult gls_cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texObject,
+                                       int ptds)
+{
+    (void)ptds;
+    return get(pTexDesc, texObject, 0, GET_TEXTURE);
+}
+
+CUresult gls_cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC *pResViewDesc,
+                                            CUtexObject texObject, int ptds)
+{
+    (void)ptds;
+    return get(pResViewDesc, texObject, 0, GET_VIEW);
+}
+
+CUresult gls_cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC *pResDesc, CUsurfObject surfObject,
+                                         int ptds)
+{
+    (void)ptds;
+    return get(pResDesc, surfObject, 1, GET_RESOURCE);
+}
