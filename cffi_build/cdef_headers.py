@@ -21,6 +21,7 @@ HEADERS: tuple[str, ...] = (
     "src/blobcache.h",
     "src/journal.h",
     "include/gl_session.h",
+    "include/gl_array.h",
     "generated/gl_cuda_extra.h",
     "src/exec_api.h",
     "src/pingpong.h",

@@ -894,8 +894,99 @@ ROWS: tuple[Row, ...] = (
     R("glMirrorPull", "void *diff, size_t n, CUdeviceptr from, size_t *used, "
       "CUdeviceptr *next", WAITING, (), {"diff": "hsome:n", "used": "out", "next": "out"},
       server="exec", backend=False, ctx=False),
+    # ------------- appended for CUDA arrays, textures and surfaces (issue 25)
+    # Arrays live on the server; the interposer keeps their descriptors and, for
+    # the host device, allocates their storage in the session's memory
+    # (interposer/arrays.c, include/gl_array.h). Copies that name an array are
+    # cut into the 2D rows below, one slice and at most one copy chunk each
+    # (interposer/arraycopy.c). Texture and surface objects are minted; the
+    # request carries the handle and the server answers the value kernels see
+    # (interposer/texobj.c; server: src/exec_arrays.c; host device:
+    # src/hostdev_arrays.c, src/hostdev_textures.c).
+    R("cuArrayCreate", "CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray", LOCAL,
+      (s("cuArrayCreate_v2", 3020),), ready=True),
+    R("cuArray3DCreate", "CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray",
+      LOCAL, (s("cuArray3DCreate_v2", 3020),), ready=True),
+    R("cuMipmappedArrayCreate", "CUmipmappedArray *pHandle, "
+      "const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc, unsigned int numMipmapLevels", LOCAL,
+      (s("cuMipmappedArrayCreate", 5000),), ready=True),
+    R("cuArrayGetDescriptor", "CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray", LOCAL,
+      (s("cuArrayGetDescriptor_v2", 3020),), ready=True),
+    R("cuArray3DGetDescriptor", "CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray",
+      LOCAL, (s("cuArray3DGetDescriptor_v2", 3020),), ready=True),
+    # desc: a gl_array_desc; storage: the host device's bytes of the array (0 on a GPU).
+    R("glArrayCreate", "CUarray *array, const void *desc, size_t n, CUdeviceptr storage", ONEWAY,
+      (), {"array": "mint:array", "desc": "hin:n"}, server="exec"),
+    R("glMipmapCreate", "CUmipmappedArray *mipmap, const void *desc, size_t n, "
+      "CUdeviceptr storage", ONEWAY, (), {"mipmap": "mint:mipmap", "desc": "hin:n"},
+      server="exec"),
+    R("cuArrayDestroy", "CUarray hArray", ONEWAY, (s("cuArrayDestroy", 2000),),
+      {"hArray": "h:array!"}, client="custom", ready=True),
+    R("cuMipmappedArrayDestroy", "CUmipmappedArray hMipmappedArray", ONEWAY,
+      (s("cuMipmappedArrayDestroy", 5000),), {"hMipmappedArray": "h:mipmap!"}, client="custom",
+      ready=True),
+    R("cuMipmappedArrayGetLevel", "CUarray *pLevelArray, CUmipmappedArray hMipmappedArray, "
+      "unsigned int level", ONEWAY, (s("cuMipmappedArrayGetLevel", 5000),),
+      {"pLevelArray": "mint:array", "hMipmappedArray": "h:mipmap"}, client="custom", ready=True),
+    # The 1D array copies (cuMemcpyHtoA & co.) and cuMemcpy2D/3D with an array side.
+    R("cuMemcpyHtoA", "CUarray dstArray, size_t dstOffset, const void *srcHost, "
+      "size_t ByteCount", LOCAL, (ptds("cuMemcpyHtoA_v2", 3020),), ready=True),
+    R("cuMemcpyAtoH", "void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount",
+      LOCAL, (ptds("cuMemcpyAtoH_v2", 3020),), ready=True),
+    R("cuMemcpyHtoAAsync", "CUarray dstArray, size_t dstOffset, const void *srcHost, "
+      "size_t ByteCount, CUstream hStream", LOCAL, (ptsz("cuMemcpyHtoAAsync_v2", 3020),),
+      ready=True),
+    R("cuMemcpyAtoHAsync", "void *dstHost, CUarray srcArray, size_t srcOffset, "
+      "size_t ByteCount, CUstream hStream", LOCAL, (ptsz("cuMemcpyAtoHAsync_v2", 3020),),
+      ready=True),
+    R("cuMemcpyAtoD", "CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, "
+      "size_t ByteCount", LOCAL, (ptds("cuMemcpyAtoD_v2", 3020),), ready=True),
+    R("cuMemcpyDtoA", "CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, "
+      "size_t ByteCount", LOCAL, (ptds("cuMemcpyDtoA_v2", 3020),), ready=True),
+    R("cuMemcpyAtoA", "CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, "
+      "size_t ByteCount", LOCAL, (ptds("cuMemcpyAtoA_v2", 3020),), ready=True),
+    # HEIGHT rows of WIDTH bytes in slice Z of an array, from byte XBYTES of row Y.
+    R("glMemcpyHtoA", "CUarray dst, size_t xbytes, size_t y, size_t z, const void *src, "
+      "size_t width, size_t height, CUstream stream", ONEWAY, (),
+      {"dst": "h:array", "src": "hin:width * height", "stream": "h:stream"}),
+    R("glMemcpyAtoH", "void *dst, CUarray src, size_t xbytes, size_t y, size_t z, "
+      "size_t width, size_t height, CUstream stream", WAITING, (),
+      {"dst": "hout:width * height", "src": "h:array", "stream": "h:stream"}),
+    R("glMemcpyDtoA", "CUarray dst, size_t xbytes, size_t y, size_t z, CUdeviceptr src, "
+      "size_t spitch, size_t width, size_t height, CUstream stream", ONEWAY, (),
+      {"dst": "h:array", "src": "dptr:span(spitch, width, height)", "stream": "h:stream"}),
+    R("glMemcpyAtoD", "CUdeviceptr dst, size_t dpitch, CUarray src, size_t xbytes, size_t y, "
+      "size_t z, size_t width, size_t height, CUstream stream", ONEWAY, (),
+      {"dst": "dptr:span(dpitch, width, height)", "src": "h:array", "stream": "h:stream"}),
+    R("glMemcpyAtoA", "CUarray dst, size_t dx, size_t dy, size_t dz, CUarray src, size_t sx, "
+      "size_t sy, size_t sz, size_t width, size_t height, CUstream stream", ONEWAY, (),
+      {"dst": "h:array", "src": "h:array", "stream": "h:stream"}),
+    # Texture and surface objects: the descriptors are answered in the interposer.
+    R("cuTexObjectCreate", "CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc, "
+      "const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc", LOCAL,
+      (s("cuTexObjectCreate", 5000),), ready=True),
+    R("cuTexObjectGetResourceDesc", "CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject",
+      LOCAL, (s("cuTexObjectGetResourceDesc", 5000),), ready=True),
+    R("cuTexObjectGetTextureDesc", "CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texObject", LOCAL,
+      (s("cuTexObjectGetTextureDesc", 5000),), ready=True),
+    R("cuTexObjectGetResourceViewDesc", "CUDA_RESOURCE_VIEW_DESC *pResViewDesc, "
+      "CUtexObject texObject", LOCAL, (s("cuTexObjectGetResourceViewDesc", 5000),), ready=True),
+    R("cuSurfObjectCreate", "CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC *pResDesc",
+      LOCAL, (s("cuSurfObjectCreate", 5000),), ready=True),
+    R("cuSurfObjectGetResourceDesc", "CUDA_RESOURCE_DESC *pResDesc, CUsurfObject surfObject",
+      LOCAL, (s("cuSurfObjectGetResourceDesc", 5000),), ready=True),
+    # request: a gl_tex_request naming its own minted handle; value: what kernels
+    # receive (the host device: the handle; a GPU: its driver's object).
+    R("glTexObjectCreate", "cuuint64_t *value, const void *request, size_t n", WAITING, (),
+      {"value": "out", "request": "hin:n"}, server="exec"),
+    R("cuTexObjectDestroy", "CUtexObject texObject", ONEWAY, (s("cuTexObjectDestroy", 5000),),
+      {"texObject": "h:texobj!"}, client="custom", ready=True),
+    R("cuSurfObjectDestroy", "CUsurfObject surfObject", ONEWAY,
+      (s("cuSurfObjectDestroy", 5000),), {"surfObject": "h:surfobj!"}, client="custom",
+      ready=True),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).
+# (graphs and their nodes never reach the server)
 HANDLE_KINDS = ("ctx", "mod", "func", "lib", "kernel", "stream", "event", "pool",
-                "graph", "gnode", "gexec")  # graphs and their nodes never reach the server
+                "graph", "gnode", "gexec", "array", "mipmap", "texobj", "surfobj")

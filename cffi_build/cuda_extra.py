@@ -76,4 +76,15 @@ EXTRAS: tuple[Extra, ...] = (
     Extra("cuGraphExecUpdate_v2", required=False),
     Extra("cuGraphLaunch", required=False),
     Extra("cuGraphExecDestroy", required=False),
+    # CUDA arrays, texture and surface objects (src/cudadev_arrays.c).
+    Extra("cuArray3DCreate_v2", required=False),
+    Extra("cuArrayDestroy", required=False),
+    Extra("cuMipmappedArrayCreate", required=False),
+    Extra("cuMipmappedArrayGetLevel", required=False),
+    Extra("cuMipmappedArrayDestroy", required=False),
+    Extra("cuMemcpy3DAsync_v2", required=False),
+    Extra("cuTexObjectCreate", required=False),
+    Extra("cuTexObjectDestroy", required=False),
+    Extra("cuSurfObjectCreate", required=False),
+    Extra("cuSurfObjectDestroy", required=False),
 )

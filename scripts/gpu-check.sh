@@ -143,10 +143,10 @@ PY
 bin="$work/bin"
 mkdir -p "$bin"
 runtime_src="$root/examples/cuda/runtime"
-for prog in vadd streams symbols errors threads reset props pitched graphs; do
+for prog in vadd streams symbols errors threads reset props pitched graphs textures; do
     step "nvcc-$prog" 90 nvcc -o "$bin/$prog" "$runtime_src/$prog.cu"
 done
-for prog in vadd streams symbols errors threads reset props pitched graphs; do
+for prog in vadd streams symbols errors threads reset props pitched graphs textures; do
     same "runtime-$prog" 60 "$bin/$prog"
 done
 
@@ -180,6 +180,8 @@ same python-vector_add 60 "$py" "$root/examples/cuda/vector_add_bindings.py" "$p
 same python-runtime 60 "$py" "$root/examples/cuda/runtime_bindings.py"
 same python-driver-calls 60 "$py" "$root/examples/cuda/driver_calls.py"
 same python-pitched 60 "$py" "$root/examples/cuda/pitched_copies.py"
+# CUDA arrays, texture and surface objects made by the serving driver.
+same python-arrays-textures 60 "$py" "$root/examples/cuda/arrays_textures.py"
 # Tensor maps encoded by the serving driver, and a TMA kernel that reads through them.
 same python-tensor-maps 60 "$py" "$root/examples/cuda/tensor_maps.py"
 # Thread-block clusters (cuLaunchKernelEx), as cuBLASLt and cuDNN launch on Hopper.

@@ -202,3 +202,18 @@ def test_calls_that_nvidias_samples_and_numbas_suite_check(mesh):
     assert len(verdict["checks"]) == 22
     lines = [line for line in done.stderr.splitlines() if line.startswith("gleam:")]
     assert len(lines) == 3 and all(" is not supported because " in line for line in lines), lines
+
+
+def test_arrays_textures_and_surfaces_through_the_driver_api(mesh):
+    """cuArrayCreate/3D with their descriptors, the 1D array copies, cuMemcpy2D/3D with
+    an array side, mipmapped arrays and their levels, a texture object through a
+    resource view with its Get*Desc round trips, a surface object, an NVRTC kernel over
+    both, and the refusals (examples/cuda/arrays_textures.py)."""
+    verdict = run_example(mesh, str(EXAMPLES / "arrays_textures.py"), "--gleam")
+    assert set(verdict["checks"]) == {
+        "array_descriptor", "array3d_descriptor", "bad_descriptors_invalid_value",
+        "one_d_copies", "one_d_past_the_end", "memcpy2d_with_an_array",
+        "memcpy3d_with_an_array", "mipmap_levels", "mipmap_levels_clamped",
+        "texture_descriptors", "no_view_invalid_value", "surface_descriptor",
+        "surface_of_a_mipmap_refused", "texture_through_a_view", "surface_writes",
+        "packed_format_not_supported", "one_d_copy_to_2d_refused"}

@@ -26,7 +26,7 @@ from .cuda_mesh import host_mesh, run_through
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "examples" / "cuda" / "runtime"
 PROGRAMS = ("vadd", "streams", "symbols", "errors", "threads", "reset", "props", "pitched",
-            "graphs")
+            "graphs", "textures")
 
 NVCC = shutil.which("nvcc")
 
@@ -131,6 +131,20 @@ def test_pitched_memory_2d_and_3d(mesh, binaries, kind):
     done, verdict = run_through(client, flavour(binaries, "pitched", kind))
     assert done.returncode == 0, done.stdout + done.stderr
     assert verdict == {"ok": True, "mismatches": 0, "narrow_pitch": "cudaErrorInvalidPitchValue"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_arrays_textures_and_surfaces(mesh, binaries, kind):
+    """cudaMallocArray/3DArray (3D, layered, cubemap, surface), mipmapped arrays and
+    their levels, copies to, from and between arrays, texture objects over arrays,
+    mipmaps, linear and pitched memory in several modes, a surface object, the
+    descriptor queries and a copy past an array's end: every value against the CPU
+    (examples/cuda/runtime/textures.cu; the kernels run from their PTX)."""
+    client, _ = mesh
+    done, verdict = run_through(client, flavour(binaries, "textures", kind))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert verdict == {"ok": True, "mismatches": 0, "linear_mismatches": 0}
+    assert "is not forwarded" not in done.stderr
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -23,6 +23,17 @@ def test_capability_and_the_limits_libraries_read() -> None:
     assert all(-(2**31) <= v < 2**31 for v in attrs.values())
 
 
+def test_array_and_texture_limits_are_within_the_host_devices_own() -> None:
+    from gleam.peer.nativelib import lib
+
+    attrs = host_attributes(2)
+    # every texture and surface extent limit (21-29, 42-49, 52-68, 73, 74, 77)
+    extents = [*range(21, 30), 42, 43, 45, 46, 47, 48, 49, *range(52, 69), 73, 74, 77]
+    for number in extents:
+        assert 0 < attrs[number] <= lib.GL_ARRAY_EXTENT_MAX, number
+    assert (attrs[14], attrs[51]) == (512, 32)  # texture and pitch alignment
+
+
 def test_what_the_host_device_does_not_have_reads_zero() -> None:
     attrs = host_attributes(2)
     # Managed and mapped memory, clusters, VMM: not there.

@@ -152,7 +152,7 @@ def test_get_proc_address(harness: Path) -> None:
         "exhausted 500 1",
     ]
     # The trampoline says so once, however often it is called.
-    assert proc.stderr.count("gleam: cuArrayCreate is not forwarded") == 1
+    assert proc.stderr.count("gleam: cuArrayGetPlane is not forwarded") == 1
 
 
 def test_linker_links_one_image_to_itself(harness: Path, tmp_path: Path) -> None:
@@ -350,20 +350,20 @@ print(lib.cuProfilerStart(), lib.cuProfilerStop())
 def test_every_name_of_nvidias_driver_is_exported() -> None:
     names = [n for n in (BUILD / "driver_symbols.txt").read_text().splitlines()
              if n and not n.startswith("#")]
-    assert len(names) > 600 and "cuArrayCreate" in names and "cuMemcpy_ptds" in names
+    assert len(names) > 600 and "cuArrayGetPlane" in names and "cuMemcpy_ptds" in names
     proc = run_against_built_library(f"""
 missing = [n for n in {names!r} if not hasattr(lib, n)]
 assert not missing, missing
-create = lib.cuArrayCreate
+create = lib.cuArrayGetPlane
 create.argtypes = [ctypes.c_void_p, ctypes.c_uint]
 print(create(None, 0), create(None, 0))
 fn = ctypes.c_void_p()
-assert lib.cuGetProcAddress_v2(b"cuArrayCreate", ctypes.byref(fn), 12000, 0, None) == 0
-assert fn.value == ctypes.cast(lib.cuArrayCreate, ctypes.c_void_p).value
+assert lib.cuGetProcAddress_v2(b"cuArrayGetPlane", ctypes.byref(fn), 12000, 0, None) == 0
+assert fn.value == ctypes.cast(lib.cuArrayGetPlane, ctypes.c_void_p).value
 """)
     assert proc.stdout.split() == ["801", "801"]
     # Said once, however often it is called.
-    assert proc.stderr.count("gleam: cuArrayCreate is not forwarded") == 1
+    assert proc.stderr.count("gleam: cuArrayGetPlane is not forwarded") == 1
 
 
 def test_the_symbol_list_comes_from_cuda_h() -> None:
@@ -391,10 +391,10 @@ assert lib.cuLogsRegisterCallback(callback, None, ctypes.byref(handle)) == 0 and
 assert lib.cuLogsRegisterCallback(None, None, None) == 1
 start = ctypes.c_uint()
 assert lib.cuLogsCurrent(ctypes.byref(start), 0) == 0 and lib.cuLogsCurrent(None, 0) == 1
-lib.cuArrayCreate(None, 0)     # two messages: each is logged
-lib.cuArrayDestroy(None, None)
+lib.cuArrayGetPlane(None, 0)     # two messages: each is logged
+lib.cuArrayGetSparseProperties(None, None)
 assert [level for level, _ in seen] == [0, 0], seen
-assert "[gleam][E][cuArrayCreate] cuArrayCreate is not forwarded" in seen[0][1], seen
+assert "[gleam][E][cuArrayGetPlane] cuArrayGetPlane is not forwarded" in seen[0][1], seen
 
 it = ctypes.c_uint(start.value)
 buf = ctypes.create_string_buffer(4096)
@@ -435,7 +435,7 @@ def test_driver_logs_keep_gleams_messages_for_callbacks_and_dumps(tmp_path: Path
     proc = run_against_built_library(code, env={"CUDA_LOG_FILE": str(log_file)})
     assert proc.stdout == "ok\n"
     dumped = dump.read_text().splitlines()
-    assert len(dumped) == 2 and "cuArrayDestroy is not forwarded" in dumped[1]
+    assert len(dumped) == 2 and "cuArrayGetSparseProperties is not forwarded" in dumped[1]
     # CUDA_LOG_FILE gets every line as it is logged, the third one included.
     logged = log_file.read_text().splitlines()
     assert logged[:2] == dumped and "cuMipmappedArrayCreate" in logged[2]

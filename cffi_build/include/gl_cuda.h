@@ -188,8 +188,8 @@ enum {
 };
 
 /* cuMemcpy2D's and cuMemcpy3D's descriptions of a copy (the layouts are
- * CUDA's _v2 structs: every extent is a size_t). gleam has no CUDA arrays: a
- * CUarray is only ever a member that must be unused. */
+ * CUDA's _v2 structs: every extent is a size_t). An array side names a
+ * minted CUarray (interposer/arraycopy.c). */
 typedef struct CUarray_st *CUarray;
 typedef int CUmemorytype;
 typedef struct {
@@ -224,6 +224,60 @@ typedef struct {
     size_t dstPitch, dstHeight;
     size_t WidthInBytes, Height, Depth;
 } CUDA_MEMCPY3D;
+
+/* CUDA arrays, texture and surface objects (CUDA's _v2 array descriptors and
+ * the v1 resource, texture and view descriptors; the enums are plain ints:
+ * include/gl_array.h names the values gleam interprets). */
+typedef struct CUmipmappedArray_st *CUmipmappedArray;
+typedef unsigned long long CUtexObject;
+typedef unsigned long long CUsurfObject;
+typedef int CUarray_format;
+typedef struct {
+    size_t Width, Height;
+    CUarray_format Format;
+    unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef struct {
+    size_t Width, Height, Depth;
+    CUarray_format Format;
+    unsigned int NumChannels, Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+typedef struct {
+    int resType;
+    union {
+        struct { CUarray hArray; } array;
+        struct { CUmipmappedArray hMipmappedArray; } mipmap;
+        struct {
+            CUdeviceptr devPtr;
+            CUarray_format format;
+            unsigned int numChannels;
+            size_t sizeInBytes;
+        } linear;
+        struct {
+            CUdeviceptr devPtr;
+            CUarray_format format;
+            unsigned int numChannels;
+            size_t width, height, pitchInBytes;
+        } pitch2D;
+        struct { int reserved[32]; } reserved;
+    } res;
+    unsigned int flags;
+} CUDA_RESOURCE_DESC;
+typedef struct {
+    int addressMode[3];
+    int filterMode;
+    unsigned int flags, maxAnisotropy;
+    int mipmapFilterMode;
+    float mipmapLevelBias, minMipmapLevelClamp, maxMipmapLevelClamp;
+    float borderColor[4];
+    int reserved[12];
+} CUDA_TEXTURE_DESC;
+typedef struct {
+    int format;
+    size_t width, height, depth;
+    unsigned int firstMipmapLevel, lastMipmapLevel, firstLayer, lastLayer;
+    unsigned int reserved[16];
+} CUDA_RESOURCE_VIEW_DESC;
 
 /* cuMemcpyBatchAsync's attributes (CUDA 12.8; CUmemcpyAttributes_v1). */
 typedef struct {

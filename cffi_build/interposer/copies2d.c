@@ -9,7 +9,7 @@
  * device-to-host rows come back packed in glMemcpy2DDtoH replies (one round
  * trip per chunk, as a plain copy); device-to-device is one glMemcpy2DDtoD
  * record. A 3D copy is one 2D copy when its slices lie evenly, else one per
- * slice. gleam has no CUDA arrays: a copy naming one is refused with a line.
+ * slice. A copy with an array side goes to arraycopy.c.
  *
  * Every offset and extent is checked for 64-bit overflow before use, and each
  * device side's whole span against the session's memory (the generated
@@ -45,13 +45,6 @@ typedef struct {
     int ptds;
 } copy2d;
 
-static CUresult no_arrays(void)
-{
-    gl_log(GL_LOG_ERROR, "cuMemcpy2D", "CUDA arrays are not supported (a 2D/3D copy names "
-           "one); returning CUDA_ERROR_NOT_SUPPORTED");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 /* base + y * pitch + x, refusing a sum that wraps. */
 static CUresult offset(uint64_t base, size_t x, size_t y, size_t pitch, uint64_t *out)
 {
@@ -64,7 +57,7 @@ static CUresult offset(uint64_t base, size_t x, size_t y, size_t pitch, uint64_t
 }
 
 static CUresult make_side(side *s, CUmemorytype type, const void *host, CUdeviceptr device,
-                          CUarray array, size_t x, size_t y, size_t pitch)
+                          size_t x, size_t y, size_t pitch)
 {
     switch (type) {
     case GL_CU_MEMORYTYPE_HOST:
@@ -82,10 +75,7 @@ static CUresult make_side(side *s, CUmemorytype type, const void *host, CUdevice
             return CUDA_ERROR_INVALID_VALUE;
         s->pitch = pitch;
         return offset(device, x, y, pitch, &s->addr);
-    case GL_CU_MEMORYTYPE_ARRAY:
-        (void)array;
-        return no_arrays();
-    default:
+    default: /* arrays went to arraycopy.c */
         return CUDA_ERROR_INVALID_VALUE;
     }
 }
@@ -232,10 +222,21 @@ static CUresult memcpy2d(const CUDA_MEMCPY2D *p, CUstream stream, int ptds)
 
     if (p == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((r = make_side(&c.src, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray,
-                       p->srcXInBytes, p->srcY, p->srcPitch)) != CUDA_SUCCESS ||
-        (r = make_side(&c.dst, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
-                       p->dstXInBytes, p->dstY, p->dstPitch)) != CUDA_SUCCESS)
+    if (p->srcMemoryType == GL_CU_MEMORYTYPE_ARRAY || p->dstMemoryType == GL_CU_MEMORYTYPE_ARRAY) {
+        CUDA_MEMCPY3D q = {
+            .srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcMemoryType = p->srcMemoryType,
+            .srcHost = p->srcHost, .srcDevice = p->srcDevice, .srcArray = p->srcArray,
+            .srcPitch = p->srcPitch, .srcHeight = p->Height, .dstXInBytes = p->dstXInBytes,
+            .dstY = p->dstY, .dstMemoryType = p->dstMemoryType, .dstHost = p->dstHost,
+            .dstDevice = p->dstDevice, .dstArray = p->dstArray, .dstPitch = p->dstPitch,
+            .dstHeight = p->Height, .WidthInBytes = p->WidthInBytes, .Height = p->Height,
+            .Depth = 1};
+        return gl_array_copy3d(&q, stream, ptds);
+    }
+    if ((r = make_side(&c.src, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes,
+                       p->srcY, p->srcPitch)) != CUDA_SUCCESS ||
+        (r = make_side(&c.dst, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes,
+                       p->dstY, p->dstPitch)) != CUDA_SUCCESS)
         return r;
     c.width = p->WidthInBytes;
     c.height = p->Height;
@@ -274,9 +275,8 @@ CUresult gls_cuMemcpy2DAsync(const CUDA_MEMCPY2D *pCopy, CUstream hStream, int p
 
 /* One side of a 3D copy: the origin of its first slice, and rows per slice. */
 static CUresult make_side3d(side *s, size_t *slice_rows, CUmemorytype type, const void *host,
-                            CUdeviceptr device, CUarray array, void *reserved, size_t x,
-                            size_t y, size_t z, size_t pitch, size_t height,
-                            const CUDA_MEMCPY3D *p)
+                            CUdeviceptr device, void *reserved, size_t x, size_t y, size_t z,
+                            size_t pitch, size_t height, const CUDA_MEMCPY3D *p)
 {
     uint64_t row;
     if (reserved != NULL)
@@ -289,7 +289,7 @@ static CUresult make_side3d(side *s, size_t *slice_rows, CUmemorytype type, cons
         __builtin_add_overflow(row, (uint64_t)y, &row))
         return CUDA_ERROR_INVALID_VALUE;
     *slice_rows = height;
-    return make_side(s, type, host, device, array, x, (size_t)row, pitch);
+    return make_side(s, type, host, device, x, (size_t)row, pitch);
 }
 
 /* The bytes a side of a gapped 3D copy reaches, checked as check_side does. */
@@ -313,12 +313,14 @@ static CUresult memcpy3d(const CUDA_MEMCPY3D *p, CUstream stream, int ptds)
 
     if (p == NULL)
         return CUDA_ERROR_INVALID_VALUE;
+    if (p->srcMemoryType == GL_CU_MEMORYTYPE_ARRAY || p->dstMemoryType == GL_CU_MEMORYTYPE_ARRAY)
+        return gl_array_copy3d(p, stream, ptds);
     if ((r = make_side3d(&c.src, &src_rows, p->srcMemoryType, p->srcHost, p->srcDevice,
-                         p->srcArray, p->reserved0, p->srcXInBytes, p->srcY, p->srcZ,
-                         p->srcPitch, p->srcHeight, p)) != CUDA_SUCCESS ||
+                         p->reserved0, p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch,
+                         p->srcHeight, p)) != CUDA_SUCCESS ||
         (r = make_side3d(&c.dst, &dst_rows, p->dstMemoryType, p->dstHost, p->dstDevice,
-                         p->dstArray, p->reserved1, p->dstXInBytes, p->dstY, p->dstZ,
-                         p->dstPitch, p->dstHeight, p)) != CUDA_SUCCESS)
+                         p->reserved1, p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch,
+                         p->dstHeight, p)) != CUDA_SUCCESS)
         return r;
     c.width = p->WidthInBytes;
     if (p->Depth <= 1 || (src_rows == p->Height && dst_rows == p->Height)) {
@@ -357,11 +359,11 @@ CUresult gl_copy3d_ends(const CUDA_MEMCPY3D *p, int dev[2], uint64_t addr[2])
     if (p == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = make_side3d(&s, &src_rows, p->srcMemoryType, p->srcHost, p->srcDevice,
-                         p->srcArray, p->reserved0, p->srcXInBytes, p->srcY, p->srcZ,
-                         p->srcPitch, p->srcHeight, p)) != CUDA_SUCCESS ||
+                         p->reserved0, p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch,
+                         p->srcHeight, p)) != CUDA_SUCCESS ||
         (r = make_side3d(&d, &dst_rows, p->dstMemoryType, p->dstHost, p->dstDevice,
-                         p->dstArray, p->reserved1, p->dstXInBytes, p->dstY, p->dstZ,
-                         p->dstPitch, p->dstHeight, p)) != CUDA_SUCCESS)
+                         p->reserved1, p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch,
+                         p->dstHeight, p)) != CUDA_SUCCESS)
         return r;
     if (__builtin_mul_overflow((uint64_t)src_rows, (uint64_t)s.pitch, &s_step) ||
         __builtin_mul_overflow((uint64_t)dst_rows, (uint64_t)d.pitch, &d_step) ||

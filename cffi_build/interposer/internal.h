@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 
 #include "client.h"
+#include "gl_array.h"
 
 /* ---- a growable array's room for one more item (pinned.c, mirror.c, graphs) */
 
@@ -153,6 +154,24 @@ void gl_managed_forget(uint64_t dev);
 /* The device attributes gleam's coherence decides, whatever the device:
  * 1 and *value for those, 0 for the rest. */
 int gl_managed_device_attribute(int attrib, int *value);
+
+/* ---- arrays.c: CUDA arrays (their facts; the host device's storage) */
+
+typedef struct {
+    gl_array_desc d;  /* a level's array: that level's extents, levels 0 */
+    uint64_t storage; /* the host device's bytes of it (0 when a GPU serves) */
+    uint64_t parent;  /* a level's array: its mipmapped array */
+    uint32_t level;
+    int mipmap;       /* a mipmapped array */
+} gl_array_info;
+/* The live array (mipmap != 0: mipmapped array) of handle h: 1 and a copy
+ * of its facts, or 0. */
+int gl_array_find(uint64_t h, int mipmap, gl_array_info *out);
+/* Whether the serving device is gleam's host device (arrays get storage). */
+int gl_array_serves_host(void);
+
+/* ---- arraycopy.c: copies with an array side (cuMemcpy2D/3D route them here) */
+CUresult gl_array_copy3d(const CUDA_MEMCPY3D *p, CUstream stream, int ptds);
 
 /* ---- copies.c: host <-> device copies in chunks of GL_COPY_CHUNK */
 

@@ -11,6 +11,7 @@
 
 #include "cudadev_link.h"
 #include "cudadev_graphs.h"
+#include "cudadev_arrays.h"
 #include "executor.h"
 #include "gl_linkimage.h"
 #include "gl_tensormap.h"
@@ -83,11 +84,22 @@ typedef struct {
     size_t nvarcode, capvarcode;
     void **kept;    /* what loaded registrations point to (cudadev_link.c) */
     size_t nkept;
+    void *arrays; /* the session's arrays and texture objects (cudadev_arrays.c) */
 } gl_csess;
 
 static gl_cuda *cuda_of(gl_exec *x)
 {
     return x->be->priv;
+}
+
+const gl_cuda_extra *gl_cuda_fns(gl_exec *x)
+{
+    return &cuda_of(x)->fn;
+}
+
+void **gl_cuda_arrays(gl_exec *x)
+{
+    return &((gl_csess *)x->priv)->arrays;
 }
 
 static gl_cu_alloc_prop device_prop(int device)
@@ -735,7 +747,9 @@ static void cuda_close(gl_exec *x)
     gl_csess *s = x->priv;
     ((fn_ctx)c->fn.cuCtxSetCurrent)(s->primary);
     ((fn_void)c->fn.cuCtxSynchronize)();
-    /* Streams and events before the code they ran, contexts last. */
+    /* Texture objects and arrays, streams and events before the code they
+     * ran, contexts last. */
+    gl_cuda_arrays_close(x);
     gl_exec_each_handle(x, release_streams);
     gl_exec_each_handle(x, release_code);
     gl_exec_each_handle(x, release_ctxs);
@@ -770,12 +784,8 @@ static void cuda_run_begin(gl_exec *x)
 const gl_backend_ops gl_cuda_ops = {cuda_open, cuda_close, cuda_unmap, cuda_run_begin,
                                     &gl_cuda_graph_ops};
 
-/* For cudadev_graphs.c: the driver's entry points and the session's context. */
-const gl_cuda_extra *gl_cuda_fns(gl_exec *x)
-{
-    return &cuda_of(x)->fn;
-}
-
+/* For cudadev_graphs.c: a forwarded call's driver entry point and the
+ * session's context (gl_cuda_fns, above, the driver's other entry points). */
 void *gl_cuda_call(gl_exec *x, int call)
 {
     return cuda_of(x)->driver[call];

@@ -18,6 +18,7 @@
 
 #include "gl_launch_bounds.h"
 #include "hostdev.h"
+#include "hostdev_arrays.h"
 
 /* ------------------------------------------------------------- builtins */
 
@@ -390,6 +391,8 @@ static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s, 
         .params_len = l->params_len,
         .allocs = &l->x->allocs,
         .extra = &l->x->globals,
+        .texture = gl_host_texture,
+        .texture_ctx = l->x,
         .err = err,
         .err_len = sizeof err,
     };

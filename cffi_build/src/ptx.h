@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ptx_tex.h"
 #include "ranges.h"
 
 /* cdef: begin */
@@ -105,6 +106,9 @@ typedef struct {
      * non-overlapping (allocs) and an unsorted list (extra); either NULL. */
     const gl_ranges *allocs;
     const gl_ranges *extra;
+    /* Texture and surface objects (ptx_tex.h): NULL resolves none. */
+    ptx_texture_fn texture;
+    void *texture_ctx;
     double timeout_s;  /* <= 0: GLEAM_PTX_TIMEOUT_S or 60 s */
     int cooperative;   /* every block resident at once, with a grid barrier's workspace */
     unsigned threads;  /* workers; 0: GLEAM_PTX_THREADS or the CPU count */

@@ -271,6 +271,13 @@ typedef struct ptx_warp {
 } ptx_warp;
 
 extern const ptx_fn ptx_handlers[PTX_NOPS];
+/* The handlers that live outside ptx_exec.c (ptx_exec_tex.c). */
+int h_tex(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_tld4(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_txq(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_suq(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_suld(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_sust(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 extern const char *const ptx_op_names[PTX_NOPS];
 
 /* ptx_warp_run's answer when the warp stopped at a loop's back edge to let
@@ -285,6 +292,9 @@ int ptx_warp_select(ptx_warp *w);
 
 /* Memory classification for generic/global accesses (ptx_launch.c). */
 uint8_t *ptx_gaddr_slow(ptx_block *b, uint64_t a, uint64_t size);
+/* The launch's texture (surface != 0: surface) object of this value, or NULL
+ * (ptx_tex.h: the launch's resolver; none resolves without one). */
+const struct ptx_texref *ptx_texture_of(ptx_block *b, uint64_t value, int surface);
 int ptx_deadline_check(ptx_block *b);
 
 static inline uint8_t *ptx_gaddr(ptx_block *b, uint64_t a, uint64_t size)

@@ -101,6 +101,12 @@ uint8_t *ptx_gaddr_slow(ptx_block *b, uint64_t a, uint64_t size)
     return (uint8_t *)(uintptr_t)a;
 }
 
+const ptx_texref *ptx_texture_of(ptx_block *b, uint64_t value, int surface)
+{
+    const ptx_launch_args *a = b->lc->a;
+    return a->texture != NULL ? a->texture(a->texture_ctx, value, surface) : NULL;
+}
+
 /* The state of one resident block: an ordinary grid has one per worker
  * thread, reused block after block; a cooperative grid one per block. */
 typedef struct {

@@ -428,8 +428,12 @@ static void decl_attrs(ps *s, declspec *d)
         } else if (parse_type(s) != T_NONE) {
             d->type = parse_type(s);
             px_next(s);
-        } else
+        } else {
+            if (is_dir(s, ".texref") || is_dir(s, ".samplerref") || is_dir(s, ".surfref"))
+                px_fail(s, "unsupported: texture, sampler and surface references (%.*s; "
+                           "texture and surface objects are supported)", (int)s->t.n, s->t.s);
             return;
+        }
     }
 }
 

@@ -205,8 +205,30 @@ int px_xvar(ps *s, uint32_t gi);
  * (target) and checks .common initialisers. 0, or -1 with a message. */
 int px_xresolve(ptx_module *m, struct ptx_xtab *x, char *err, size_t err_len);
 
+/* An instruction's mnemonic split at its dots: p[0] is the opcode, the
+ * others its modifiers, each marked used once a builder consumed it. */
+typedef struct {
+    const char *full;
+    uint32_t nfull;
+    const char *p[16];
+    uint8_t n[16];
+    uint8_t used[16];
+    int cnt;
+} px_mods;
+
 /* ptx_translate.c */
 void px_parse_operand(ps *s, opnd *o);
+/* Consumes modifier w (1), or 0 when absent; the first unused type (T_NONE). */
+int px_take(px_mods *m, const char *w);
+int px_take_type(px_mods *m);
+/* 0 when every modifier was consumed, else the instruction is refused by name. */
+int px_finish(ps *s, const px_mods *m);
+int px_unsupported(ps *s, const px_mods *m);
+
+/* ptx_translate_tex.c: tex, tld4, txq, suld, sust, suq (their operands
+ * follow: the mnemonic token was consumed). */
+int px_is_texture(const char *opcode);
+int px_texture(ps *s, px_mods *m, uint32_t guard);
 /* Translates the instruction at s->t (its guard already read): 0 or -1. */
 int px_instruction(ps *s, uint32_t guard);
 

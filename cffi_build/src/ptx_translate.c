@@ -371,14 +371,7 @@ static uint32_t pdst(ps *s, const opnd *o)
 
 /* ------------------------------------------------------------ modifiers */
 
-typedef struct {
-    const char *full;
-    uint32_t nfull;
-    const char *p[16];
-    uint8_t n[16];
-    uint8_t used[16];
-    int cnt;
-} mods;
+typedef px_mods mods;
 
 static int take(mods *m, const char *w)
 {
@@ -1576,6 +1569,12 @@ static int b_call(ps *s, mods *m, uint32_t guard)
     return 0;
 }
 
+/* The modifier helpers, for ptx_translate_tex.c. */
+int px_take(px_mods *m, const char *w) { return take(m, w); }
+int px_take_type(px_mods *m) { return take_type(m); }
+int px_finish(ps *s, const px_mods *m) { return finish(s, m); }
+int px_unsupported(ps *s, const px_mods *m) { return unsupported(s, m); }
+
 static int instruction_(ps *s, uint32_t guard);
 
 int px_instruction(ps *s, uint32_t guard)
@@ -1616,6 +1615,10 @@ static int instruction_(ps *s, uint32_t guard)
     int is_known = 0;
     for (size_t k = 0; k < sizeof known / sizeof known[0] && !is_known; k++)
         is_known = !strcmp(base, known[k]);
+    if (px_is_texture(base)) { /* addresses with coordinate vectors: their own parser */
+        px_next(s);
+        return px_texture(s, &m, guard);
+    }
     if (!is_known) /* refuse by name before its operands can confuse the message */
         return unsupported(s, &m);
     px_next(s);

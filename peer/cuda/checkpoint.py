@@ -57,6 +57,10 @@ DATA_CALLS = (
     # mapped and managed memory: their effect is on a mirror and its twin, both
     # ordinary allocations that the snapshot holds
     "glMirrorPush", "glMirrorPull",
+    # copies with an array side: on the host device an array's bytes are session
+    # memory, which the snapshot holds (a GPU's arrays make a session unmovable:
+    # journal.NOT_REPLAYABLE_ON)
+    "glMemcpyHtoA", "glMemcpyAtoH", "glMemcpyDtoA", "glMemcpyAtoD", "glMemcpyAtoA",
 )
 
 

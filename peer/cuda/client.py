@@ -118,7 +118,7 @@ class ClientSession:
         # Context consistency (docs/consistency.md): the session's range, kept
         # on every server it moves to, and the journal that rebuilds it there.
         self.va_base, self.va_size = va
-        self.journal = journal if journal is not None else Journal(limit_from_env())
+        self.journal = journal if journal is not None else Journal(limit_from_env(), backend)
         self._p = new_pump(sock.fileno(), session, self.journal.native, buffered, _H2D)
         self._route_lock = PumpLock(self._p, lib.gl_pump_route_lock, lib.gl_pump_route_unlock)
         self._send_lock = PumpLock(self._p, lib.gl_pump_reply_lock, lib.gl_pump_reply_unlock)

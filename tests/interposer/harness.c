@@ -171,8 +171,8 @@ static int cmd_procaddr(void)
     printf("v2 %s\n", name_of(fn));
     CHECK(cuGetProcAddress_v2("cuLibraryLoadData", &fn, 11080, 0, &st) == CUDA_ERROR_NOT_FOUND);
     printf("too-old %d %s\n", st, fn == NULL ? "null" : "set");
-    CHECK(cuGetProcAddress_v2("cuArrayCreate", &fn, 12000, 0, &st) == CUDA_SUCCESS && st == 0);
-    CHECK(cuGetProcAddress_v2("cuArrayCreate", &again, 12000, 0, &st) == CUDA_SUCCESS);
+    CHECK(cuGetProcAddress_v2("cuArrayGetPlane", &fn, 12000, 0, &st) == CUDA_SUCCESS && st == 0);
+    CHECK(cuGetProcAddress_v2("cuArrayGetPlane", &again, 12000, 0, &st) == CUDA_SUCCESS);
     CHECK(fn == again && fn != NULL);
     CHECK(cuGetProcAddress_v2("cuArrayDestroy", &again, 12000, 0, &st) == CUDA_SUCCESS);
     CHECK(fn != again);
