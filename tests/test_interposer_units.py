@@ -423,7 +423,7 @@ assert lib.cuLogsDumpToFile(None, sys.argv[1].encode(), 0) == 0
 assert lib.cuLogsDumpToFile(None, None, 0) == 1
 assert lib.cuLogsUnregisterCallback(handle) == 0
 assert lib.cuLogsUnregisterCallback(handle) == 1
-lib.cuMipmappedArrayCreate(None)
+lib.cuMipmappedArrayGetSparseProperties(None)
 assert len(seen) == 2              # no longer called
 print("ok")
 """
@@ -438,7 +438,7 @@ def test_driver_logs_keep_gleams_messages_for_callbacks_and_dumps(tmp_path: Path
     assert len(dumped) == 2 and "cuArrayGetSparseProperties is not forwarded" in dumped[1]
     # CUDA_LOG_FILE gets every line as it is logged, the third one included.
     logged = log_file.read_text().splitlines()
-    assert logged[:2] == dumped and "cuMipmappedArrayCreate" in logged[2]
+    assert logged[:2] == dumped and "cuMipmappedArrayGetSparseProperties" in logged[2]
     # stderr still has the plain line for each.
     assert proc.stderr.count("gleam: ") == 3
 
