@@ -90,16 +90,12 @@ CUresult gli_cuMemAllocHost(void **pp, size_t bytesize, int ptds)
     return host_alloc(pp, bytesize, 0);
 }
 
-/* Portable and write-combined change nothing for memory that the remote GPU
- * reaches only through copies; mapped memory is mirrored. */
-CUresult gli_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags, int ptds)
+/* Mapped memory is mirrored (mirror.c): a device address the server knows. */
+static CUresult mapped_host_alloc(void **pp, size_t bytesize, unsigned int Flags)
 {
     uint64_t dev;
-
-    (void)ptds;
-    if (!(Flags & GL_CU_MEMHOSTALLOC_DEVICEMAP))
-        return host_alloc(pp, bytesize, Flags);
     CUresult r = gl_ready();
+
     if (r != CUDA_SUCCESS)
         return r;
     if (pp == NULL || bytesize == 0 || (Flags & ~7u))
@@ -108,6 +104,16 @@ CUresult gli_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags, int 
     if (r == CUDA_SUCCESS)
         *pp = (void *)(uintptr_t)dev;
     return r;
+}
+
+/* Portable and write-combined change nothing for memory that the remote GPU
+ * reaches only through copies. */
+CUresult gli_cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags, int ptds)
+{
+    (void)ptds;
+    if (Flags & GL_CU_MEMHOSTALLOC_DEVICEMAP)
+        return mapped_host_alloc(pp, bytesize, Flags);
+    return host_alloc(pp, bytesize, Flags);
 }
 
 CUresult gls_cuMemFreeHost(void *p, int ptds)

@@ -33,7 +33,7 @@ int main(int argc, char **argv)
     graph_env e = graph_setup(argc, argv);
     const int n = 1024;
     const size_t bytes = n * sizeof(float);
-    CUdeviceptr x = device_floats(n, 1.0f), y = device_floats(n, 0.0f);
+    CUdeviceptr y = device_floats(n, 0.0f);
     float out[1024];
 
     /* alloc t; t = 4.0f; y = 1·t + y; free t */
