@@ -39,6 +39,7 @@ enum {
     PTX_E_OUT_OF_MEMORY = 2,
     PTX_E_ILLEGAL_ADDRESS = 700,
     PTX_E_LAUNCH_TIMEOUT = 702,
+    PTX_E_ASSERT = 710,
     PTX_E_MISALIGNED = 716,
     PTX_E_LAUNCH_FAILED = 719
 };
@@ -67,6 +68,7 @@ typedef struct {
     uint32_t local_size;    /* bytes per thread (frames of inlined calls included) */
     uint32_t nregs;         /* registers of the translated form */
     uint32_t ninsns;
+    uint32_t devrt_uses;    /* the device runtime's built-ins it calls (1 << PTX_BI_*) */
 } ptx_kernel_info;
 void ptx_kernel_get_info(const ptx_kernel *k, ptx_kernel_info *out);
 
@@ -80,6 +82,7 @@ typedef struct {
      * non-overlapping (allocs) and an unsorted list (extra); either NULL. */
     const gl_ranges *allocs;
     const gl_ranges *extra;
+    struct ptx_devrt *rt; /* printf, assert, the heap (ptx_devrt.h); NULL: none */
     double timeout_s;  /* <= 0: GLEAM_PTX_TIMEOUT_S or 60 s */
     unsigned threads;  /* workers; 0: GLEAM_PTX_THREADS or the CPU count */
     /* out */

@@ -100,7 +100,18 @@ typedef struct {
     ptx_warp *warps;
     uint64_t (*regs)[PTX_LANES];
     uint32_t *preds;
+    void *shared_raw, *local_raw; /* what b.shared and b.local were carved from */
 } worker;
+
+/* SIZE zeroed bytes at a multiple of ALIGN (a power of two), carved from
+ * *raw (calloc: large buffers stay untouched pages until used). */
+static uint8_t *aligned_zeroed(void **raw, size_t size, size_t align)
+{
+    *raw = calloc(1, size + align);
+    if (*raw == NULL)
+        return NULL;
+    return (uint8_t *)(((uintptr_t)*raw + align - 1) & ~(uintptr_t)(align - 1));
+}
 
 static void set_error(ptx_launch_ctx *lc, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -239,6 +250,7 @@ static const char *fault_name(int code)
     case PTX_E_MISALIGNED: return "misaligned address";
     case PTX_E_LAUNCH_FAILED: return "trap";
     case PTX_E_LAUNCH_TIMEOUT: return "time limit reached";
+    case PTX_E_ASSERT: return "device assertion failed";
     default: return "failure";
     }
 }
@@ -255,15 +267,16 @@ static void *work(void *arg)
         if (idx >= lc->nblocks)
             break;
         wk->b.err = 0;
+        wk->b.why[0] = '\0';
         int rc = run_block(wk, idx);
         for (uint32_t wi = 0; wi < lc->nwarps; wi++) {
             total += wk->warps[wi].insns;
             wk->warps[wi].insns = 0;
         }
         if (rc > 0)
-            set_error(lc, rc, "%s (PTX line %u, address 0x%llx, block %llu)", fault_name(rc),
-                      wk->b.err_line, (unsigned long long)wk->b.err_addr,
-                      (unsigned long long)idx);
+            set_error(lc, rc, "%s%s%s (PTX line %u, address 0x%llx, block %llu)", fault_name(rc),
+                      wk->b.why[0] ? ": " : "", wk->b.why, wk->b.err_line,
+                      (unsigned long long)wk->b.err_addr, (unsigned long long)idx);
         if (rc != 0)
             break;
     }
@@ -276,8 +289,8 @@ static void worker_free(worker *wk)
     free(wk->warps);
     free(wk->regs);
     free(wk->preds);
-    free(wk->b.shared);
-    free(wk->b.local);
+    free(wk->shared_raw);
+    free(wk->local_raw);
 }
 
 static int worker_init(worker *wk, ptx_launch_ctx *lc)
@@ -291,14 +304,18 @@ static int worker_init(worker *wk, ptx_launch_ctx *lc)
     wk->b.params_len = lc->a->params_len;
     wk->b.shared_size = lc->shared_size;
     wk->b.local_size = k->local_size;
+    wk->b.rt = lc->a->rt;
     wk->b.local_total = (uint64_t)lc->nwarps * 32 * k->local_size;
     wk->warps = calloc(lc->nwarps, sizeof *wk->warps);
     wk->regs = aligned_alloc(64, (size_t)lc->nwarps * k->nregs * sizeof *wk->regs);
     wk->preds = calloc((size_t)lc->nwarps * k->npreds, sizeof *wk->preds);
     /* zeroed once, never between blocks: shared and local memory start
-     * undefined on a GPU too; a non-NULL buffer even when empty */
-    wk->b.shared = calloc(1, lc->shared_size + 16);
-    wk->b.local = calloc(1, wk->b.local_total + 16);
+     * undefined on a GPU too; a non-NULL buffer even when empty. Aligned so
+     * that the offsets' alignment (.align of .shared and .local variables,
+     * up to PTX's 4096 for shared memory) is the addresses' too. */
+    wk->b.shared = aligned_zeroed(&wk->shared_raw, lc->shared_size + 16, 4096);
+    wk->b.local = aligned_zeroed(&wk->local_raw, wk->b.local_total + 16,
+                                 k->local_align > 64 ? k->local_align : 64);
     if (wk->warps == NULL || wk->regs == NULL || wk->preds == NULL || wk->b.shared == NULL
         || wk->b.local == NULL) {
         worker_free(wk);
@@ -458,6 +475,7 @@ void ptx_kernel_get_info(const ptx_kernel *k, ptx_kernel_info *out)
     out->local_size = k->local_size;
     out->nregs = k->nregs;
     out->ninsns = k->ncode;
+    out->devrt_uses = k->devrt_uses;
 }
 
 /* --------------------------------------------------------- Python entries */

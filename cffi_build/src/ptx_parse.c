@@ -676,6 +676,8 @@ static void var_decl(ps *s, int sp, int is_extern, stage *g, uint64_t *gtop)
                 return;
             }
             s->f->local_size = (uint32_t)top;
+            if (align > s->f->local_align) /* where its frame must start (ptx_link.c) */
+                s->f->local_align = (uint32_t)align;
             y = add_sym(s, name.s, name.n, S_LVAR);
             if (y) {
                 y->val = at;
@@ -1210,6 +1212,7 @@ void ptx_module_free(ptx_module *m)
         free(m->kernels[k].ocalls);
         free(m->kernels[k].bodies);
         free(m->kernels[k].body_of);
+        free(m->kernels[k].dcalls);
     }
     free(m->kernels);
     for (uint32_t k = 0; k < m->nglobals; k++)
