@@ -54,10 +54,23 @@ CUresult gl_va_alloc(uint64_t size, uint64_t *out);
 CUresult gl_va_free(uint64_t ptr);
 /* Whether ptr starts a freeable allocation. */
 int gl_va_is_base(uint64_t ptr);
+/* Bytes of the freeable allocations (what the server counts as used). */
+uint64_t gl_va_live(void);
 /* Adds a range the server owns (a module global); it cannot be freed. */
 void gl_va_register(uint64_t base, uint64_t size);
 /* The live allocation holding ptr: 1 and its range, or 0. */
 int gl_va_find(uint64_t ptr, uint64_t *base, uint64_t *size);
+
+/* ---- devheap.c: the device runtime's limits and the host device's heap */
+
+/* Before a launch of a kernel that may call malloc or free: the session's
+ * device heap exists (host device). */
+CUresult gl_devheap_before_launch(int ptds);
+/* cuCtxSetLimit of a limit the serving device holds (0 stack, 1 printf FIFO,
+ * 2 malloc heap): the server's answer; runtime.c keeps the value on success. */
+CUresult gl_limit_send(CUlimit limit, size_t value, int ptds);
+/* The value cuCtxGetLimit answers for limit (runtime.c). */
+size_t gl_limit_value(CUlimit limit);
 
 /* ---- pinned.c: page-locked host memory (local) */
 
@@ -95,6 +108,7 @@ typedef struct {
     uint32_t total;  /* bytes of the packed parameter buffer */
     uint32_t *offset;
     uint32_t *size;
+    int heap;        /* it may call malloc or free (a device heap must exist) */
 } gl_layout;
 
 typedef struct {
@@ -112,8 +126,9 @@ typedef struct {
 CUresult gl_image_size(const void *image, size_t *size, int *is_ptx);
 /* The fatbin inside cudart's registration wrapper, or image itself. */
 const void *gl_image_unwrap(const void *image);
-/* Parses every .entry's parameter list of PTX text. Returns 0, or -1 when
- * out of memory or the text is malformed (out is then empty). */
+/* Parses every .entry's parameter list of PTX text, and whether the module
+ * names malloc or free (each layout's heap). Returns 0, or -1 when out of
+ * memory or the text is malformed (out is then empty). */
 int gl_ptx_entries(const char *ptx, gl_entries *out);
 void gl_entries_free(gl_entries *e);
 /* The layout of entry name, or NULL. */

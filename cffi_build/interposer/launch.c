@@ -101,14 +101,20 @@ static CUresult launch(CUfunction f, const launch_shape *s, void **kernelParams,
     /* An `extra` holding only the end marker gives nothing. */
     if (extra != NULL && extra[0] == GL_CU_LAUNCH_PARAM_END)
         extra = NULL;
+    /* The layout packs kernelParams and tells whether the kernel needs the
+     * device heap; an `extra` launch packed its own (and runs without it when
+     * the server cannot tell). */
+    int heap = 0;
+    if ((r = gl_func_layout((uint64_t)(uintptr_t)f, &l)) == CUDA_SUCCESS)
+        heap = l->heap;
+    else if (extra == NULL)
+        return r;
     if (extra != NULL) {
         if (kernelParams != NULL)
             return CUDA_ERROR_INVALID_VALUE;
         if ((r = parse_extra(extra, &buf, &size)) != CUDA_SUCCESS)
             return r;
     } else {
-        if ((r = gl_func_layout((uint64_t)(uintptr_t)f, &l)) != CUDA_SUCCESS)
-            return r;
         if (l->count > 0 && kernelParams == NULL)
             return CUDA_ERROR_INVALID_VALUE;
         if (l->total > 0 && (packed = calloc(1, l->total)) == NULL)
@@ -122,6 +128,10 @@ static CUresult launch(CUfunction f, const launch_shape *s, void **kernelParams,
         }
         buf = packed;
         size = l->total;
+    }
+    if (heap && (r = gl_devheap_before_launch(ptds)) != CUDA_SUCCESS) {
+        free(packed);
+        return r;
     }
     if (c[0] > 1 || c[1] > 1 || c[2] > 1)
         r = glw_glLaunchCluster(f, g[0], g[1], g[2], b[0], b[1], b[2], s->shared, s->stream,

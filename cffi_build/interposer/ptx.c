@@ -203,14 +203,28 @@ static int params(lexer *l, gl_layout *out)
     }
 }
 
+/* The device runtime's heap built-ins as PTX names them (src/ptx_builtin.c):
+ * a module that names one needs the device heap. */
+static int heap_name(const char *t, size_t n)
+{
+    static const char *const names[] = {"malloc", "free", "_Znwm", "_Znam", "_ZdlPv",
+                                        "_ZdaPv", "_ZdlPvm", "_ZdaPvm"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (is(t, n, names[i]))
+            return 1;
+    return 0;
+}
+
 int gl_ptx_entries(const char *ptx, gl_entries *out)
 {
     lexer l = {ptx};
     const char *t;
     size_t n;
+    int heap = 0;
 
     memset(out, 0, sizeof *out);
     while ((n = token(&l, &t)) > 0) {
+        heap |= heap_name(t, n);
         if (!is(t, n, ".entry"))
             continue;
         if ((n = token(&l, &t)) == 0 || !ident_char(*t))
@@ -226,6 +240,8 @@ int gl_ptx_entries(const char *ptx, gl_entries *out)
         if (e->name == NULL || params(&l, &e->layout) != 0)
             goto fail;
     }
+    for (uint32_t i = 0; i < out->count; i++)
+        out->entries[i].layout.heap = heap;
     return 0;
 fail:
     gl_entries_free(out);
@@ -269,5 +285,6 @@ int gl_layout_copy(gl_layout *dst, const gl_layout *src)
         dst->size[i] = src->size[i];
     }
     dst->total = src->total;
+    dst->heap = src->heap;
     return 0;
 }

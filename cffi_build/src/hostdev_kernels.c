@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "hostdev.h"
+#include "ptx_devrt.h"
 
 /* ------------------------------------------------------------- builtins */
 
@@ -354,6 +355,9 @@ static uint64_t layout_size(const gl_kernel_impl *k)
 static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s)
 {
     char err[1024];
+    ptx_kernel_info info;
+    ptx_kernel_get_info(fn->ptx, &info);
+    ptx_devrt_launch(l->x->devrt, info.devrt_uses);
     ptx_launch_args a = {
         .grid = {l->grid[0], l->grid[1], l->grid[2]},
         .block = {l->block[0], l->block[1], l->block[2]},
@@ -362,10 +366,16 @@ static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s)
         .params_len = l->params_len,
         .allocs = &l->x->allocs,
         .extra = &l->x->globals,
+        .rt = l->x->devrt,
         .err = err,
         .err_len = sizeof err,
     };
     int rc = ptx_launch(fn->mod->ptx, fn->ptx, &a);
+    uint64_t dropped = ptx_devrt_take_dropped(l->x->devrt);
+    if (dropped > 0) /* as a GPU's full FIFO loses them; said in the log and, with an error, to the program */
+        gl_exec_note(l->x, "kernel %s: device printf lost %llu record%s: they did not fit the "
+                     "printf FIFO (CU_LIMIT_PRINTF_FIFO_SIZE; cudaDeviceSetLimit raises it)",
+                     fn->name, (unsigned long long)dropped, dropped == 1 ? "" : "s");
     if (rc == PTX_OK)
         return CUDA_SUCCESS;
     gl_exec_note(l->x, "kernel %s: %s", fn->name, err);
