@@ -322,7 +322,7 @@ ROWS: tuple[Row, ...] = (
     R("cuLibraryGetKernel", "CUkernel *pKernel, CUlibrary library, const char *name", ONEWAY,
       (s("cuLibraryGetKernel", 12000),), {"pKernel": "mint:kernel", "library": "h:lib",
                                           "name": "cstr"},
-      client="custom", driver="cuLibraryGetKernel"),
+      client="custom", driver="cuLibraryGetKernel", ctx=False),
     R("cuKernelGetFunction", "CUfunction *pFunc, CUkernel kernel", ONEWAY,
       (s("cuKernelGetFunction", 12000),), {"pFunc": "mint:func", "kernel": "h:kernel"},
       client="custom", driver="cuKernelGetFunction"),
