@@ -54,7 +54,10 @@ CUresult gl_va_alloc(uint64_t size, uint64_t *out)
         if (next > g_end)
             next = g_end;
         if (cur >= g_base && cur <= next && next - cur >= size) {
-            r = gl_ranges_insert(&g_t, i, (gl_range){cur, size, 1}) == 0
+            /* at cur's place in address order: i may be past a global that lies
+             * above the range (skipped above), which must stay after it */
+            size_t at = gl_ranges_upper(&g_t, cur);
+            r = gl_ranges_insert(&g_t, at, (gl_range){cur, size, 1}) == 0
                     ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
             if (r == CUDA_SUCCESS)
                 *out = cur;
@@ -84,6 +87,17 @@ CUresult gl_va_free(uint64_t ptr)
     }
     pthread_rwlock_unlock(&g_lock);
     return r;
+}
+
+uint64_t gl_va_live(void)
+{
+    uint64_t n = 0;
+    pthread_rwlock_rdlock(&g_lock);
+    for (size_t i = 0; i < g_t.n; i++)
+        if (g_t.r[i].tag)
+            n += g_t.r[i].size;
+    pthread_rwlock_unlock(&g_lock);
+    return n;
 }
 
 int gl_va_is_base(uint64_t ptr)
