@@ -137,10 +137,16 @@ CUresult gl_exec_check_dptr(gl_exec *x, uint64_t ptr, uint64_t size)
 
 void *gl_exec_host_ptr(gl_exec *x, uint64_t dptr, uint64_t size)
 {
-    /* Host backend only: device addresses are the host mapping's addresses. */
+    /* Host backend only: device addresses are the host mapping's addresses,
+     * and a module global's are its storage's (numba's kernels' error codes). */
     if (x == NULL || x->be->kind != GL_BACKEND_HOST || dptr == 0)
         return NULL;
-    return gl_ranges_find(&x->allocs, dptr, size) != NULL ? (void *)(uintptr_t)dptr : NULL;
+    if (gl_ranges_find(&x->allocs, dptr, size) != NULL)
+        return (void *)(uintptr_t)dptr;
+    for (size_t g = 0; g < x->globals.n; g++)
+        if (gl_range_holds(&x->globals.r[g], dptr, size))
+            return (void *)(uintptr_t)dptr;
+    return NULL;
 }
 
 CUresult gx_glMemAlloc(gl_exec *x, CUdeviceptr dptr, size_t bytesize)
