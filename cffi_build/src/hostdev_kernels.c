@@ -383,6 +383,8 @@ static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s)
         return CUDA_ERROR_INVALID_VALUE;
     if (rc == PTX_E_OUT_OF_MEMORY)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == PTX_E_OUT_OF_RESOURCES) /* it did not start: the context is not lost */
+        return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
     s->sticky = (CUresult)rc;
     return (CUresult)rc;
 }

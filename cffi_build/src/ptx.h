@@ -26,9 +26,15 @@ typedef struct ptx_kernel ptx_kernel;
 /* Input bounds: anything larger is refused with a message. */
 #define PTX_MAX_TEXT (64u << 20)   /* bytes of PTX text */
 #define PTX_MAX_CODE (1u << 22)    /* instructions of one kernel after inlining */
-#define PTX_MAX_REGS 16384u        /* registers of one kernel after inlining */
+/* Registers of one kernel after inlining: virtual registers, as PTX declares
+ * them (NVVM's are single-assignment: cuda-samples' tensor-core GEMM declares
+ * 35,000), each a slot per lane; what a block's slots take is bounded at launch. */
+#define PTX_MAX_REGS (1u << 18)
+#define PTX_MAX_REGFILE (256ull << 20) /* bytes of one block's register slots */
+#define PTX_MAX_REGFILES (1ull << 30)  /* ... of all the launch's workers' together */
 #define PTX_MAX_CALL_DEPTH 32      /* nested .func calls (inlined) */
 #define PTX_MAX_PARAMS 64          /* parameters of an entry or a function */
+#define PTX_MAX_PARAM_BYTES 32764u /* a kernel's parameters: CUDA 12.1's limit on Volta and later */
 #define PTX_MAX_LOCAL (1u << 20)   /* local bytes per thread */
 #define PTX_MAX_SHARED (1u << 20)  /* static + dynamic shared bytes per block */
 
@@ -38,6 +44,7 @@ enum {
     PTX_E_INVALID_VALUE = 1,
     PTX_E_OUT_OF_MEMORY = 2,
     PTX_E_ILLEGAL_ADDRESS = 700,
+    PTX_E_OUT_OF_RESOURCES = 701, /* a launch that did not start: the context stays */
     PTX_E_LAUNCH_TIMEOUT = 702,
     PTX_E_ASSERT = 710,
     PTX_E_MISALIGNED = 716,

@@ -375,6 +375,20 @@ int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a)
     }
     lc.deadline = mono_ns() + (uint64_t)(timeout * 1e9);
     pthread_mutex_init(&lc.lock, NULL);
+    /* A GPU refuses a block whose registers its register file cannot hold; the
+     * host device one whose slots would pass PTX_MAX_REGFILE, and it runs
+     * fewer workers at once rather than pass PTX_MAX_REGFILES. */
+    uint64_t regfile = (uint64_t)lc.nwarps * k->nregs * sizeof(uint64_t) * PTX_LANES;
+    if (regfile > PTX_MAX_REGFILE) {
+        if (a->err != NULL && a->err_len > 0)
+            snprintf(a->err, a->err_len, "too many resources requested for launch: %u registers "
+                     "for each of %llu threads take %llu MiB on the host device (%llu at most)",
+                     k->nregs, (unsigned long long)nthreads,
+                     (unsigned long long)(regfile >> 20),
+                     (unsigned long long)(PTX_MAX_REGFILE >> 20));
+        pthread_mutex_destroy(&lc.lock);
+        return PTX_E_OUT_OF_RESOURCES;
+    }
     unsigned nw = a->threads ? a->threads : env_unsigned("GLEAM_PTX_THREADS", 0);
     if (nw == 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
@@ -382,6 +396,8 @@ int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a)
     }
     if (nw > nblocks)
         nw = (unsigned)nblocks;
+    if (regfile > 0 && nw > PTX_MAX_REGFILES / regfile)
+        nw = (unsigned)(PTX_MAX_REGFILES / regfile);
     /* a small grid runs on the calling thread: starting workers would cost
      * more than the blocks (tens of microseconds each) */
     if (a->threads == 0 && nblocks * nthreads < 16384)
