@@ -32,8 +32,9 @@ def rec(name: str, *args: int, payload: bytes | None = None) -> CallRecord:
 
 
 class Session:
-    def __init__(self, backend: native.HostBackend, va_size: int = 1 << 30) -> None:
-        self.x = native.ExecSession(backend, va_size)
+    def __init__(self, backend: native.HostBackend, va_size: int = 1 << 30,
+                 va_base: int = 0) -> None:
+        self.x = native.ExecSession(backend, va_size, va_base)
         self.reply = bytearray(native.REPLY_CAPACITY)
         self._next = 0
         self.notes: list[str] = []  # the server's lines carried by the last reply

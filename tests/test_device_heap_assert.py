@@ -14,7 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from .cuda_session import ptx_only_session, rec
+from gleam.peer.cuda import native
+
+from .cuda_session import Session, ptx_only_session, rec
 from .device_runtime import (
     ASSERT,
     HEAD,
@@ -190,3 +192,32 @@ def test_a_built_in_called_with_the_wrong_signature_is_refused_by_name():
         s.load(ptx)
         assert s.sync() == (0, INVALID_PTX)
         assert "call does not match the device runtime's malloc" in s.notes[0]
+
+
+def test_a_heap_moves_with_its_bytes():
+    """A moving session's snapshot is its memory's bytes, the heap's among them: on
+    the new server the old blocks stay taken and free takes them (docs/consistency.md)."""
+    be = native.HostBackend({}, memory_limit=1 << 26)
+    try:
+        old = Session(be, 1 << 24)
+        old.context()
+        fn = kernels(old)
+        base = heap(old, 1 << 16)
+        _, live = grab(old, fn, 100, threads=4)
+        snapshot, va = old.dtoh(base, 1 << 16), old.x.va_base
+        old.close()
+        new = Session(be, 1 << 24, va_base=va)  # the same range, as a move asks
+        new.context()
+        fn = kernels(new)
+        assert heap(new, 1 << 16) == base
+        new.htod(base, snapshot)
+        err, more = grab(new, fn, 100, threads=4)
+        assert err == 0 and all(p != 0 for p in more)
+        assert all(abs(p - q) >= 112 for p in more for q in live), "no block handed out twice"
+        table = new.alloc(8 * 4)
+        new.htod(table, struct.pack("<4Q", *live))
+        new.launch(fn["drop"], (1, 1, 1), (4, 1, 1), struct.pack("<Q", table))
+        assert new.sync() == (0, 0)
+        new.close()
+    finally:
+        be.close()

@@ -21,10 +21,13 @@ from hypothesis import strategies as st
 
 from gleam.peer.nativelib import ffi, lib
 
+from .device_runtime import KERNELS as DEVICE_RUNTIME
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 REAL = [*sorted((ROOT / "tests" / "ptx_corpus").glob("*.ptx")),
         ROOT / "peer" / "cuda" / "ptx" / "kernels.ptx"]
-SEEDS = [p.read_bytes() for p in REAL if p.exists()]
+# (with calls of the device runtime's built-ins: printf, assert, malloc, free)
+SEEDS = [p.read_bytes() for p in REAL if p.exists()] + [DEVICE_RUNTIME]
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MESSAGE = re.compile(r"^(line \d+: .+|PTX text larger than .+)$")
@@ -61,7 +64,9 @@ def test_random_bytes(data):
 VOCAB = [b"{", b"}", b"(", b")", b"[", b"]", b";", b",", b"@%p1", b".reg .b32 %r<9999999>;",
          b".entry", b".func", b"call.uni", b"bra $L__BB0_1;", b"0fFFFFFFFF", b"-", b"+",
          b".param .b8 x[4096];", b".shared .b8 s[99999999];", b"ret;", b"exit;", b"%tid.x",
-         b"_", b"|", b"<", b">", b"ld.param.v4.u32", b"st.global.v2.f64", b"\0", b"\n"]
+         b"_", b"|", b"<", b">", b"ld.param.v4.u32", b"st.global.v2.f64", b"\0", b"\n",
+         b"vprintf", b"malloc", b"free", b"__assertfail", b"call.uni (retval0), ",
+         b".extern .func (.param .b64 r) malloc (.param .b32 n);", b".local .align 256 .b8 a[8];"]
 
 
 @st.composite

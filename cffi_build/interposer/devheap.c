@@ -34,7 +34,7 @@
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t g_heap;  /* the range the server uses as its heap (0: none yet) */
-static int g_tried;      /* the first launch tried to make one */
+static int g_tried;      /* a launch tried to make one (or the device keeps its own) */
 
 static int host_device(void)
 {
@@ -74,9 +74,10 @@ static uint64_t heap_size(void)
 CUresult gl_devheap_before_launch(int ptds)
 {
     CUresult r = CUDA_SUCCESS;
+    if (__atomic_load_n(&g_tried, __ATOMIC_ACQUIRE)) /* every later launch: no lock */
+        return r;
     pthread_mutex_lock(&g_lock);
     if (!g_tried && host_device()) {
-        g_tried = 1;
         uint64_t size = heap_size(), base = heap_range(size, ptds);
         if (base != 0 && (r = glw_glDeviceHeap(base, size, ptds)) == CUDA_SUCCESS)
             g_heap = base;
@@ -85,6 +86,7 @@ CUresult gl_devheap_before_launch(int ptds)
                    "(%llu bytes): malloc in kernels returns NULL",
                    (unsigned long long)size);
     }
+    __atomic_store_n(&g_tried, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g_lock);
     return r;
 }
