@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import struct
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gleam.peer.cuda import checkpoint, envelope, native, trailer
 
 from .cuda_session import ptx_only_session, rec
@@ -188,3 +191,27 @@ def test_output_a_snapshot_read_took_comes_before_the_replys_own():
     carried = b"".join(s.data for s in sections)
     rest = b"".join(s.data for s in still.output)
     assert carried + rest == b"y" * trailer.OUTPUT_MAX + b"two\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_a_trailer_parses_to_sections_that_pack_back_or_is_refused(junk):
+    try:
+        sections = trailer.parse(junk)
+    except trailer.TrailerError:
+        return
+    assert trailer.pack(sections) == junk
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200), st.lists(st.tuples(st.sampled_from([2, 3]), st.binary(max_size=64)),
+                                        max_size=4))
+def test_owed_output_joins_any_reply_within_its_bounds(junk, owed_output):
+    """Whatever trailer a reply has (the server's, passed through): the rebuilt reply
+    parses, keeps its own bytes, and carries the owed output first, whole or with MORE."""
+    owed = checkpoint.Owed(output=[trailer.Section(k, d) for k, d in owed_output])
+    out, still = checkpoint.with_owed(_reply(0, 0, b"ab") + junk, owed)
+    sections = trailer.parse(memoryview(out)[envelope.HEADER_SIZE + 82:])
+    carried = b"".join(s.data for s in sections if s.kind != trailer.NOTES)
+    assert carried.startswith(b"".join(d for _, d in owed_output)) and not still.output
+    assert checkpoint.reply_parts(out, 2)[1] == b"ab"
