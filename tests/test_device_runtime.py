@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +15,7 @@ from .cuda_mesh import host_mesh, run_through
 from .test_cuda_runtime import RUNTIME, nvcc
 
 NVCC = shutil.which("nvcc")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +89,55 @@ def test_a_large_fifo_takes_output_larger_than_a_reply(client, program):
     out = lines(done.stdout)
     assert len(out) == 64 * 400 and len(done.stdout) > 2_000_000  # more than a reply holds
     assert sorted(out)[0].startswith("thread   0 line    0 ") and len(set(out)) == len(out)
+
+
+HEAP_THROUGH_THE_DRIVER_API = r"""
+import json, struct, sys
+import numpy as np
+from cuda.bindings import driver as cu
+sys.path.insert(0, %(root)r)
+from tests.device_runtime import KERNELS
+
+def ok(result):
+    err, *rest = result
+    if int(err) != 0:
+        raise RuntimeError(repr(err))
+    return rest[0] if len(rest) == 1 else (rest or None)
+
+ok(cu.cuInit(0))
+ok(cu.cuCtxSetCurrent(ok(cu.cuDevicePrimaryCtxRetain(ok(cu.cuDeviceGet(0))))))
+before = ok(cu.cuMemGetInfo())[0]
+mod = ok(cu.cuModuleLoadData(KERNELS))
+grab = ok(cu.cuModuleGetFunction(mod, b"grab"))
+out = ok(cu.cuMemAlloc(8))
+args = np.array([int(out), 100], np.uint64)
+ptrs = np.array([a for a in (args[0:1].ctypes.data, args[1:2].ctypes.data)], np.uint64)
+ok(cu.cuLaunchKernel(grab, 1, 1, 1, 1, 1, 1, 0, 0, ptrs.ctypes.data, 0))
+p = np.zeros(1, np.uint64)
+ok(cu.cuMemcpyDtoH(p.ctypes.data, out, 8))
+base, size = ok(cu.cuMemGetAddressRange(int(p[0])))
+after = ok(cu.cuMemGetInfo())[0]
+print(json.dumps({
+    "block_in_heap": int(base) < int(p[0]) < int(base) + int(size),
+    "heap_size": int(size),
+    "counted": before - after,
+    "free_heap": cu.cuMemFree(base)[0].name,
+    "resize": cu.cuCtxSetLimit(cu.CUlimit.CU_LIMIT_MALLOC_HEAP_SIZE, 1 << 20)[0].name,
+    "limit": int(ok(cu.cuCtxGetLimit(cu.CUlimit.CU_LIMIT_MALLOC_HEAP_SIZE))),
+}))
+"""
+
+
+def test_the_heap_is_session_memory_the_program_cannot_free(client, tmp_path):
+    """The interposer makes the host device's heap (8 MiB, CUDA's default) at the first
+    launch of a kernel that calls malloc: counted in cuMemGetInfo as a GPU reserves
+    its heap, its blocks inside it; cuMemFree of it is the program's error, and once a
+    kernel allocated from it its size no longer changes (CUDA's rule)."""
+    pytest.importorskip("cuda.bindings.driver")
+    script = tmp_path / "heap.py"
+    script.write_text(HEAP_THROUGH_THE_DRIVER_API % {"root": str(ROOT)})
+    done, verdict = run_through(client, sys.executable, script, options=("--quiet",))
+    assert done.returncode == 0, done.stderr
+    assert verdict == {"block_in_heap": True, "heap_size": 8 << 20,
+                       "counted": (8 << 20) + 8, "free_heap": "CUDA_ERROR_INVALID_VALUE",
+                       "resize": "CUDA_ERROR_INVALID_VALUE", "limit": 8 << 20}

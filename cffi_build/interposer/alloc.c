@@ -15,7 +15,8 @@
 
 #define GL_ALLOC_ALIGN 256u
 
-/* tag: 1 for a cuMemAlloc range (freeable), 0 for a module global. */
+/* tag: 1 for a cuMemAlloc range (freeable), 2 for one the interposer holds
+ * itself (the device heap: the program cannot free it), 0 for a module global. */
 static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
 static gl_ranges g_t;
 static uint64_t g_base, g_end;
@@ -89,6 +90,15 @@ CUresult gl_va_free(uint64_t ptr)
     return r;
 }
 
+void gl_va_hold(uint64_t ptr)
+{
+    pthread_rwlock_wrlock(&g_lock);
+    long i = gl_ranges_index_of_base(&g_t, ptr);
+    if (i >= 0 && g_t.r[i].tag)
+        g_t.r[i].tag = 2;
+    pthread_rwlock_unlock(&g_lock);
+}
+
 uint64_t gl_va_live(void)
 {
     uint64_t n = 0;
@@ -104,7 +114,7 @@ int gl_va_is_base(uint64_t ptr)
 {
     pthread_rwlock_rdlock(&g_lock);
     long i = gl_ranges_index_of_base(&g_t, ptr);
-    int yes = i >= 0 && g_t.r[i].tag;
+    int yes = i >= 0 && g_t.r[i].tag == 1;
     pthread_rwlock_unlock(&g_lock);
     return yes;
 }

@@ -247,8 +247,8 @@ static void write_all(int fd, const uint8_t *buf, size_t n)
     }
 }
 
-/* An output section: its bytes to the program's stdout or stderr, through a
- * buffer of this thread's (g_wait is held: one reader at a time). */
+/* An output section: its bytes to the program's stdout or stderr, through one
+ * static buffer (its reader holds g_wait: one at a time). */
 static CUresult read_output(int fd, uint32_t len)
 {
     static uint8_t chunk[64 * 1024];

@@ -56,6 +56,7 @@ static uint64_t heap_range(uint64_t size, int ptds)
         gl_va_free(base);
         return 0;
     }
+    gl_va_hold(base); /* cuMemFree of it is the program's error, as on a GPU */
     return base;
 }
 

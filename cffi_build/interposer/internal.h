@@ -56,6 +56,9 @@ CUresult gl_va_free(uint64_t ptr);
 int gl_va_is_base(uint64_t ptr);
 /* Bytes of the freeable allocations (what the server counts as used). */
 uint64_t gl_va_live(void);
+/* The allocation at ptr is the interposer's own: the program cannot free it
+ * (gl_va_is_base says no), gl_va_free still can. */
+void gl_va_hold(uint64_t ptr);
 /* Adds a range the server owns (a module global); it cannot be freed. */
 void gl_va_register(uint64_t base, uint64_t size);
 /* The live allocation holding ptr: 1 and its range, or 0. */
