@@ -984,6 +984,26 @@ ROWS: tuple[Row, ...] = (
     R("cuSurfObjectDestroy", "CUsurfObject surfObject", ONEWAY,
       (s("cuSurfObjectDestroy", 5000),), {"surfObject": "h:surfobj!"}, client="custom",
       ready=True),
+    # ------------- appended for device printf, assert and malloc (issue 26; src/ptx_devrt.h)
+    # cuCtxSetLimit stays local (interposer/runtime.c) and sends the limits the
+    # serving device holds: the stack (0), the printf FIFO (1) and the malloc
+    # heap (2). Waiting: CUDA refuses a FIFO or heap size once a kernel that
+    # prints or allocates ran, and the program hears it from cuCtxSetLimit.
+    R("glCtxSetLimit", "CUlimit limit, size_t value", WAITING, (), driver="cuCtxSetLimit"),
+    # The host device's malloc heap: a range of the session's memory that the
+    # interposer allocated (interposer/devheap.c), at the first launch or when
+    # the limit changes; a heap already used stays, which the base that
+    # glDeviceHeapBase answers tells (a GPU's driver keeps its own heap: 0).
+    R("glDeviceHeap", "CUdeviceptr base, size_t size", ONEWAY, (), {"base": "dptr:size"}),
+    R("glDeviceHeapBase", "CUdeviceptr *base", WAITING, (), {"base": "out"}),
+    # Which of the device runtime's built-ins a function calls (1 << PTX_BI_*,
+    # src/ptx_devrt.h; a GPU's driver: 0), asked with its parameter layout for an
+    # image the interposer cannot read: a heap is made only for kernels that use it.
+    R("glFuncDevrt", "unsigned int *uses, CUfunction func", WAITING, (),
+      {"uses": "out", "func": "h:func"}),
+    # Takes output the server still holds for the program (a reply's sections
+    # said more waits, or the program exits after launches): the reply's trailer.
+    R("glOutputTake", "", WAITING, (), server="exec", backend=False, ctx=False),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

@@ -169,7 +169,8 @@ def gen_header(wire: list[Row], parsed: dict[str, list[Param]]) -> str:
         if r.backend and r.driver is None:
             out.append(f"CUresult cb_{r.name}({sig});\n")
         if r.server == "exec":
-            out.append(f"CUresult gx_{r.name}(struct gl_exec *x, {sig or 'void'});\n")
+            rest = "" if sig == "void" else ", " + sig
+            out.append(f"CUresult gx_{r.name}(struct gl_exec *x{rest});\n")
     out.append("\n#endif\n")
     return "".join(out)
 
@@ -500,7 +501,7 @@ DRIVER_TYPES = """typedef int CUresult; typedef int CUdevice; typedef uint64_t C
 typedef uint64_t cuuint64_t; typedef struct CUctx_st *CUcontext; typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction; typedef struct CUlib_st *CUlibrary;
 typedef struct CUkern_st *CUkernel; typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent; typedef int CUfunction_attribute;
+typedef struct CUevent_st *CUevent; typedef int CUfunction_attribute; typedef int CUlimit;
 """
 
 

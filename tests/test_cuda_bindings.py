@@ -217,3 +217,39 @@ def test_arrays_textures_and_surfaces_through_the_driver_api(mesh):
         "texture_descriptors", "no_view_invalid_value", "surface_descriptor",
         "surface_of_a_mipmap_refused", "texture_through_a_view", "surface_writes",
         "packed_format_not_supported", "one_d_copy_to_2d_refused"}
+GLOBAL_THEN_ALLOCATIONS = r"""
+import json
+import numpy as np
+from cuda.bindings import driver as cu
+
+def ok(result):
+    err, *rest = result
+    if int(err) != 0:
+        raise RuntimeError(repr(err))
+    return rest[0] if len(rest) == 1 else (rest or None)
+
+ptx = b'''.version 8.0
+.target sm_80
+.address_size 64
+.visible .global .align 4 .u32 g = 7;
+.visible .entry k() { ret; }
+'''
+ok(cu.cuInit(0))
+ok(cu.cuCtxSetCurrent(ok(cu.cuDevicePrimaryCtxRetain(ok(cu.cuDeviceGet(0))))))
+mod = ok(cu.cuModuleLoadData(ptx))
+g, size = ok(cu.cuModuleGetGlobal(mod, b"g"))
+buffers = [ok(cu.cuMemAlloc(4096)) for _ in range(3)]
+found = ok(cu.cuMemGetAddressRange(g))
+out = np.zeros(1, np.uint32)
+ok(cu.cuMemcpyDtoH(out.ctypes.data, g, 4))
+print(json.dumps({"ok": int(found[0]) == int(g) and int(out[0]) == 7}))
+"""
+
+
+def test_a_global_asked_for_before_allocations_stays_device_memory(mesh, tmp_path):
+    """The host device's module globals lie outside the session's range; allocations
+    made after one is known were put after it in the interposer's sorted table, so
+    the global was no longer found (numba's debug kernels read their error code so)."""
+    script = tmp_path / "global_then_allocations.py"
+    script.write_text(GLOBAL_THEN_ALLOCATIONS)
+    run_example(mesh, str(script))

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import cbor2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "cffi_build"
@@ -298,6 +300,86 @@ def test_session_with_a_fake_agent(harness: Path, tmp_path: Path) -> None:
     assert line.startswith("gleam: lost the CUDA server: ")
 
 
+def section(kind: int, data: bytes, flags: int = 0) -> bytes:
+    return struct.pack("<BBHI", kind, flags, 0, len(data)) + data
+
+
+NOTES, STDOUT, STDERR, MORE = 1, 2, 3, 1
+
+
+def output_session(harness: Path, tmp_path: Path,
+                   trailers: list[tuple[int, bytes]]) -> tuple[list, str, str]:
+    """The harness's `output` program against a fake agent that answers its waiting
+    calls in turn with (deferred error, trailer): the call ids it waited on, and its
+    stdout and stderr."""
+    path = tmp_path / "agent.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    server.settimeout(TIMEOUT)
+    proc = subprocess.Popen([str(harness), "output"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE,
+                            env={**os.environ, "GLEAM_CUDA_SOCKET": str(path)})
+    waited = []
+    try:
+        conn, _ = server.accept()
+        conn.settimeout(TIMEOUT)
+        (length,) = struct.unpack(">I", recv_exact(conn, 4))
+        recv_exact(conn, length)
+        conn.sendall(envelope(3, hello_body()))
+        for deferred, trailer in trailers:
+            try:
+                waited.append(records_until_wait(conn)[-1].call_id)
+            except (AssertionError, OSError):
+                break  # the interposer gave up on the session
+            body = struct.pack("<iiII8Q", 0, deferred, 0, 0, *[0] * 8) + trailer
+            conn.sendall(envelope(2, body))
+        out, err = proc.communicate(timeout=TIMEOUT)
+        conn.close()
+    finally:
+        proc.kill()
+        server.close()
+    assert proc.returncode == 0, (out, err)
+    return waited, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def test_device_output_goes_to_the_programs_descriptors_in_order(harness: Path,
+                                                                 tmp_path: Path) -> None:
+    """stdout and stderr sections are written before the waiting call returns; MORE
+    makes it take the rest (glOutputTake) first; notes on a reply without an error
+    break the format: the session is lost with one line."""
+    waited, out, err = output_session(harness, tmp_path, [
+        (0, section(STDOUT, b"a1\n") + section(STDERR, b"e1\n") + section(STDOUT, b"a2\n", MORE)),
+        (0, section(STDOUT, b"a3\n")),
+        (0, b""),
+        (0, section(NOTES, b"why\n")),
+    ])
+    assert waited == [CALL["cuCtxSynchronize"], CALL["glOutputTake"], CALL["cuCtxSynchronize"],
+                      CALL["cuCtxSynchronize"]]
+    assert out == "a1\na2\na3\nsync 0\nsync 0\nsync 46\n"
+    assert err.splitlines() == ["e1", "gleam: lost the CUDA server: malformed reply (a "
+                                "section of its trailer)"]
+    # With an error, notes are the server's reasons, on stderr, before the output.
+    (tmp_path / "2").mkdir()
+    waited, out, err = output_session(harness, tmp_path / "2", [
+        (719, section(NOTES, b"kernel k: trap\n") + section(STDOUT, b"x\n")),
+        (0, b""), (0, b"")])
+    assert out == "x\nsync 719\nsync 0\nsync 0\n"
+    assert err.splitlines() == ["gleam: server: kernel k: trap"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.binary(max_size=96))
+def test_any_trailer_is_read_or_refused_never_trusted(harness: Path, tmp_path_factory, junk):
+    """Whatever follows a reply's bytes: the interposer writes at most that many
+    bytes, or loses the session with one line; it never crashes or waits forever."""
+    tmp = tmp_path_factory.mktemp("junk")
+    _, out, err = output_session(harness, tmp, [(0, junk), (0, b""), (0, b"")])
+    lost = "gleam: lost the CUDA server: malformed reply" in err
+    assert lost or out.endswith("sync 0\nsync 0\n")
+    assert len(out.encode(errors="replace")) <= len(junk) + 3 * len("sync 46\n")
+
+
 def test_built_library_exports_the_driver_api() -> None:
     from gleam.peer.cuda.examples import interposer_dir
 
@@ -506,10 +588,12 @@ assert lib.cuGetErrorName(12345, ctypes.byref(s)) == 1
 def test_every_code_gleam_returns_has_a_name() -> None:
     proc = run_against_built_library("""
 s = ctypes.c_char_p()
-for code in (215, 401, 712, 713):
+for code in (215, 401, 712, 713, 702, 710, 716):
     assert lib.cuGetErrorName(code, ctypes.byref(s)) == 0, code
     print(s.value.decode())
 """)
     assert proc.stdout.split() == ["CUDA_ERROR_UNSUPPORTED_LIMIT", "CUDA_ERROR_ILLEGAL_STATE",
                                    "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
-                                   "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"]
+                                   "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+                                   "CUDA_ERROR_LAUNCH_TIMEOUT", "CUDA_ERROR_ASSERT",
+                                   "CUDA_ERROR_MISALIGNED_ADDRESS"]

@@ -15,7 +15,8 @@
 
 #define GL_ALLOC_ALIGN 256u
 
-/* tag: 1 for a cuMemAlloc range (freeable), 0 for a module global. */
+/* tag: 1 for a cuMemAlloc range (freeable), 2 for one the interposer holds
+ * itself (the device heap: the program cannot free it), 0 for a module global. */
 static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
 static gl_ranges g_t;
 static uint64_t g_base, g_end;
@@ -59,7 +60,10 @@ CUresult gl_va_alloc_aligned(uint64_t size, uint64_t align, uint64_t *out)
         if (next > g_end)
             next = g_end;
         if (cur >= g_base && cur <= next && next - cur >= size) {
-            r = gl_ranges_insert(&g_t, i, (gl_range){cur, size, 1}) == 0
+            /* at cur's place in address order: i may be past a global that lies
+             * above the range (skipped above), which must stay after it */
+            size_t at = gl_ranges_upper(&g_t, cur);
+            r = gl_ranges_insert(&g_t, at, (gl_range){cur, size, 1}) == 0
                     ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
             if (r == CUDA_SUCCESS)
                 *out = cur;
@@ -91,11 +95,31 @@ CUresult gl_va_free(uint64_t ptr)
     return r;
 }
 
+void gl_va_hold(uint64_t ptr)
+{
+    pthread_rwlock_wrlock(&g_lock);
+    long i = gl_ranges_index_of_base(&g_t, ptr);
+    if (i >= 0 && g_t.r[i].tag)
+        g_t.r[i].tag = 2;
+    pthread_rwlock_unlock(&g_lock);
+}
+
+uint64_t gl_va_live(void)
+{
+    uint64_t n = 0;
+    pthread_rwlock_rdlock(&g_lock);
+    for (size_t i = 0; i < g_t.n; i++)
+        if (g_t.r[i].tag)
+            n += g_t.r[i].size;
+    pthread_rwlock_unlock(&g_lock);
+    return n;
+}
+
 int gl_va_is_base(uint64_t ptr)
 {
     pthread_rwlock_rdlock(&g_lock);
     long i = gl_ranges_index_of_base(&g_t, ptr);
-    int yes = i >= 0 && g_t.r[i].tag;
+    int yes = i >= 0 && g_t.r[i].tag == 1;
     pthread_rwlock_unlock(&g_lock);
     return yes;
 }

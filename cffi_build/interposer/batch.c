@@ -6,6 +6,15 @@
  * microseconds (at most twice that), so one-way work never sits in the buffer
  * while the program computes on the host.
  *
+ * A reply's trailer (gl_session.h) carries the server's notes, which go to
+ * stderr and the driver's log, and what the session's kernels printed (device
+ * printf, a failed assertion's message), which goes to this process's stdout
+ * and stderr file descriptors as NVIDIA's driver writes it: straight to the
+ * descriptor, past the program's own stdio buffers, before the waiting call
+ * returns. When the server says more output waits, the waiter takes it
+ * (glOutputTake) before returning; a program that launched kernels since its
+ * last reply takes what CUDA's flush points released when it exits.
+ *
  * Locks: g_emit guards the buffer and the record of the context last sent;
  * g_wait (taken before g_emit) keeps one waiting call outstanding, which is
  * what lets the waiter read the next REPLY as its own.
@@ -17,12 +26,14 @@
  * moves the held records to the batch up to the next job. Stream capture
  * sees each record first (capture.c).
  */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gl_calls.h"
 #include "graph.h"
@@ -41,6 +52,8 @@ static uint64_t g_sent_ctx; /* the executor's current context as we left it */
  * (a counter, not a clock read per record: one-way calls are the hot path). */
 static uint64_t g_appended;
 static long g_flush_us = 200;
+/* A kernel was launched since the last reply (under g_emit; read at exit). */
+static int g_launched;
 
 /* The hold (under g_emit): one-way records and host jobs after a host job,
  * in the program's order. */
@@ -236,6 +249,8 @@ CUresult gl_emit_ctx(uint16_t call, int flags, const uint64_t *args, uint8_t nar
     r = sync_ctx_locked(ctx);
     if (r == CUDA_SUCCESS)
         r = append_locked(call, GL_REC_ONEWAY, args, nargs, payload, len);
+    if (r == CUDA_SUCCESS && (call == GL_CALL_glLaunch || call == GL_CALL_glLaunchCluster))
+        g_launched = 1;
     if (r == CUDA_SUCCESS && set_ctx != 0)
         g_sent_ctx = set_ctx;
     if (r == CUDA_SUCCESS && forget_ctx != 0 && forget_ctx == g_sent_ctx)
@@ -275,8 +290,8 @@ static CUresult lose(const char *why)
     return CUDA_ERROR_DEVICE_UNAVAILABLE;
 }
 
-/* The notes after a reply's bytes: each line to stderr and the driver's log,
- * named after the server (its reasons are its own, not this process's). */
+/* A notes section: each line to stderr and the driver's log, named after the
+ * server (its reasons are its own, not this process's). */
 static CUresult read_notes(uint32_t len)
 {
     char notes[GL_REPLY_NOTES_MAX + 1];
@@ -297,13 +312,80 @@ static CUresult read_notes(uint32_t len)
     return CUDA_SUCCESS;
 }
 
-/* Reads envelopes until the REPLY; its bytes land straight in out. */
+/* Writes all of buf to fd; a descriptor that fails (closed, full disk) loses
+ * the rest, as the driver's write would. */
+static void write_all(int fd, const uint8_t *buf, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, buf, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        buf += w;
+        n -= (size_t)w;
+    }
+}
+
+/* An output section: its bytes to the program's stdout or stderr, through one
+ * static buffer (its reader holds g_wait: one at a time). */
+static CUresult read_output(int fd, uint32_t len)
+{
+    static uint8_t chunk[64 * 1024];
+    while (len > 0) {
+        uint32_t n = len < sizeof chunk ? len : (uint32_t)sizeof chunk;
+        if (gl_io_recv(chunk, n) != 0)
+            return CUDA_ERROR_DEVICE_UNAVAILABLE;
+        write_all(fd, chunk, n);
+        len -= n;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* The trailer's sections (gl_session.h), len bytes in all; *more when the
+ * server holds more output. A section that breaks the format loses the
+ * session (the stream can no longer be trusted). */
+static CUresult read_trailer(uint64_t len, int error, int *more)
+{
+    uint64_t output = 0;
+    int first = 1;
+    *more = 0;
+    while (len > 0) {
+        uint8_t sh[GL_SECTION_HEADER_SIZE];
+        if (len < sizeof sh || gl_io_recv(sh, sizeof sh) != 0)
+            return len < sizeof sh ? lose("malformed reply (a section cut short)")
+                                   : CUDA_ERROR_DEVICE_UNAVAILABLE;
+        uint32_t n = le32(sh + 4);
+        int kind = sh[0];
+        len -= sizeof sh;
+        if (n > len || sh[2] != 0 || sh[3] != 0
+            || (kind == GL_SECTION_NOTES && (!error || !first || n > GL_REPLY_NOTES_MAX))
+            || (kind != GL_SECTION_NOTES && kind != GL_SECTION_STDOUT
+                && kind != GL_SECTION_STDERR)
+            || (kind != GL_SECTION_NOTES && (output += sizeof sh + n) > GL_REPLY_OUTPUT_MAX))
+            return lose("malformed reply (a section of its trailer)");
+        CUresult r = kind == GL_SECTION_NOTES ? read_notes(n)
+                     : read_output(kind == GL_SECTION_STDOUT ? 1 : 2, n);
+        if (r != CUDA_SUCCESS)
+            return r;
+        if (kind != GL_SECTION_NOTES && (sh[1] & GL_SECTION_MORE))
+            *more = 1;
+        len -= n;
+        first = 0;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Reads envelopes until the REPLY; its bytes land straight in out. *deferred:
+ * an error of earlier one-way calls; *more: the server holds more output for
+ * the program. */
 static CUresult read_reply(uint64_t *values, uint32_t nvalues, void *out, size_t out_len,
-                           CUresult *deferred_out)
+                           CUresult *deferred_out, int *more)
 {
     uint8_t h[GL_ENV_HEADER_SIZE], rh[GL_REPLY_HEADER_SIZE];
     char why[600];
 
+    *more = 0;
     if (gl_io_recv(h, sizeof h) != 0)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     uint32_t len = le32(h);
@@ -324,21 +406,58 @@ static CUresult read_reply(uint64_t *values, uint32_t nvalues, void *out, size_t
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     int32_t result = (int32_t)le32(rh), deferred = (int32_t)le32(rh + 4);
     uint32_t n_bytes = le32(rh + 12);
-    uint64_t notes = (uint64_t)len - GL_REPLY_HEADER_SIZE - n_bytes; /* (wraps when short) */
+    uint64_t rest = (uint64_t)len - GL_REPLY_HEADER_SIZE - n_bytes; /* (wraps when short) */
     if (n_bytes > out_len || GL_REPLY_HEADER_SIZE + (uint64_t)n_bytes > len
-        || notes > GL_REPLY_NOTES_MAX || (notes > 0 && result == 0 && deferred == 0)) {
+        || rest > GL_REPLY_TRAILER_MAX) {
         snprintf(why, sizeof why, "malformed reply (%u bytes for a %zu-byte buffer, %u in all)",
                  n_bytes, out_len, len);
         return lose(why);
     }
     if (n_bytes > 0 && gl_io_recv(out, n_bytes) != 0)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
-    if (notes > 0 && read_notes((uint32_t)notes) != CUDA_SUCCESS)
-        return CUDA_ERROR_DEVICE_UNAVAILABLE;
+    CUresult r = read_trailer(rest, result != 0 || deferred != 0, more);
+    if (r != CUDA_SUCCESS)
+        return r;
     for (uint32_t i = 0; i < nvalues && i < GL_REPLY_MAX_VALUES; i++)
         values[i] = le64(rh + 16 + 8 * i);
     *deferred_out = deferred;
     return result;
+}
+
+/* A waiting record and the batch before it, sent (g_wait and g_emit held). */
+static CUresult send_waiting_locked(uint16_t call, const uint64_t *args, uint8_t nargs,
+                                    const void *payload, size_t len, uint64_t ctx)
+{
+    CUresult r = sync_ctx_locked(ctx);
+    if (r == CUDA_SUCCESS)
+        r = append_locked(call, 0, args, nargs, payload, len);
+    if (r == CUDA_SUCCESS)
+        r = flush_locked();
+    g_launched = 0; /* the reply carries what the flush points so far released */
+    return r;
+}
+
+/* Output the server still holds for the program (g_wait held). An error a
+ * one-way call of another thread left meanwhile comes with it: it becomes the
+ * result of the call that waited, if that succeeded. */
+static CUresult take_output(CUresult r, int more)
+{
+    while (more && gl_ready() == CUDA_SUCCESS) {
+        CUresult deferred = CUDA_SUCCESS;
+        pthread_mutex_lock(&g_emit);
+        CUresult t = send_waiting_locked(GL_CALL_glOutputTake, NULL, 0, NULL, 0, 0);
+        pthread_mutex_unlock(&g_emit);
+        more = 0;
+        if (t == CUDA_SUCCESS)
+            t = read_reply(NULL, 0, NULL, 0, &deferred, &more);
+        if (t == CUDA_SUCCESS)
+            t = deferred;
+        if (r == CUDA_SUCCESS)
+            r = t;
+        if (t == CUDA_ERROR_DEVICE_UNAVAILABLE)
+            break;
+    }
+    return r;
 }
 
 CUresult gl_wait(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
@@ -374,15 +493,12 @@ CUresult gl_wait(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
             pthread_cond_wait(&g_drained, &g_emit);
         pthread_mutex_unlock(&g_emit);
     }
-    r = sync_ctx_locked(ctx);
-    if (r == CUDA_SUCCESS)
-        r = append_locked(call, 0, args, nargs, payload, len);
-    if (r == CUDA_SUCCESS)
-        r = flush_locked();
+    r = send_waiting_locked(call, args, nargs, payload, len, ctx);
     pthread_mutex_unlock(&g_emit);
     CUresult deferred = CUDA_SUCCESS;
+    int more = 0;
     if (r == CUDA_SUCCESS)
-        r = read_reply(values, nvalues, out, out_len, &deferred);
+        r = read_reply(values, nvalues, out, out_len, &deferred, &more);
     if (t_host) {
         /* The host-function thread's calls are the program's asynchronous
          * work: an error of earlier calls stays owed to the program. */
@@ -395,6 +511,7 @@ CUresult gl_wait(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
     } else if (deferred != CUDA_SUCCESS) {
         r = deferred;
     }
+    r = take_output(r, more);
     pthread_mutex_unlock(&g_wait);
     /* What the device wrote to mapped and managed memory, before the program
      * reads it (mirror.c). */
@@ -587,12 +704,22 @@ void gl_batch_start(void)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* One-way work still in the buffer at exit must reach the server. */
+/* One-way work still in the buffer at exit must reach the server; after
+ * launches, the output CUDA's flush points released must reach the program
+ * (NVIDIA's driver prints it at each flush point, one-way ones too: a launch,
+ * cudaDeviceReset). Output still in the FIFO stays there, as on a GPU, where
+ * exiting does not flush it. A thread still waiting for a reply keeps the
+ * session: then only the flush. */
 __attribute__((destructor)) static void flush_at_exit(void)
 {
     if (gl_ready() != CUDA_SUCCESS)
         return;
     pthread_mutex_lock(&g_emit);
+    int owed = g_launched;
     flush_locked();
     pthread_mutex_unlock(&g_emit);
+    if (owed && pthread_mutex_trylock(&g_wait) == 0) {
+        take_output(CUDA_SUCCESS, 1);
+        pthread_mutex_unlock(&g_wait);
+    }
 }

@@ -79,8 +79,9 @@ CUresult gl_kernel_launch_set(gl_kernel_launch *k, const CUDA_KERNEL_NODE_PARAMS
     if (!p->gridDimX || !p->gridDimY || !p->gridDimZ || !p->blockDimX || !p->blockDimY
         || !p->blockDimZ)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((r = gl_launch_params(f, p->kernelParams, p->extra, &packed, &buf, &size))
-        != CUDA_SUCCESS)
+    if ((r = gl_launch_heap(f, 0)) != CUDA_SUCCESS
+        || (r = gl_launch_params(f, p->kernelParams, p->extra, &packed, &buf, &size))
+               != CUDA_SUCCESS)
         return r;
     const unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ};
     const unsigned block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};

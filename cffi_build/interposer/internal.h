@@ -78,10 +78,26 @@ CUresult gl_va_alloc_aligned(uint64_t size, uint64_t align, uint64_t *out);
 CUresult gl_va_free(uint64_t ptr);
 /* Whether ptr starts a freeable allocation. */
 int gl_va_is_base(uint64_t ptr);
+/* Bytes of the freeable allocations (what the server counts as used). */
+uint64_t gl_va_live(void);
+/* The allocation at ptr is the interposer's own: the program cannot free it
+ * (gl_va_is_base says no), gl_va_free still can. */
+void gl_va_hold(uint64_t ptr);
 /* Adds a range the server owns (a module global); it cannot be freed. */
 void gl_va_register(uint64_t base, uint64_t size);
 /* The live allocation holding ptr: 1 and its range, or 0. */
 int gl_va_find(uint64_t ptr, uint64_t *base, uint64_t *size);
+
+/* ---- devheap.c: the device runtime's limits and the host device's heap */
+
+/* Before a launch of a kernel that may call malloc or free: the session's
+ * device heap exists (host device). */
+CUresult gl_devheap_before_launch(int ptds);
+/* cuCtxSetLimit of a limit the serving device holds (0 stack, 1 printf FIFO,
+ * 2 malloc heap): the server's answer; runtime.c keeps the value on success. */
+CUresult gl_limit_send(CUlimit limit, size_t value, int ptds);
+/* The value cuCtxGetLimit answers for limit (runtime.c). */
+size_t gl_limit_value(CUlimit limit);
 
 /* ---- pinned.c: page-locked host memory (local) */
 
@@ -205,6 +221,7 @@ typedef struct {
     uint32_t *offset;
     uint32_t *size;
     uint32_t max_threads; /* threads a block may have (gl_launch_bounds.h); 0: unknown */
+    int heap;        /* it may call malloc or free (a device heap must exist) */
 } gl_layout;
 
 typedef struct {
@@ -237,8 +254,9 @@ CUresult gl_cooperative_fits(CUfunction f, const unsigned grid[3], const unsigne
  * registered fatbin, then the objects'; CUDA_ERROR_NOT_FOUND when
  * REGISTRATION is no such thing. */
 CUresult gl_rdc_image(const void *registration, uint8_t **image, size_t *size);
-/* Parses every .entry's parameter list of PTX text. Returns 0, or -1 when
- * out of memory or the text is malformed (out is then empty). */
+/* Parses every .entry's parameter list of PTX text, and whether the module
+ * names malloc or free (each layout's heap). Returns 0, or -1 when out of
+ * memory or the text is malformed (out is then empty). */
 int gl_ptx_entries(const char *ptx, gl_entries *out);
 void gl_entries_free(gl_entries *e);
 /* The layout of entry name, or NULL. */
@@ -276,6 +294,9 @@ int gl_refused_attribute(int attrib);
  * `extra` as given. *buf and *size describe the result. */
 CUresult gl_launch_params(uint64_t f, void **kernelParams, void **extra, uint8_t **packed,
                           const void **buf, size_t *size);
+/* Before function f runs (a launch, or a graph's kernel node): the device
+ * heap, when its layout says it calls malloc or free. */
+CUresult gl_launch_heap(uint64_t f, int ptds);
 
 /* ---- copies2d.c: a 3D copy's two ends (graph memcpy nodes) */
 

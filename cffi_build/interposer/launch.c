@@ -118,6 +118,15 @@ CUresult gl_launch_params(uint64_t f, void **kernelParams, void **extra, uint8_t
     return CUDA_SUCCESS;
 }
 
+CUresult gl_launch_heap(uint64_t f, int ptds)
+{
+    const gl_layout *l;
+
+    if (gl_func_layout(f, &l) != CUDA_SUCCESS || !l->heap)
+        return CUDA_SUCCESS; /* (an error of asking is gl_launch_params' to report) */
+    return gl_devheap_before_launch(ptds);
+}
+
 /* Over the kernel's launch bounds: INVALID_VALUE, as numba's test of launch
  * bounds expects of a GPU (for cudart's launches too). Known from the layout,
  * which a launch with `extra` does not fetch. */
@@ -157,6 +166,8 @@ static CUresult launch(CUfunction f, const launch_shape *s, void **kernelParams,
     if (s->cooperative && (r = gl_cooperative_fits(f, g, b, s->shared, ptds)) != CUDA_SUCCESS)
         return r;
     if ((r = within_launch_bounds(fh, b, extra)) != CUDA_SUCCESS)
+        return r;
+    if ((r = gl_launch_heap(fh, ptds)) != CUDA_SUCCESS)
         return r;
     if ((r = gl_launch_params(fh, kernelParams, extra, &packed, &buf, &size)) != CUDA_SUCCESS)
         return r;

@@ -12,6 +12,7 @@
 #include "gl_calls.h"
 #include "gl_client_gen.h"
 #include "internal.h"
+#include "ptx_devrt.h"
 
 typedef struct {
     pthread_mutex_t lock; /* guards known/layout while fetching */
@@ -287,11 +288,15 @@ CUresult gl_launchable(uint64_t h, uint64_t *func)
     return r;
 }
 
+/* The bits of glFuncDevrt's answer that need the device heap. */
+#define USES_HEAP ((1u << PTX_BI_MALLOC) | (1u << PTX_BI_FREE))
+
 /* Asks the server for the function's threads per block (its launch bounds,
  * which launch.c checks), then for parameters 0, 1, 2 … until it answers
- * INVALID_VALUE (the end of the list). Any other error is returned and
- * nothing cached, so a deferred error of earlier work surfaces here and the
- * next call retries. */
+ * INVALID_VALUE (the end of the list), then which of the device runtime's
+ * built-ins the function calls. Any other error is returned and nothing
+ * cached, so a deferred error of earlier work surfaces here and the next call
+ * retries. */
 static CUresult fetch(uint64_t h, gl_layout *out)
 {
     int max_threads = 0;
@@ -304,8 +309,13 @@ static CUresult fetch(uint64_t h, gl_layout *out)
         size_t off = 0, size = 0;
         r = glw_cuFuncGetParamInfo((CUfunction)(uintptr_t)h, i, &off, &size, 0);
         if (r == CUDA_ERROR_INVALID_VALUE) {
+            unsigned uses = 0;
+            r = glw_glFuncDevrt(&uses, (CUfunction)(uintptr_t)h, 0);
+            if (r != CUDA_SUCCESS)
+                gl_layout_free(out);
             out->max_threads = max_threads > 0 ? (uint32_t)max_threads : 0;
-            return CUDA_SUCCESS;
+            out->heap = (uses & USES_HEAP) != 0;
+            return r;
         }
         if (r != CUDA_SUCCESS || off > UINT32_MAX || size > UINT32_MAX) {
             gl_layout_free(out);

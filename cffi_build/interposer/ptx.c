@@ -257,14 +257,28 @@ static uint32_t bounds(lexer *l)
     }
 }
 
+/* The device runtime's heap built-ins as PTX names them (src/ptx_builtin.c):
+ * a module that names one needs the device heap. */
+static int heap_name(const char *t, size_t n)
+{
+    static const char *const names[] = {"malloc", "free", "_Znwm", "_Znam", "_ZdlPv",
+                                        "_ZdaPv", "_ZdlPvm", "_ZdaPvm"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (is(t, n, names[i]))
+            return 1;
+    return 0;
+}
+
 int gl_ptx_entries(const char *ptx, gl_entries *out)
 {
     lexer l = {ptx};
     const char *t;
     size_t n;
+    int heap = 0;
 
     memset(out, 0, sizeof *out);
     while ((n = token(&l, &t)) > 0) {
+        heap |= heap_name(t, n);
         if (!is(t, n, ".entry"))
             continue;
         if ((n = token(&l, &t)) == 0 || !ident_char(*t))
@@ -281,6 +295,8 @@ int gl_ptx_entries(const char *ptx, gl_entries *out)
             goto fail;
         e->layout.max_threads = bounds(&l);
     }
+    for (uint32_t i = 0; i < out->count; i++)
+        out->entries[i].layout.heap = heap;
     return 0;
 fail:
     gl_entries_free(out);
@@ -325,5 +341,6 @@ int gl_layout_copy(gl_layout *dst, const gl_layout *src)
     }
     dst->total = src->total;
     dst->max_threads = src->max_threads;
+    dst->heap = src->heap;
     return 0;
 }

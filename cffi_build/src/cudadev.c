@@ -203,6 +203,28 @@ CUresult cb_glMemFree(CUdeviceptr dptr)
 
 /* -------------------------------------------------------- custom calls */
 
+/* The host device's heap is a range of session memory (hostdev_devrt.c); a
+ * GPU's driver keeps its own, sized by cuCtxSetLimit, which glCtxSetLimit
+ * reaches. The interposer names no range to a cuda backend. */
+CUresult cb_glDeviceHeap(CUdeviceptr base, size_t size)
+{
+    (void)base, (void)size;
+    return CUDA_SUCCESS;
+}
+
+CUresult cb_glDeviceHeapBase(CUdeviceptr *base)
+{
+    *base = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cb_glFuncDevrt(unsigned int *uses, CUfunction func)
+{
+    (void)func;
+    *uses = 0; /* the driver's own runtime: nothing for the interposer to make */
+    return CUDA_SUCCESS;
+}
+
 CUresult cb_glMemcpyDtoH(void *dst, CUdeviceptr src, size_t n, CUstream stream)
 {
     gl_cuda *c = cuda_of(gl_exec_current());

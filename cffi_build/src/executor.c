@@ -13,6 +13,7 @@
 #include "executor.h"
 #include "gl_error_names.h"
 #include "gl_session.h"
+#include "ptx_devrt.h"
 
 #define GL_MINT_TAG 0x67u
 
@@ -290,6 +291,7 @@ gl_exec *gl_exec_new_at(gl_backend *be, uint64_t va_base, uint64_t va_size, char
         return NULL;
     }
     x->be = be;
+    x->devrt = ptx_devrt_new();
     x->va_base = va_base;
     x->va_size = va_size;
     /* A peer's request, so bounded: user space ends at 2^47 on x86-64 and arm64
@@ -299,10 +301,14 @@ gl_exec *gl_exec_new_at(gl_backend *be, uint64_t va_base, uint64_t va_size, char
         gl_set_err(err, err_len, "bad address range request: base 0x%llx size 0x%llx (both "
                    "64 KiB multiples, size 1 TiB at most, all below 2^47)",
                    (unsigned long long)va_base, (unsigned long long)va_size);
+        ptx_devrt_delete(x->devrt);
         free(x);
         return NULL;
     }
-    if (be->ops->open(x, err, err_len) != 0) {
+    if (x->devrt == NULL || be->ops->open(x, err, err_len) != 0) {
+        if (x->devrt == NULL)
+            gl_set_err(err, err_len, "out of memory");
+        ptx_devrt_delete(x->devrt);
         free(x);
         return NULL;
     }
@@ -332,6 +338,7 @@ void gl_exec_free(gl_exec *x)
     gl_ranges_free(&x->allocs);
     gl_ranges_free(&x->globals);
     gl_staged_free(&x->staged);
+    ptx_devrt_delete(x->devrt);
     free(x);
 }
 
@@ -437,6 +444,8 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
                           .cap = reply_cap - GL_REPLY_HEADER_SIZE};
         x->call = rec.call_id;
         size_t noted = x->notes.len + x->notes.dropped;
+        if (gl_call_flushes_output(rec.call_id))
+            ptx_devrt_flush(x->devrt);
         CUresult r = gl_dispatch(x, &rec, &o);
         x->stats.records++;
         x->stats.per_call[rec.call_id]++;
@@ -470,12 +479,8 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
             memcpy(reply + 16 + 8 * k, &v, 8);
         }
         *reply_len = GL_REPLY_HEADER_SIZE + o.len;
-        /* The reply that reports an error carries the reasons after its bytes. */
-        if (r != CUDA_SUCCESS || x->deferred != CUDA_SUCCESS) {
-            size_t room = reply_cap - *reply_len;
-            *reply_len += gl_notes_take(&x->notes, reply + *reply_len,
-                                        room < GL_REPLY_NOTES_MAX ? room : GL_REPLY_NOTES_MAX);
-        }
+        *reply_len += gl_reply_trailer(x, reply + *reply_len, reply_cap - *reply_len,
+                                       r != CUDA_SUCCESS || x->deferred != CUDA_SUCCESS);
         x->deferred = CUDA_SUCCESS;
         replied = 1;
     }

@@ -19,6 +19,7 @@
 #include "gl_launch_bounds.h"
 #include "hostdev.h"
 #include "hostdev_arrays.h"
+#include "ptx_devrt.h"
 
 /* ------------------------------------------------------------- builtins */
 
@@ -382,6 +383,9 @@ static uint64_t layout_size(const gl_kernel_impl *k)
 static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s, int cooperative)
 {
     char err[1024];
+    ptx_kernel_info info;
+    ptx_kernel_get_info(fn->ptx, &info);
+    ptx_devrt_launch(l->x->devrt, info.devrt_uses);
     ptx_launch_args a = {
         .cooperative = cooperative,
         .grid = {l->grid[0], l->grid[1], l->grid[2]},
@@ -393,10 +397,16 @@ static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s, 
         .extra = &l->x->globals,
         .texture = gl_host_texture,
         .texture_ctx = l->x,
+        .rt = l->x->devrt,
         .err = err,
         .err_len = sizeof err,
     };
     int rc = ptx_launch(fn->mod->ptx, fn->ptx, &a);
+    uint64_t dropped = ptx_devrt_take_dropped(l->x->devrt);
+    if (dropped > 0) /* as a GPU's full FIFO loses them; said in the log and, with an error, to the program */
+        gl_exec_note(l->x, "kernel %s: device printf lost %llu record%s: they did not fit the "
+                     "printf FIFO (CU_LIMIT_PRINTF_FIFO_SIZE; cudaDeviceSetLimit raises it)",
+                     fn->name, (unsigned long long)dropped, dropped == 1 ? "" : "s");
     if (rc == PTX_OK)
         return CUDA_SUCCESS;
     gl_exec_note(l->x, "kernel %s: %s", fn->name, err);
@@ -404,6 +414,8 @@ static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s, 
         return CUDA_ERROR_INVALID_VALUE;
     if (rc == PTX_E_OUT_OF_MEMORY)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == PTX_E_OUT_OF_RESOURCES) /* it did not start: the context is not lost */
+        return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
     s->sticky = (CUresult)rc;
     return (CUresult)rc;
 }

@@ -295,7 +295,7 @@ CUresult gl_hlink_load(gl_hmod *m, char *err, size_t err_len)
             r = g->fail;
     /* nvcc links the device runtime into every -rdc program */
     if (r == CUDA_SUCCESS && (g->devrt || li->origin == GL_LINK_ORIGIN_RDC))
-        g->src[g->n++] = ptx_devrt_source();
+        g->src[g->n++] = ptx_cudadevrt_source();
     if (r == CUDA_SUCCESS && g->n == 0) {
         snprintf(err, err_len, "the link has no PTX to run");
         r = CUDA_ERROR_NO_BINARY_FOR_GPU;

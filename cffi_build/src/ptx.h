@@ -27,9 +27,15 @@ typedef struct ptx_kernel ptx_kernel;
 /* Input bounds: anything larger is refused with a message. */
 #define PTX_MAX_TEXT (64u << 20)   /* bytes of PTX text */
 #define PTX_MAX_CODE (1u << 22)    /* instructions of one kernel after inlining */
-#define PTX_MAX_REGS 16384u        /* registers of one kernel after inlining */
+/* Registers of one kernel after inlining: virtual registers, as PTX declares
+ * them (NVVM's are single-assignment: cuda-samples' tensor-core GEMM declares
+ * 35,000), each a slot per lane; what a block's slots take is bounded at launch. */
+#define PTX_MAX_REGS (1u << 18)
+#define PTX_MAX_REGFILE (256ull << 20) /* bytes of one block's register slots */
+#define PTX_MAX_REGFILES (1ull << 30)  /* ... of all the launch's workers' together */
 #define PTX_MAX_CALL_DEPTH 32      /* nested .func calls (inlined) */
 #define PTX_MAX_PARAMS 64          /* parameters of an entry or a function */
+#define PTX_MAX_PARAM_BYTES 32764u /* a kernel's parameters: CUDA 12.1's limit on Volta and later */
 #define PTX_MAX_LOCAL (1u << 20)   /* local bytes per thread */
 #define PTX_MAX_SHARED (1u << 20)  /* static + dynamic shared bytes per block */
 
@@ -39,7 +45,9 @@ enum {
     PTX_E_INVALID_VALUE = 1,
     PTX_E_OUT_OF_MEMORY = 2,
     PTX_E_ILLEGAL_ADDRESS = 700,
+    PTX_E_OUT_OF_RESOURCES = 701, /* a launch that did not start: the context stays */
     PTX_E_LAUNCH_TIMEOUT = 702,
+    PTX_E_ASSERT = 710,
     PTX_E_MISALIGNED = 716,
     PTX_E_LAUNCH_FAILED = 719
 };
@@ -64,8 +72,8 @@ int ptx_module_link(const ptx_source *src, size_t n, ptx_module **out, char *err
                     size_t err_len);
 
 /* What the host device links in place of libcudadevrt: cooperative groups'
- * entry points, in PTX (ptx_devrt.c). */
-ptx_source ptx_devrt_source(void);
+ * entry points, in PTX (ptx_cudadevrt.c). */
+ptx_source ptx_cudadevrt_source(void);
 void ptx_module_free(ptx_module *m);
 
 /* Kernel entries by name (NULL: none). */
@@ -90,6 +98,7 @@ typedef struct {
     uint32_t max_threads;   /* launch bounds: .maxntid or .reqntid threads; 0: none */
     uint32_t maxnreg;       /* .maxnreg; 0: none */
     uint64_t const_size;    /* the module's .const bytes, which every kernel can read */
+    uint32_t devrt_uses;    /* the device runtime's built-ins it calls (1 << PTX_BI_*) */
 } ptx_kernel_info;
 void ptx_kernel_get_info(const ptx_kernel *k, ptx_kernel_info *out);
 /* The most registers the kernel holds live at once, an estimate (ptx_regs.c):
@@ -109,6 +118,7 @@ typedef struct {
     /* Texture and surface objects (ptx_tex.h): NULL resolves none. */
     ptx_texture_fn texture;
     void *texture_ctx;
+    struct ptx_devrt *rt; /* printf, assert, the heap (ptx_devrt.h); NULL: none */
     double timeout_s;  /* <= 0: GLEAM_PTX_TIMEOUT_S or 60 s */
     int cooperative;   /* every block resident at once, with a grid barrier's workspace */
     unsigned threads;  /* workers; 0: GLEAM_PTX_THREADS or the CPU count */

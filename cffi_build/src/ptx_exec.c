@@ -1531,6 +1531,7 @@ H(match_all)
 
 /* ----------------------------------------------------------------- table */
 
+#define h_devcall ptx_h_devcall /* in ptx_builtin.c */
 #define PTX_HANDLER(n) h_##n,
 const ptx_fn ptx_handlers[PTX_NOPS] = {PTX_OPS(PTX_HANDLER)};
 #define PTX_NAME(n) #n,

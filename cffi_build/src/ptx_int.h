@@ -18,6 +18,7 @@
 #ifndef GLEAM_PTX_INT_H
 #define GLEAM_PTX_INT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ptx.h"
@@ -93,6 +94,16 @@ typedef struct {
     uint64_t value;
 } ptx_const;
 
+/* A call of one of the device runtime's built-ins (vprintf, __assertfail,
+ * malloc, free: ptx_devrt.h), after linking: which one, and its return and
+ * argument slots in the caller's frame (frame-relative), returns first. */
+#define PTX_DCALL_MAX_ARGS 6
+typedef struct {
+    uint8_t builtin; /* PTX_BI_* */
+    uint32_t nret, nargs;
+    uint32_t off[PTX_DCALL_MAX_ARGS], size[PTX_DCALL_MAX_ARGS];
+} ptx_dcall;
+
 /* One call site before inlining: the caller-local offsets of its arguments. */
 typedef struct {
     uint32_t callee;
@@ -129,6 +140,7 @@ typedef struct {
     ptx_const *consts;
     uint32_t nconsts, capconsts;
     uint32_t local_size;    /* own .local variables and call parameters */
+    uint32_t local_align;   /* the largest .align of its .local variables */
     uint32_t shared_top, shared_align; /* an entry's own .shared variables: size, alignment */
     ptx_callsite *calls;
     uint32_t ncalls, capcalls;
@@ -159,6 +171,10 @@ struct ptx_kernel {
     ptx_const *consts;
     uint32_t nconsts;
     uint32_t local_size;
+    uint32_t local_align;   /* each thread's frame starts at a multiple of this */
+    ptx_dcall *dcalls;      /* calls of the device runtime's built-ins */
+    uint32_t ndcalls;
+    uint32_t devrt_uses;    /* 1 << PTX_BI_* of the built-ins it calls */
     uint32_t static_shared; /* the module's .shared variables and its entry's own */
     uint32_t dyn_base;      /* where dynamic (extern) shared memory starts */
     uint32_t nparams, params_size;
@@ -243,6 +259,8 @@ typedef struct ptx_block {
     uint64_t c2_lo, c2_len;
     uint64_t backedges;
     uint64_t yield_mask;   /* a warp yields when backedges & yield_mask is 0 */
+    struct ptx_devrt *rt;  /* the session's device runtime (ptx_devrt.h), or NULL */
+    char why[160];         /* what a built-in said about its fault ("" if nothing) */
     uint32_t red_popc;     /* bar.red of the barrier being gathered */
     int red_all, red_any;
     int err;
@@ -289,6 +307,14 @@ extern const char *const ptx_op_names[PTX_NOPS];
 int ptx_warp_run(ptx_warp *w);
 /* Picks the next group of lanes (lowest pc); 0 when none can run. */
 int ptx_warp_select(ptx_warp *w);
+
+/* The device runtime's built-ins (ptx_builtin.c): the handler of
+ * PTX_OP_devcall, and the check of a call of NAME against the built-in's
+ * signature: 0 and *d (its slots as the call site gives them), -1 with a
+ * message (a built-in called wrongly), -2 (NAME is no built-in). */
+int ptx_h_devcall(ptx_warp *w, const ptx_insn *i, uint32_t m);
+int ptx_builtin_resolve(const char *name, const ptx_callsite *cs, ptx_dcall *d, char *err,
+                        size_t err_len);
 
 /* Memory classification for generic/global accesses (ptx_launch.c). */
 uint8_t *ptx_gaddr_slow(ptx_block *b, uint64_t a, uint64_t size);

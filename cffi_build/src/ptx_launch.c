@@ -117,7 +117,18 @@ typedef struct {
     uint32_t *preds;
     uint64_t idx;  /* the block it runs */
     int done;
+    void *shared_raw, *local_raw; /* what b.shared and b.local were carved from */
 } worker;
+
+/* SIZE zeroed bytes at a multiple of ALIGN (a power of two), carved from
+ * *raw (calloc: large buffers stay untouched pages until used). */
+static uint8_t *aligned_zeroed(void **raw, size_t size, size_t align)
+{
+    *raw = calloc(1, size + align);
+    if (*raw == NULL)
+        return NULL;
+    return (uint8_t *)(((uintptr_t)*raw + align - 1) & ~(uintptr_t)(align - 1));
+}
 
 static void set_error(ptx_launch_ctx *lc, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -217,6 +228,7 @@ static void block_start(worker *wk, uint64_t idx)
                          (unsigned)((idx / a->grid[0]) % a->grid[1]),
                          (unsigned)(idx / ((uint64_t)a->grid[0] * a->grid[1]))};
     wk->b.err = 0;
+    wk->b.why[0] = '\0';
     wk->idx = idx;
     for (uint32_t wi = 0; wi < lc->nwarps; wi++)
         init_warp(wk, wi, ctaid);
@@ -291,6 +303,7 @@ static const char *fault_name(int code)
     case PTX_E_MISALIGNED: return "misaligned address";
     case PTX_E_LAUNCH_FAILED: return "trap";
     case PTX_E_LAUNCH_TIMEOUT: return "time limit reached";
+    case PTX_E_ASSERT: return "device assertion failed";
     default: return "failure";
     }
 }
@@ -304,9 +317,9 @@ static int block_end(worker *wk, int rc, uint64_t *total)
         wk->warps[wi].insns = 0;
     }
     if (rc > 0)
-        set_error(lc, rc, "%s (PTX line %u, address 0x%llx, block %llu)", fault_name(rc),
-                  wk->b.err_line, (unsigned long long)wk->b.err_addr,
-                  (unsigned long long)wk->idx);
+        set_error(lc, rc, "%s%s%s (PTX line %u, address 0x%llx, block %llu)", fault_name(rc),
+                  wk->b.why[0] ? ": " : "", wk->b.why, wk->b.err_line,
+                  (unsigned long long)wk->b.err_addr, (unsigned long long)wk->idx);
     return rc;
 }
 
@@ -371,8 +384,8 @@ static void worker_free(worker *wk)
     free(wk->warps);
     free(wk->regs);
     free(wk->preds);
-    free(wk->b.shared);
-    free(wk->b.local);
+    free(wk->shared_raw);
+    free(wk->local_raw);
 }
 
 /* The first N of an array of workers, and the array. */
@@ -397,14 +410,18 @@ static int worker_init(worker *wk, ptx_launch_ctx *lc)
     /* a cooperative grid's blocks take turns often (one may spin at a grid
      * barrier); an ordinary block's warps seldom (a warp may wait on another) */
     wk->b.yield_mask = lc->a->cooperative ? 63 : 1023;
+    wk->b.rt = lc->a->rt;
     wk->b.local_total = (uint64_t)lc->nwarps * 32 * k->local_size;
     wk->warps = calloc(lc->nwarps, sizeof *wk->warps);
     wk->regs = aligned_alloc(64, (size_t)lc->nwarps * k->nregs * sizeof *wk->regs);
     wk->preds = calloc((size_t)lc->nwarps * k->npreds, sizeof *wk->preds);
     /* zeroed once, never between blocks: shared and local memory start
-     * undefined on a GPU too; a non-NULL buffer even when empty */
-    wk->b.shared = calloc(1, lc->shared_size + 16);
-    wk->b.local = calloc(1, wk->b.local_total + 16);
+     * undefined on a GPU too; a non-NULL buffer even when empty. Aligned so
+     * that the offsets' alignment (.align of .shared and .local variables,
+     * up to PTX's 4096 for shared memory) is the addresses' too. */
+    wk->b.shared = aligned_zeroed(&wk->shared_raw, lc->shared_size + 16, 4096);
+    wk->b.local = aligned_zeroed(&wk->local_raw, wk->b.local_total + 16,
+                                 k->local_align > 64 ? k->local_align : 64);
     if (wk->warps == NULL || wk->regs == NULL || wk->preds == NULL || wk->b.shared == NULL
         || wk->b.local == NULL) {
         worker_free(wk);
@@ -555,6 +572,20 @@ int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a)
     }
     lc.deadline = mono_ns() + (uint64_t)(timeout * 1e9);
     pthread_mutex_init(&lc.lock, NULL);
+    /* A GPU refuses a block whose registers its register file cannot hold; the
+     * host device one whose slots would pass PTX_MAX_REGFILE, and it runs
+     * fewer workers at once rather than pass PTX_MAX_REGFILES. */
+    uint64_t regfile = (uint64_t)lc.nwarps * k->nregs * sizeof(uint64_t) * PTX_LANES;
+    if (regfile > PTX_MAX_REGFILE) {
+        if (a->err != NULL && a->err_len > 0)
+            snprintf(a->err, a->err_len, "too many resources requested for launch: %u registers "
+                     "for each of %llu threads take %llu MiB on the host device (%llu at most)",
+                     k->nregs, (unsigned long long)nthreads,
+                     (unsigned long long)(regfile >> 20),
+                     (unsigned long long)(PTX_MAX_REGFILE >> 20));
+        pthread_mutex_destroy(&lc.lock);
+        return PTX_E_OUT_OF_RESOURCES;
+    }
     unsigned nw = a->threads ? a->threads : env_unsigned("GLEAM_PTX_THREADS", 0);
     if (nw == 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
@@ -562,6 +593,8 @@ int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a)
     }
     if (nw > nblocks)
         nw = (unsigned)nblocks;
+    if (regfile > 0 && nw > PTX_MAX_REGFILES / regfile)
+        nw = (unsigned)(PTX_MAX_REGFILES / regfile);
     /* a small grid runs on the calling thread: starting workers would cost
      * more than the blocks (tens of microseconds each) */
     if (a->threads == 0 && nblocks * nthreads < 16384)
@@ -634,6 +667,7 @@ void ptx_kernel_get_info(const ptx_kernel *k, ptx_kernel_info *out)
     out->max_threads = k->max_threads;
     out->maxnreg = k->maxnreg;
     out->const_size = k->const_size;
+    out->devrt_uses = k->devrt_uses;
 }
 
 /* --------------------------------------------------------- Python entries */
@@ -664,7 +698,7 @@ ptx_module *gl_ptx_link_load(const char *const *texts, const size_t *lens, size_
             src[k] = (ptx_source){texts[k], lens[k], names[k]};
         }
         if (devrt)
-            src[n++] = ptx_devrt_source();
+            src[n++] = ptx_cudadevrt_source();
         if (ptx_module_link(src, n, &m, err, err_len) != 0)
             m = NULL;
     } else if (err != NULL && err_len > 0)

@@ -700,6 +700,8 @@ static void var_decl(ps *s, int sp, int linkage, stage *g, uint64_t *gtop)
                 return;
             }
             s->f->local_size = (uint32_t)top;
+            if (align > s->f->local_align) /* where its frame must start (ptx_link.c) */
+                s->f->local_align = (uint32_t)align;
             y = add_sym(s, name.s, name.n, S_LVAR);
             if (y) {
                 y->val = at;
@@ -875,13 +877,18 @@ static void params(ps *s, ptx_func *f, int rets)
         uint64_t es = (uint64_t)tsize(d.type) * (uint64_t)(d.vec ? d.vec : 1);
         uint64_t size = n * es, align = d.align ? (uint64_t)d.align : es;
         uint32_t k = rets ? f->nrets : f->nparams;
-        if (unsized || size > 4096 || f->nrets + f->nparams >= PTX_MAX_PARAMS || s->failed) {
+        if (unsized || size > PTX_MAX_PARAM_BYTES || f->nrets + f->nparams >= PTX_MAX_PARAMS
+            || s->failed) {
             if (!s->failed)
                 px_fail(s, "unsupported parameter");
             return;
         }
         uint64_t t64 = top;
         uint64_t at = place(&t64, align, size);
+        if (t64 > PTX_MAX_PARAM_BYTES) {
+            px_fail(s, "parameters larger than %u bytes (CUDA's limit)", PTX_MAX_PARAM_BYTES);
+            return;
+        }
         top = (uint32_t)t64;
         psym *y = add_sym(s, name.s, name.n, f->is_entry ? S_KPARAM : rets ? S_FRET : S_FPARAM);
         if (y == NULL)
@@ -1317,6 +1324,7 @@ void ptx_module_free(ptx_module *m)
         free(m->kernels[k].ocalls);
         free(m->kernels[k].bodies);
         free(m->kernels[k].body_of);
+        free(m->kernels[k].dcalls);
     }
     free(m->kernels);
     for (uint32_t k = 0; k < m->nglobals; k++)

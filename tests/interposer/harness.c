@@ -300,6 +300,19 @@ static int cmd_session(void)
     return 0;
 }
 
+/* Three synchronisations, whose replies the test's fake agent fills with the
+ * trailer's sections (device output, notes, malformed ones). */
+static int cmd_output(void)
+{
+    CUcontext ctx;
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS);
+    CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
+    for (int i = 0; i < 3; i++)
+        printf("sync %d\n", cuCtxSynchronize());
+    return 0;
+}
+
 /* cuLink*: one image links to itself; the logs come back empty. */
 static int cmd_link(const char *ptx_path)
 {
@@ -375,6 +388,9 @@ int main(int argc, char **argv)
         return cmd_session();
     if (argc == 3 && strcmp(argv[1], "link") == 0)
         return cmd_link(argv[2]);
-    fprintf(stderr, "usage: harness ptx|image|link FILE | alloc|procaddr|prefix|init|session\n");
+    if (argc == 2 && strcmp(argv[1], "output") == 0)
+        return cmd_output();
+    fprintf(stderr,
+            "usage: harness ptx|image|link FILE | alloc|procaddr|prefix|init|session|output\n");
     return 2;
 }
