@@ -152,7 +152,10 @@ def conversion(draw: st.DrawFn) -> tuple[str, list[tuple[str, object]], list[obj
         ref.append(ctypes.c_int(v))
         return "*"
 
-    width = field(-40, 40)
+    # glibc pads %a/%A with neither spaces nor zeros when a `*` width is negative
+    # and the 0 flag is given (C says: left-justified, 0 ignored; the device does
+    # that): not a case the host can be the reference for.
+    width = field(0 if conv in "aA" and "0" in flags else -40, 40)
     prec = "." + field(-3, 30) if conv not in "cp" else ""
     prec = "" if prec == "." else prec
     length = ""
