@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,6 +116,33 @@ def test_gleam_nvrtc_ptx_0_turns_it_off(options_probe):
     off = answer(options_probe, "-arch=sm_75", env={"GLEAM_NVRTC_PTX": "0"})
     assert off == answer(options_probe, "-arch=sm_75", preload=False)
     assert off["cubin"] == "elf"
+
+
+# Python's ctypes opens a library RTLD_LOCAL: NVRTC, which that library links, is then not
+# in the process's global scope, where dlsym(RTLD_NEXT) looks from the preloaded wrapper.
+LOCAL_CALLER = """
+import ctypes, sys
+probe = ctypes.CDLL(sys.argv[1])
+args = [b"nvrtc_probe", *(a.encode() for a in sys.argv[2:])]
+sys.exit(probe.nvrtc_probe(len(args), (ctypes.c_char_p * len(args))(*args)))
+"""
+
+
+def test_nvrtc_reached_through_a_library_opened_rtld_local(tmp_path):
+    """The wrapper finds the loaded libnvrtc itself (without that: every call was
+    NVRTC_ERROR_INTERNAL_ERROR, 'no libnvrtc is loaded in this process')."""
+    library = _build(ROOT / "tests" / "nvrtc" / "nvrtc_options.c", tmp_path / "libprobe.so",
+                     "-shared", "-Xcompiler", "-fPIC", "-DNVRTC_PROBE_LIBRARY")
+    base = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "GLEAM_TRACE")}
+    runs = {}
+    for preload in (True, False):
+        extra = {"LD_PRELOAD": str(interposer_dir() / NVRTC_PRELOAD)} if preload else {}
+        done = subprocess.run([sys.executable, "-c", LOCAL_CALLER, str(library), "-arch=sm_75"],
+                              capture_output=True, text=True, timeout=120, env={**base, **extra})
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        runs[preload] = json.loads(done.stdout)
+    assert runs[True]["compile"] == 0 and runs[True]["cubin_is_ptx"], runs[True]
+    assert runs[False]["cubin"] == "elf"
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,9 @@
  * only, no device): one JSON line with the compile's result, the cubin's size, what
  * nvrtcGetCUBIN wrote ("ptx", "elf" or "none"), whether that is byte for byte the
  * program's PTX, the PTX's .target and the log. tests/test_nvrtc_ptx.py runs it with and
- * without gleam's libgleam_nvrtc.so preloaded.
+ * without gleam's libgleam_nvrtc.so preloaded. Built with -DNVRTC_PROBE_LIBRARY it is a
+ * shared library whose nvrtc_probe(argc, argv) does the same, for a process that reaches
+ * NVRTC only through a library it opened with RTLD_LOCAL (Python's ctypes).
  */
 #include <nvrtc.h>
 #include <stdio.h>
@@ -27,7 +29,13 @@ static void json_string(const char *s)
     putchar('"');
 }
 
-int main(int argc, char **argv)
+#ifdef NVRTC_PROBE_LIBRARY
+#define PROBE __attribute__((visibility("default"))) int nvrtc_probe
+#else
+#define PROBE int main
+#endif
+
+PROBE(int argc, char **argv)
 {
     nvrtcProgram prog;
     if (nvrtcCreateProgram(&prog, SOURCE, "bump.cu", 0, NULL, NULL) != NVRTC_SUCCESS)
@@ -62,5 +70,6 @@ int main(int argc, char **argv)
     free(log);
     free(cubin);
     free(ptx);
+    fflush(stdout);
     return 0;
 }
