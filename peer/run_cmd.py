@@ -65,6 +65,11 @@ a program by hand:
 
   LD_LIBRARY_PATH=$(gleam-peer lib) ./prog
 
+A program that compiles with NVRTC also needs the library run preloads
+(NVRTC then makes PTX where the program asks for a cubin):
+
+  LD_LIBRARY_PATH=$(gleam-peer lib) LD_PRELOAD=$(gleam-peer lib)/libgleam_nvrtc.so ./prog
+
 GLEAM_CUDA_SOCKET (the agent's control socket) and GLEAM_CUDA_PEER (a peer to
 use) are read by the interposer; `gleam-peer run` sets both. GLEAM_SESSION_LINE=1
 makes the interposer print where the session runs and why (run sets it unless
