@@ -52,6 +52,11 @@ void gl_env_header(uint8_t out[GL_ENV_HEADER_SIZE], uint32_t body_len, uint8_t t
 void gl_batch_start(void);
 /* Records appended so far (a counter: whether the program is still making calls). */
 uint64_t gl_batch_appended(void);
+/* The calling thread's waiting calls answer CUDA_ERROR_NOT_READY at once
+ * while a host function holds the records behind it, instead of waiting for it
+ * (mirror.c's refresher: it waits holding the lock a host function's graph
+ * launch needs). */
+void gl_batch_not_behind_hold(void);
 /* A one-way record that also changes the executor's current context:
  * set_ctx != 0 makes it the context last sent; forget_ctx drops the memory
  * of it (the server's current context is unknown afterwards). Both happen

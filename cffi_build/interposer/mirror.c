@@ -328,6 +328,11 @@ static void *refresher(void *unused)
     long ms = refresh_ms();
     struct timespec nap = {ms / 1000, (ms % 1000) * 1000000L};
     uint64_t seen = gl_batch_appended();
+    /* Its pull holds g_coh, which a host function's graph launch takes (a push
+     * before each stage): waiting behind that host function would never end
+     * (cuda-samples' graphMemoryNodes). Behind one it is NOT_READY, still owed,
+     * and tried again at the next turn. */
+    gl_batch_not_behind_hold();
 
     while (gl_ready() == CUDA_SUCCESS) {
         pthread_mutex_lock(&g_wake_lock);

@@ -298,6 +298,17 @@ int h_suld(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 int h_sust(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 extern const char *const ptx_op_names[PTX_NOPS];
 
+/* Asynchronous barriers (ptx_mbarrier.c): the handlers, and the flags of
+ * their ptx_insn.mode. */
+int h_mbar_init(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_mbar_inval(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_mbar_arrive(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_mbar_tx(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_mbar_wait(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_mbar_pending(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+enum { PTX_MB_GENERIC = 1, PTX_MB_PARITY = 2, PTX_MB_DROP = 4, PTX_MB_NOCOMPLETE = 8,
+       PTX_MB_CP_INC = 16, PTX_MB_EXPECT_TX = 32, PTX_MB_COMPLETE_TX = 64 };
+
 /* ptx_warp_run's answer when the warp stopped at a loop's back edge to let
  * others run (ptx_block.yield_mask); it resumes there. */
 #define PTX_WARP_YIELD (-2)

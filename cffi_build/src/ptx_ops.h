@@ -68,7 +68,9 @@
     /* textures and surfaces (handlers in ptx_exec_tex.c) */                                  \
     X(tex) X(tld4) X(txq) X(suq) X(suld) X(sust)                                              \
     /* a call of the device runtime (printf, assert, malloc, free: ptx_builtin.c) */          \
-    X(devcall)
+    X(devcall)                                                                                \
+    /* asynchronous barriers: mbarrier.*, cp.async.mbarrier.arrive (ptx_mbarrier.c) */        \
+    X(mbar_init) X(mbar_inval) X(mbar_arrive) X(mbar_tx) X(mbar_wait) X(mbar_pending)
 
 #define PTX_OP_ENUM(n) PTX_OP_##n,
 enum { PTX_OPS(PTX_OP_ENUM) PTX_NOPS };

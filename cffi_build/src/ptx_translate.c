@@ -1574,6 +1574,10 @@ int px_take(px_mods *m, const char *w) { return take(m, w); }
 int px_take_type(px_mods *m) { return take_type(m); }
 int px_finish(ps *s, const px_mods *m) { return finish(s, m); }
 int px_unsupported(ps *s, const px_mods *m) { return unsupported(s, m); }
+uint32_t px_src(ps *s, const opnd *o, int t) { return src(s, o, t); }
+uint32_t px_dst(ps *s, const opnd *o) { return dst(s, o); }
+uint32_t px_pdst(ps *s, const opnd *o) { return pdst(s, o); }
+void px_set_addr(ps *s, ptx_insn *i, const opnd *a) { set_addr(s, i, a); }
 
 static int instruction_(ps *s, uint32_t guard);
 
@@ -1611,7 +1615,8 @@ static int instruction_(ps *s, uint32_t guard)
         "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "copysign", "testp", "setp", "selp", "mov",
         "cvt", "cvta", "isspacep", "set", "redux", "cp", "ld", "ldu", "st", "atom", "red", "shfl", "vote", "match",
         "dp4a", "dp2a", "activemask", "membar", "fence", "prefetch", "prefetchu", "nanosleep",
-        "pmevent", "bra", "ret", "exit", "trap", "bar", "barrier", "call", "griddepcontrol"};
+        "pmevent", "bra", "ret", "exit", "trap", "bar", "barrier", "call", "griddepcontrol",
+        "mbarrier"};
     int is_known = 0;
     for (size_t k = 0; k < sizeof known / sizeof known[0] && !is_known; k++)
         is_known = !strcmp(base, known[k]);
@@ -1680,8 +1685,11 @@ static int instruction_(ps *s, uint32_t guard)
         if (m.cnt < 2 || m.n[1] != 5 || memcmp(m.p[1], "async", 5) != 0)
             return unsupported(s, &m);
         m.used[1] = 1;
+        if (take(&m, "mbarrier"))
+            return px_mbarrier(s, &m, o, n, guard, 1);
         return b_cpasync(&c);
     }
+    if (!strcmp(base, "mbarrier")) return px_mbarrier(s, &m, o, n, guard, 0);
     if (!strcmp(base, "dp4a")) return b_dp(&c, 1);
     if (!strcmp(base, "dp2a")) return b_dp(&c, 0);
     if (!strcmp(base, "activemask")) return b_simple(&c, PTX_OP_activemask, 1);
