@@ -1,8 +1,10 @@
 """Dynamic parallelism (CDP2) on the host device: kernels built by nvcc (-rdc=true, PTX
-for compute 8.0, as the cuda-samples build) launch kernels; the device runtime's
-built-ins queue each launch and the host device runs the children once their parent's
-blocks have ended, before the parent's launch completes (src/ptx_cdp.h). Driven
-in-process, straight into the executor; skipped without nvcc."""
+for compute 8.0, as the cuda-samples build; those tests skip without nvcc) and one
+written out (tests/device_runtime.py) launch kernels; the device runtime's built-ins
+queue each launch and the host device runs the children once their parent's blocks
+have ended, before the parent's launch completes (src/ptx_cdp.h). What a kernel hands
+the built-ins is fuzzed: an error code or a fault, never a crash. Driven in-process,
+straight into the executor."""
 
 from __future__ import annotations
 
@@ -12,20 +14,27 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from .cuda_session import Session, ptx_only_session
-from .device_runtime import ILLEGAL_ADDRESS, set_limit
+from .device_runtime import ILLEGAL_ADDRESS, INVALID_PTX, LAUNCHES, set_limit
 
 SOURCE = Path(__file__).resolve().parent.parent / "examples" / "cuda" / "runtime" / "cdp.cu"
 NVCC = shutil.which("nvcc")
 PENDING_LAUNCH_COUNT = 4  # CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT
 MAX_DEPTH_EXCEEDED, PENDING_COUNT_EXCEEDED = 65, 69  # cudaError_t
 
-pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA toolkit) is not on PATH")
+TAIL, FIRE_AND_FORGET = 3, 4  # cudaStreamTailLaunch, cudaStreamFireAndForget
+# what the device runtime may answer a kernel: success, invalid value, out of memory,
+# invalid configuration, invalid device function, invalid resource handle
+ANSWERS = {0, 1, 2, 9, 98, 400}
 
 
 @pytest.fixture(scope="module")
 def ptx(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    if NVCC is None:
+        pytest.skip("nvcc (the CUDA toolkit) is not on PATH")
     out = tmp_path_factory.mktemp("cdp") / "cdp.ptx"
     done = subprocess.run([NVCC, "-rdc=true", "-ptx", "-arch=compute_80", "-o", str(out),
                            str(SOURCE)], capture_output=True, text=True, timeout=300)
@@ -122,3 +131,48 @@ def test_device_copies_and_sets_run_in_stream_order_with_launches(ptx):
         s.htod(a, struct.pack(f"<{n}i", *range(9, 9 + n)))
         assert run(s, ptx, "copies", 1, struct.pack("<QQi", a, b, n)) == (0, 0)
         assert ints(s, b, n) == [42, 0, 0, 0]
+
+
+def poke(s: Session, func: int = 0, grid: int = 1, block: int = 32, shared: int = 0,
+         stream: int = 0, shift: int = 0) -> tuple[int, list[int]]:
+    """LAUNCHES' poke: (sync's deferred error, out[0..35])."""
+    out = zeros(s, 35)
+    params = struct.pack("<QIIIxxxxQQQ", func, grid, block, shared, stream, shift, out)
+    err = run(s, LAUNCHES, "poke", 1, params)[1]
+    return err, ints(s, out, 35) if err == 0 else []
+
+
+@pytest.mark.parametrize("stream", [0, TAIL, FIRE_AND_FORGET])
+def test_a_launch_written_in_ptx_runs_in_each_of_cudas_device_streams(stream):
+    with ptx_only_session() as s:
+        err, out = poke(s, stream=stream)
+        assert err == 0 and out == [9] * 32 + [1, 0, 0]
+
+
+def test_a_call_that_does_not_match_the_runtimes_signature_is_refused_at_load():
+    wrong = LAUNCHES.replace(b"(.param .b64 p, .param .b64 s);", b"(.param .b64 p);")
+    wrong = wrong.replace(b"st.param.b64 [s], %rd2;\n    call.uni (r), cudaLaunchDeviceV2, (p, s);",
+                          b"call.uni (r), cudaLaunchDeviceV2, (p);")
+    with ptx_only_session() as s:
+        s.load(wrong)
+        assert s.sync()[1] == INVALID_PTX
+        assert any("does not match the device runtime" in n for n in s.notes), s.notes
+
+
+@settings(max_examples=60, deadline=None)
+@given(func=st.sampled_from([0, 1, 0x7F7C000000000000, 0x7F7C000000000001, 0x7F7C0000FFFFFFFF]),
+       grid=st.sampled_from([0, 1, 2, 0x80000000, 0xFFFFFFFF]),
+       block=st.sampled_from([0, 1, 32, 1024, 1025]),
+       shared=st.sampled_from([0, 48 * 1024, 1 << 20, 0xFFFFFFFF]),
+       stream=st.sampled_from([0, 1, 2, TAIL, FIRE_AND_FORGET, 0x6364700000000001, 1 << 63]),
+       shift=st.sampled_from([0, 8, 64, -64, 1 << 40]))
+def test_whatever_a_kernel_hands_the_launch_built_ins_is_an_error_code_never_a_crash(
+        func, grid, block, shared, stream, shift):
+    with ptx_only_session() as s:
+        err, out = poke(s, func, grid, block, shared, stream, shift & (1 << 64) - 1)
+        assert err == 0, s.notes  # every refusal is the kernel's to read
+        given_buffer, launched, last = out[32:]
+        assert launched in ANSWERS and last == launched
+        assert given_buffer or launched != 0, "no buffer, no launch"
+        ok = launched == 0
+        assert out[:32] == ([9] * min(block, 32) + [0] * (32 - min(block, 32)) if ok else [0] * 32)

@@ -212,9 +212,11 @@ static int config_ok(const ptx_kernel *k, const unsigned grid[3], const unsigned
                      unsigned shared)
 {
     uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
-    if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0 || grid[1] > 65535 || grid[2] > 65535)
+    if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0 || grid[0] > 0x7fffffffu
+        || grid[1] > 65535 || grid[2] > 65535)
         return 0;
-    if (threads == 0 || threads > 1024 || block[2] > 64 || (k->max_threads && threads > k->max_threads))
+    if (threads == 0 || threads > 1024 || block[0] > 1024 || block[1] > 1024 || block[2] > 64
+        || (k->max_threads && threads > k->max_threads))
         return 0;
     return (uint64_t)k->dyn_base + shared <= PTX_MAX_SHARED;
 }
