@@ -276,6 +276,8 @@ typedef struct ptx_warp {
     uint32_t live;         /* lanes not exited */
     uint32_t parked;       /* live lanes waiting at lpc[] */
     uint32_t atbar;        /* lanes waiting at a barrier */
+    uint32_t syncwait;     /* parked lanes holding at a warp-wide .sync instruction until
+                            * the other lanes of its member mask arrive (ptx_exec.c) */
     uint32_t cc;           /* the carry flag of each lane (add.cc ...) */
     uint32_t merge_pc;     /* lowest lpc of the parked lanes */
     uint32_t lpc[PTX_LANES];

@@ -216,6 +216,7 @@ static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3])
     w->live = live;
     w->parked = live;
     w->atbar = 0;
+    w->syncwait = 0;
     for (int l = 0; l < PTX_LANES; l++)
         w->lpc[l] = 0, w->fp[l] = 0;
     w->cw_used = 0;
