@@ -56,3 +56,6 @@ def test_a_tree_of_device_side_launches_completes_before_the_hosts_sync(mesh, cd
     done, _ = run_through(client, cdp_program)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "launch tree: 124 of 124 threads ran (no error)" in done.stdout, done.stdout
+    # cudaDeviceSetLimit(cudaLimitDevRuntimePendingLaunchCount) reaches the server
+    assert ("pending limit 2 (no error): ran 1 1 0 0, errors 0 0 69 69 (no error)"
+            in done.stdout), done.stdout

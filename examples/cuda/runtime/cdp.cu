@@ -123,6 +123,26 @@ int main()
     cudaError_t err = cudaDeviceSynchronize();
     cudaMemcpy(&got, total, sizeof got, cudaMemcpyDeviceToHost);
     printf("launch tree: %u of %u threads ran (%s)\n", got, want, cudaGetErrorString(err));
+
+    // The pending-launch limit travels to the device: 2 of 4 launches are taken.
+    int *ran = nullptr, *errs = nullptr, r[4] = {0}, e[4] = {0};
+    cudaError_t set = cudaDeviceSetLimit(cudaLimitDevRuntimePendingLaunchCount, 2);
+    size_t limit = 0;
+    cudaDeviceGetLimit(&limit, cudaLimitDevRuntimePendingLaunchCount);
+    cudaMalloc(&ran, sizeof r);
+    cudaMalloc(&errs, sizeof e);
+    cudaMemset(ran, 0, sizeof r);
+    many<<<1, 4>>>(ran, errs);
+    cudaError_t err2 = cudaDeviceSynchronize();
+    cudaMemcpy(r, ran, sizeof r, cudaMemcpyDeviceToHost);
+    cudaMemcpy(e, errs, sizeof e, cudaMemcpyDeviceToHost);
+    printf("pending limit %zu (%s): ran %d %d %d %d, errors %d %d %d %d (%s)\n", limit,
+           cudaGetErrorString(set), r[0], r[1], r[2], r[3], e[0], e[1], e[2], e[3],
+           cudaGetErrorString(err2));
     cudaFree(total);
-    return err == cudaSuccess && got == want ? 0 : 1;
+    cudaFree(ran);
+    cudaFree(errs);
+    int limited = set == cudaSuccess && limit == 2 && r[0] + r[1] + r[2] + r[3] == 2
+                  && e[2] == cudaErrorLaunchPendingCountExceeded;
+    return err == cudaSuccess && got == want && err2 == cudaSuccess && limited ? 0 : 1;
 }
