@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from .cuda_session import Session, ptx_only_session
+from .cuda_session import Session, ptx_only_session, rec
 from .device_runtime import ILLEGAL_ADDRESS, INVALID_PTX, LAUNCHES, set_limit
 
 SOURCE = Path(__file__).resolve().parent.parent / "examples" / "cuda" / "runtime" / "cdp.cu"
@@ -176,3 +176,23 @@ def test_whatever_a_kernel_hands_the_launch_built_ins_is_an_error_code_never_a_c
         assert given_buffer or launched != 0, "no buffer, no launch"
         ok = launched == 0
         assert out[:32] == ([9] * min(block, 32) + [0] * (32 - min(block, 32)) if ok else [0] * 32)
+
+
+def test_a_kernel_that_launches_kernels_needs_what_any_kernel_of_its_module_uses():
+    """glFuncDevrt: the interposer makes the heap before a launch whose kernel may use it;
+    a parent may launch a child that calls malloc, so the parent's answer says malloc."""
+    malloc_bit = 1 << 2  # PTX_BI_MALLOC
+    grabber = (b".extern .func (.param .b64 r) malloc (.param .b64 n);\n"
+               b".visible .entry grabber(.param .u64 out)\n{\n    .reg .b64 %rd<3>;\n"
+               b"    ld.param.u64 %rd1, [out];\n    {\n    .param .b64 n;\n"
+               b"    .param .b64 r;\n    st.param.b64 [n], 16;\n"
+               b"    call.uni (r), malloc, (n);\n    ld.param.b64 %rd2, [r];\n    }\n"
+               b"    st.global.u64 [%rd1], %rd2;\n    ret;\n}\n")
+    with ptx_only_session() as s:
+        mod = s.load(LAUNCHES + grabber)
+        uses = {name: s.run(rec("glFuncDevrt", s.function(mod, name))) for name in
+                ("poke", "fill", "grabber")}
+        assert all(r is not None and r[0] == 0 for r in uses.values()), uses
+        assert uses["poke"][2][0] & malloc_bit  # it may launch grabber
+        assert not uses["fill"][2][0] & malloc_bit  # it launches nothing
+        assert uses["grabber"][2][0] & malloc_bit
