@@ -97,7 +97,7 @@ typedef struct {
 /* A call of one of the device runtime's built-ins (vprintf, __assertfail,
  * malloc, free: ptx_devrt.h), after linking: which one, and its return and
  * argument slots in the caller's frame (frame-relative), returns first. */
-#define PTX_DCALL_MAX_ARGS 6
+#define PTX_DCALL_MAX_ARGS 8 /* the return and the arguments */
 typedef struct {
     uint8_t builtin; /* PTX_BI_* */
     uint32_t nret, nargs;
@@ -276,6 +276,8 @@ typedef struct ptx_warp {
     uint32_t live;         /* lanes not exited */
     uint32_t parked;       /* live lanes waiting at lpc[] */
     uint32_t atbar;        /* lanes waiting at a barrier */
+    uint32_t syncwait;     /* parked lanes holding at a warp-wide .sync instruction until
+                            * the other lanes of its member mask arrive (ptx_exec.c) */
     uint32_t cc;           /* the carry flag of each lane (add.cc ...) */
     uint32_t merge_pc;     /* lowest lpc of the parked lanes */
     uint32_t lpc[PTX_LANES];
@@ -327,6 +329,9 @@ int ptx_h_devcall(ptx_warp *w, const ptx_insn *i, uint32_t m);
 int ptx_builtin_resolve(const char *name, const ptx_callsite *cs, ptx_dcall *d, char *err,
                         size_t err_len);
 
+/* The device-side launches of the block's grid (ptx_cdp.h), NULL when its
+ * kernel makes none (ptx_launch.c). */
+struct ptx_cdp_grid *ptx_block_cdp(const ptx_block *b);
 /* Memory classification for generic/global accesses (ptx_launch.c). */
 uint8_t *ptx_gaddr_slow(ptx_block *b, uint64_t a, uint64_t size);
 /* The launch's texture (surface != 0: surface) object of this value, or NULL

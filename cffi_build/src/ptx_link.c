@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptx_devrt.h"
 #include "ptx_int.h"
 
 /* Local bytes per thread of a kernel with out-of-line calls: room for this
@@ -170,6 +171,9 @@ static uint64_t relocate(lk *L, uint64_t v, int reloc, int arg, uint64_t fbase,
     case PTX_RL_DYNSH: return v + L->dynbase;
     case PTX_RL_OWNSH: return v + L->ownbase;
     case PTX_RL_FUNC:
+        /* a kernel's address names it for a device-side launch (ptx_cdp.c) */
+        if (v < L->m->nfuncs && L->m->funcs[v].is_entry)
+            return PTX_FUNC_TAG | v;
         if (v < L->m->nfuncs && L->m->funcs[v].defined && body_for(L, (uint32_t)v) >= 0)
             return PTX_FUNC_TAG | v;
         return PTX_FUNC_TAG | 0xffffffffu; /* calling it fails at run time */
@@ -499,7 +503,7 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
             break;
         for (uint32_t t = 0; t < m->ntaken; t++) /* tables of function pointers */
             if (m->taken[t] < m->nfuncs && m->funcs[m->taken[t]].defined
-                && body_for(&L, m->taken[t]) < 0)
+                && !m->funcs[m->taken[t]].is_entry && body_for(&L, m->taken[t]) < 0)
                 break;
         if (L.failed)
             break;
@@ -511,5 +515,14 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
     }
     free(onstack);
     free(L.queue);
+    /* A kernel that launches kernels may launch any of the module's, so it
+     * needs what each of them uses (the heap, the printf FIFO) made ready
+     * before its launch. */
+    uint32_t all = 0;
+    for (uint32_t q = 0; q < m->nkernels; q++)
+        all |= m->kernels[q].devrt_uses;
+    for (uint32_t q = 0; q < m->nkernels; q++)
+        if (m->kernels[q].devrt_uses & PTX_BI_CDP_MASK)
+            m->kernels[q].devrt_uses |= all;
     return L.failed ? -1 : 0;
 }
