@@ -289,13 +289,15 @@ typedef struct ptx_warp {
 } ptx_warp;
 
 extern const ptx_fn ptx_handlers[PTX_NOPS];
-/* The handlers that live outside ptx_exec.c (ptx_exec_tex.c). */
+/* The handlers that live outside ptx_exec.c (ptx_exec_tex.c, ptx_video.c). */
 int h_tex(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 int h_tld4(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 int h_txq(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 int h_suq(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 int h_suld(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 int h_sust(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+/* ptx_video.c */
+int h_vsimd(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 extern const char *const ptx_op_names[PTX_NOPS];
 
 /* ptx_warp_run's answer when the warp stopped at a loop's back edge to let

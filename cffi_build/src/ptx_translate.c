@@ -1619,6 +1619,10 @@ static int instruction_(ps *s, uint32_t guard)
         px_next(s);
         return px_texture(s, &m, guard);
     }
+    if (px_is_video(base)) { /* selectors and masks ride on the operands */
+        px_next(s);
+        return px_video(s, &m, guard);
+    }
     if (!is_known) /* refuse by name before its operands can confuse the message */
         return unsupported(s, &m);
     px_next(s);
