@@ -428,6 +428,15 @@ static void decl_attrs(ps *s, declspec *d)
         } else if (parse_type(s) != T_NONE) {
             d->type = parse_type(s);
             px_next(s);
+        } else if (is_dir(s, ".attribute")) {
+            /* .attribute(.managed) is __managed__: the variable must be one
+             * address the program's CPU and kernels share, which module
+             * storage on the server is not (docs/cuda-forwarding.md, "Managed
+             * variables"); refused by name rather than loaded as a plain
+             * .global the program could not dereference */
+            px_fail(s, "unsupported: managed variables (.attribute(.managed), __managed__); "
+                       "use cuMemAllocManaged");
+            return;
         } else {
             if (is_dir(s, ".texref") || is_dir(s, ".samplerref") || is_dir(s, ".surfref"))
                 px_fail(s, "unsupported: texture, sampler and surface references (%.*s; "
