@@ -218,16 +218,6 @@ def test_texture_references_are_refused_by_name(decl):
     assert rc == -1 and "references (.texref" in msg
 
 
-@pytest.mark.parametrize("decl", [".global .attribute(.managed) .align 4 .u32 xxx = 10;",
-                                  ".global .attribute(.managed) .b8 buf[64];"])
-def test_managed_variables_are_refused_by_name(decl):
-    """A __managed__ variable (libNVVM's uvmlite, nvcc's .attribute(.managed)) must be one
-    address the program's CPU and kernels share; the host device refuses it by name rather
-    than load it as a plain .global (it used to say "a variable needs a type")."""
-    rc, msg = check((HEADER + decl + "\n.visible .entry k() { ret; }\n").encode())
-    assert rc == -1 and msg.startswith("line 4: unsupported: managed variables")
-
-
 # ------------------------------------------------- the same refusals through a session
 
 INVALID_PTX, NOT_FOUND = 218, 500

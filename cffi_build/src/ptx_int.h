@@ -214,6 +214,7 @@ typedef struct {
     uint8_t defined;  /* has storage */
     uint8_t linkage;  /* PTX_LK_* */
     uint8_t has_init;
+    uint8_t managed;  /* .attribute(.managed): alone in PTX_MANAGED_ALIGN pages */
     uint16_t src;
 } ptx_var;
 
@@ -241,6 +242,8 @@ struct ptx_module {
     uint32_t nglobals;
     uint8_t *storage;
     uint64_t storage_size;
+    uint64_t storage_mapped; /* bytes mapped in the band (managed variables), else 0 */
+    int has_managed;
     uint32_t static_shared; /* the module's and .funcs' .shared variables */
     uint32_t dyn_align;     /* the largest alignment an extern .shared declaration asks */
     int has_dyn_shared;
