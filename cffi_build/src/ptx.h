@@ -38,6 +38,11 @@ typedef struct ptx_kernel ptx_kernel;
 #define PTX_MAX_PARAM_BYTES 32764u /* a kernel's parameters: CUDA 12.1's limit on Volta and later */
 #define PTX_MAX_LOCAL (1u << 20)   /* local bytes per thread */
 #define PTX_MAX_SHARED (1u << 20)  /* static + dynamic shared bytes per block */
+/* A managed module variable (.attribute(.managed)) lies alone in pages of this
+ * size, in a module storage mapped in the band (vaband.h), so the program can
+ * map its own view of exactly it at the same address (docs/cuda-forwarding.md,
+ * "Managed variables"); the interposer rounds the same way. */
+#define PTX_MANAGED_ALIGN (64u << 10)
 
 /* Results of ptx_launch: CUresult values. */
 enum {

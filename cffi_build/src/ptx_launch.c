@@ -201,7 +201,9 @@ static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3])
         r[PTX_R_NSMID][l] = 1;
         r[PTX_R_GRIDID][l] = 0;
         r[PTX_R_DYN_SMEM][l] = a->dynamic_shared;
-        r[PTX_R_TOTAL_SMEM][l] = lc->shared_size;
+        /* the PTX ISA: %total_smem_size leaves the reserved region out, %aggr_smem_size not */
+        r[PTX_R_TOTAL_SMEM][l] = lc->shared_size - k->rsv_size;
+        r[PTX_R_AGGR_SMEM][l] = lc->shared_size;
         r[PTX_R_WARPSZ][l] = 32;
         r[PTX_R_ENVREG1][l] = lc->workspace >> 32;
         r[PTX_R_ENVREG2][l] = lc->workspace & 0xffffffffu;
@@ -245,6 +247,9 @@ static void block_start(worker *wk, uint64_t idx)
     for (uint32_t wi = 0; wi < lc->nwarps; wi++)
         init_warp(wk, wi, ctaid);
     reset_red(&wk->b);
+    /* every block starts with the reserved region zero (PTX_RESERVED_SMEM) */
+    if (lc->k->rsv_size)
+        memset(wk->b.shared + lc->k->rsv_base, 0, lc->k->rsv_size);
 }
 
 /* Runs the block's warps until the block ends (0), one of them yields

@@ -32,6 +32,7 @@ typedef struct {
     uint64_t stack;
     uint64_t dynbase; /* the kernel's extern .shared */
     uint64_t ownbase; /* the kernel's own .shared variables, above the module's */
+    uint64_t rsvbase; /* the reserved shared region (PTX_RESERVED_SMEM) */
     uint32_t *queue; /* functions whose out-of-line body is wanted */
     uint32_t nqueue;
     uint32_t capdcalls;
@@ -170,6 +171,7 @@ static uint64_t relocate(lk *L, uint64_t v, int reloc, int arg, uint64_t fbase,
     case PTX_RL_GLOBAL: return global_address(L, v);
     case PTX_RL_DYNSH: return v + L->dynbase;
     case PTX_RL_OWNSH: return v + L->ownbase;
+    case PTX_RL_RSVSH: return v + L->rsvbase;
     case PTX_RL_FUNC:
         /* a kernel's address names it for a device-side launch (ptx_cdp.c) */
         if (v < L->m->nfuncs && L->m->funcs[v].is_entry)
@@ -478,7 +480,12 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
         }
         k->static_shared = (uint32_t)(f->shared_top ? L.ownbase + f->shared_top : m->static_shared);
         uint64_t dyn_align = m->dyn_align > 16 ? m->dyn_align : 16; /* extern .shared */
-        L.dynbase = ((uint64_t)k->static_shared + dyn_align - 1) / dyn_align * dyn_align;
+        /* the reserved region lies between the static and the dynamic memory */
+        L.rsvbase = ((uint64_t)k->static_shared + 15) / 16 * 16;
+        k->rsv_size = m->uses_reserved_smem ? PTX_RESERVED_SMEM : 0;
+        k->rsv_base = m->uses_reserved_smem ? (uint32_t)L.rsvbase : 0;
+        uint64_t dyn_from = m->uses_reserved_smem ? L.rsvbase + PTX_RESERVED_SMEM : k->static_shared;
+        L.dynbase = (dyn_from + dyn_align - 1) / dyn_align * dyn_align;
         if (L.dynbase > PTX_MAX_SHARED) {
             lfail(&L, f->line, "too much shared memory", NULL);
             break;
