@@ -14,7 +14,7 @@
  */
 #include <nvrtc.h>
 
-#include "common.h"
+#include "../common.h"
 
 #define N 1000
 
