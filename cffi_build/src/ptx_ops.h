@@ -68,7 +68,9 @@
     /* textures and surfaces (handlers in ptx_exec_tex.c) */                                  \
     X(tex) X(tld4) X(txq) X(suq) X(suld) X(sust)                                              \
     /* a call of the device runtime (printf, assert, malloc, free: ptx_builtin.c) */          \
-    X(devcall)
+    X(devcall)                                                                                \
+    /* warp-level matrix instructions and cvt to tf32 (ptx_exec_wmma.c, ptx_wmma.h) */       \
+    X(wmma_load) X(wmma_store) X(wmma_mma) X(cvt_tf32)
 
 #define PTX_OP_ENUM(n) PTX_OP_##n,
 enum { PTX_OPS(PTX_OP_ENUM) PTX_NOPS };

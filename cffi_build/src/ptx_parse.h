@@ -229,6 +229,9 @@ int px_unsupported(ps *s, const px_mods *m);
  * follow: the mnemonic token was consumed). */
 int px_is_texture(const char *opcode);
 int px_texture(ps *s, px_mods *m, uint32_t guard);
+/* ptx_translate_wmma.c: wmma.load, wmma.store, wmma.mma (the mnemonic was
+ * consumed; the operands follow). */
+int px_wmma(ps *s, px_mods *m, uint32_t guard);
 /* Translates the instruction at s->t (its guard already read): 0 or -1. */
 int px_instruction(ps *s, uint32_t guard);
 
