@@ -3,15 +3,18 @@
  * encoding: ptx_wmma.h), and of cvt to .tf32.
  *
  * A fragment's elements are spread over the warp in one fixed order (CUDA
- * leaves it unspecified): slot e of a fragment with R registers per lane and
- * P elements per register is lane e / (R P), register (e mod R P) / P,
- * element (e mod P) of that register (the low bits first); slot e holds the
- * logical matrix's element e mod (rows x cols), counted row by row whatever
- * the layout in memory was. A fragment with more slots than elements (f16's
- * A and B at m16n16k16: 512 slots, 256 elements) holds every element twice;
- * wmma.mma and wmma.store read the first copy. Element-wise code on a
- * fragment (frag.x[i] = alpha * frag.x[i]) thus works on every element, and
- * a fragment loaded with one layout multiplies as the same matrix.
+ * leaves it unspecified): slot s of a fragment with P elements per register
+ * is register s / (32 P), lane (s / P) mod 32, element s mod P of that
+ * register (the low bits first), and holds element s mod E of the matrix's E.
+ * C and D count their elements row by row; A and B in the order of the
+ * layout they were loaded with (row by row for .row, column by column for
+ * .col: wmma.mma's own layout qualifiers, which PTX requires to match the
+ * loads', say which), so that a line of memory is consecutive slots and a
+ * load or store moves whole registers. A fragment with more slots than
+ * elements (f16's A and B at m16n16k16: 512 slots, 256 elements) holds every
+ * element twice; wmma.mma and wmma.store read the first copy. Element-wise
+ * code on a fragment (frag.x[i] = alpha * frag.x[i]) thus works on every
+ * element.
  *
  * All three are warp-collective (.sync.aligned): all 32 lanes must run them
  * with one address and one stride, else the launch fails (a GPU's result is
@@ -76,13 +79,13 @@ frag_read_k(const ptx_warp *w, unsigned nregs, unsigned n, const uint32_t *regs,
             unsigned per, unsigned bits)
 {
     uint64_t mask = bits == 64 ? ~0ull : (1ull << (bits & 63)) - 1;
-    unsigned e = 0;
-    for (int l = 0; l < PTX_LANES && e < n; l++)
-        for (unsigned r = 0; r < nregs; r++) {
-            uint64_t v = w->r[regs[r]][l];
+    for (unsigned r = 0; r < nregs && r * PTX_LANES * per < n; r++) {
+        const uint64_t *R = w->r[regs[r]];
+        uint64_t *out = el + r * PTX_LANES * per;
+        for (int l = 0; l < PTX_LANES; l++)
             for (unsigned p = 0; p < per; p++)
-                el[e++] = (v >> ((bits * p) & 63)) & mask;
-        }
+                out[(unsigned)l * per + p] = (R[l] >> ((bits * p) & 63)) & mask;
+    }
 }
 
 /* Writes the elements EL (row by row) into every slot of the fragment; N,
@@ -91,14 +94,16 @@ static inline __attribute__((always_inline)) void
 frag_write_k(ptx_warp *w, unsigned nregs, unsigned n, const uint32_t *regs, const uint64_t *el,
              unsigned per, unsigned bits)
 {
-    unsigned e = 0;
-    for (int l = 0; l < PTX_LANES; l++)
-        for (unsigned r = 0; r < nregs; r++) {
+    for (unsigned r = 0; r < nregs; r++) {
+        uint64_t *R = w->r[regs[r]];
+        const uint64_t *in = el + ((r * PTX_LANES * per) & (n - 1));
+        for (int l = 0; l < PTX_LANES; l++) {
             uint64_t v = 0;
-            for (unsigned p = 0; p < per; p++, e++)
-                v |= el[e & (n - 1)] << ((bits * p) & 63);
-            w->r[regs[r]][l] = v;
+            for (unsigned p = 0; p < per; p++)
+                v |= in[(unsigned)l * per + p] << ((bits * p) & 63);
+            R[l] = v;
         }
+    }
 }
 
 /* Reads the fragment's elements into EL, or writes EL into it (WRITE). */
@@ -173,9 +178,63 @@ static int access_of(ptx_warp *w, const ptx_insn *i, uint32_t m, int dst, ptx_wm
         memcpy(p + (size_t)k * sizeof(T), &v, sizeof(T));                                     \
     }
 
+/* NCHUNKS chunks of type T (a register's elements) between a line at P and
+ * consecutive lanes R. The host is little-endian, as the device. */
+#define CHUNKS_IN(T)                                                                          \
+    do {                                                                                      \
+        for (unsigned k = 0; k < nchunks; k++) {                                              \
+            T v;                                                                              \
+            memcpy(&v, p + (size_t)k * sizeof(T), sizeof(T));                                 \
+            R[k] = v;                                                                         \
+        }                                                                                     \
+    } while (0)
+#define CHUNKS_OUT(T)                                                                         \
+    do {                                                                                      \
+        for (unsigned k = 0; k < nchunks; k++) {                                              \
+            T v = (T)R[k];                                                                    \
+            memcpy(p + (size_t)k * sizeof(T), &v, sizeof(T));                                 \
+        }                                                                                     \
+    } while (0)
+
+/* Lines in fragment order (A and B, or C and D in a row layout): each
+ * register lane holds PER consecutive elements of a line, so a line moves
+ * in chunks of PER elements straight between memory and the registers (and
+ * into every copy of a fragment that holds its elements twice). */
+static int transfer_direct(ptx_warp *w, const ptx_insn *i, const ptx_wmma_frag *f,
+                           const uint32_t *regs, uint64_t base, uint64_t stride_b,
+                           unsigned lines, unsigned len, int load)
+{
+    unsigned per = f->per_reg, n = (unsigned)f->rows * f->cols, nchunks = len / per;
+    unsigned copies = (unsigned)f->nregs * PTX_LANES * per / n, copy_regs = f->nregs / copies;
+    int wide = per * f->esize == 8;
+    for (unsigned ln = 0; ln < lines; ln++) {
+        uint8_t *p = line_at(w, i, base, stride_b, ln, (uint64_t)len * f->esize);
+        if (p == NULL)
+            return w->b->err;
+        /* a line never crosses a register: 32 P is a multiple of every shape's line */
+        unsigned s = ln * len, r = s / (PTX_LANES * per), lane = (s / per) % PTX_LANES;
+        for (unsigned c = 0; c < copies; c++) {
+            uint64_t *R = w->r[regs[r + c * copy_regs]] + lane;
+            if (!load && c == 0) {
+                if (wide)
+                    CHUNKS_OUT(uint64_t);
+                else
+                    CHUNKS_OUT(uint32_t);
+            } else if (load) {
+                if (wide)
+                    CHUNKS_IN(uint64_t);
+                else
+                    CHUNKS_IN(uint32_t);
+            }
+        }
+    }
+    return 0;
+}
+
 /* A load (LOAD) or a store: memory's lines to the fragment's registers, or
- * back. Element k of line ln is the logical (ln, k) in a row layout, (k, ln)
- * in a column one. */
+ * back. A and B fragments hold their elements in the order of their layout
+ * (wmma.mma knows it), C and D row by row whatever the layout: a column
+ * layout moves them through EL, transposed. */
 static int transfer(ptx_warp *w, const ptx_insn *i, uint32_t m, int load)
 {
     ptx_wmma_frag f;
@@ -184,20 +243,21 @@ static int transfer(ptx_warp *w, const ptx_insn *i, uint32_t m, int load)
     int rc = access_of(w, i, m, load, &f, regs, &base, &stride_b);
     if (rc != 0)
         return rc;
-    if (!load)
-        frag_move(w, &f, regs, el, 0);
     int col = (i->mode & PTX_WM_COL) != 0;
     unsigned lines = col ? f.cols : f.rows, len = col ? f.rows : f.cols;
-    unsigned step = col ? f.cols : 1, lstep = col ? 1 : f.cols;
+    if ((i->mode & PTX_WM_KIND) != PTX_WM_C || !col)
+        return transfer_direct(w, i, &f, regs, base, stride_b, lines, len, load);
+    if (!load)
+        frag_move(w, &f, regs, el, 0);
+    /* element k of column ln is the logical (k, ln) */
+    unsigned step = f.cols;
     for (unsigned ln = 0; ln < lines; ln++) {
         uint8_t *p = line_at(w, i, base, stride_b, ln, (uint64_t)len * f.esize);
         if (p == NULL)
             return w->b->err;
-        uint64_t *out = el + ln * lstep;
+        uint64_t *out = el + ln;
         const uint64_t *in = out;
-        switch (f.esize * 2 + !load) { /* the host is little-endian, as the device */
-        case 2: COPY_IN(uint8_t); break;
-        case 3: COPY_OUT(uint8_t); break;
+        switch (f.esize * 2 + !load) {
         case 4: COPY_IN(uint16_t); break;
         case 5: COPY_OUT(uint16_t); break;
         case 8: COPY_IN(uint32_t); break;
@@ -224,13 +284,13 @@ int ptx_h_wmma_store(ptx_warp *w, const ptx_insn *i, uint32_t m)
 /* ------------------------------------------------------------- numbers */
 
 /* Exact: the exponent is rebiased by a multiplication (which also scales
- * subnormal halves right); infinities and NaNs keep their bits. */
-static inline float f16_to_f32(uint16_t h)
+ * subnormal halves right); infinities and NaNs get an all-ones exponent and
+ * keep their mantissa. No branch, so that loops of it vectorise. */
+static inline float f16_to_f32(uint32_t h)
 {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
-    if (em >= 0x7c00u)
-        return f32of(sign | 0x7f800000u | (em & 0x3ffu) << 13);
-    return f32of(sign | (uint32_t)bits32(f32of(em << 13) * 0x1p112f));
+    uint32_t sign = (h & 0x8000u) << 16, em = h & 0x7fffu;
+    uint32_t v = (uint32_t)bits32(f32of(em << 13) * 0x1p112f);
+    return f32of(sign | v | (em >= 0x7c00u ? 0x7f800000u : 0));
 }
 static inline uint16_t f32_to_f16(float f)
 {
@@ -240,27 +300,39 @@ static inline uint16_t f32_to_f16(float f)
     return h;
 }
 
-/* N multiplicands' raw bits as floats (exact: f16, bf16 and tf32 fit). */
-static void mult_f32(const uint64_t *v, unsigned n, int type, float *out)
+/* A multiplicand fragment's N elements as floats, straight from its
+ * registers (exact: f16, bf16 and tf32 fit). */
+static inline __attribute__((always_inline)) void
+mult_f32(const ptx_warp *w, const uint32_t *regs, unsigned n, int type, float *out)
 {
-    switch (type) {
-    case PTX_WT_F16:
-        for (unsigned e = 0; e < n; e++)
-            out[e] = f16_to_f32((uint16_t)v[e]);
-        break;
-    case PTX_WT_BF16:
-        for (unsigned e = 0; e < n; e++)
-            out[e] = f32of((uint32_t)v[e] << 16);
-        break;
-    default: /* tf32: the 10 leading mantissa bits */
-        for (unsigned e = 0; e < n; e++)
-            out[e] = f32of((uint32_t)v[e] & 0xffffe000u);
-        break;
+    unsigned per = type == PTX_WT_TF32 ? 1 : 2;
+    for (unsigned r = 0; r * PTX_LANES * per < n; r++) {
+        const uint64_t *R = w->r[regs[r]];
+        float *o = out + r * PTX_LANES * per;
+        switch (type) {
+        case PTX_WT_F16:
+            for (int l = 0; l < PTX_LANES; l++) {
+                o[2 * l] = f16_to_f32((uint32_t)R[l] & 0xffffu);
+                o[2 * l + 1] = f16_to_f32((uint32_t)R[l] >> 16);
+            }
+            break;
+        case PTX_WT_BF16:
+            for (int l = 0; l < PTX_LANES; l++) {
+                o[2 * l] = f32of((uint32_t)R[l] << 16);
+                o[2 * l + 1] = f32of((uint32_t)R[l] & 0xffff0000u);
+            }
+            break;
+        default: /* tf32: the 10 leading mantissa bits */
+            for (int l = 0; l < PTX_LANES; l++)
+                o[l] = f32of((uint32_t)R[l] & 0xffffe000u);
+            break;
+        }
     }
 }
 
-/* D = A B + C for M x 16 results over K, in f32; the j loop vectorises. */
-static void mma_f32(unsigned M, unsigned K, const float *a, const float *b, float *c)
+/* D = A B + C for M x 16 results over K, in f32; the j loop vectorises
+ * (products are exact in f32, so a fused multiply-add rounds the same). */
+static inline __attribute__((always_inline)) void mma_f32(unsigned M, unsigned K, const float *a, const float *b, float *c)
 {
     for (unsigned r = 0; r < M; r++)
         for (unsigned k = 0; k < K; k++) {
@@ -272,7 +344,7 @@ static void mma_f32(unsigned M, unsigned K, const float *a, const float *b, floa
         }
 }
 
-static void mma_s32(const int32_t *a, const int32_t *b, int32_t *sum)
+static inline __attribute__((always_inline)) void mma_s32(const int32_t *a, const int32_t *b, int32_t *sum)
 {
     for (unsigned r = 0; r < 16; r++)
         for (unsigned k = 0; k < 16; k++) {
@@ -282,7 +354,7 @@ static void mma_s32(const int32_t *a, const int32_t *b, int32_t *sum)
         }
 }
 
-static void mma_f64(const double *a, const double *b, double *c)
+static inline __attribute__((always_inline)) void mma_f64(const double *a, const double *b, double *c)
 {
     for (unsigned r = 0; r < 8; r++)
         for (unsigned k = 0; k < 4; k++)
@@ -290,12 +362,24 @@ static void mma_f64(const double *a, const double *b, double *c)
                 c[r * 8 + j] = fma(a[r * 4 + k], b[k * 8 + j], c[r * 8 + j]);
 }
 
+/* A matrix of ROWS x COLS given column by column (a fragment loaded with
+ * .col), row by row in place. */
+#define TO_ROWS(T, x, rows, cols)                                                             \
+    do {                                                                                      \
+        T t_[MAXE];                                                                           \
+        for (unsigned c_ = 0; c_ < (cols); c_++)                                              \
+            for (unsigned r_ = 0; r_ < (rows); r_++)                                          \
+                t_[r_ * (cols) + c_] = (x)[c_ * (rows) + r_];                                 \
+        memcpy((x), t_, sizeof(T) * (rows) * (cols));                                         \
+    } while (0)
+
 static int64_t int_of(uint64_t v, int type)
 {
     return type == PTX_WT_S8 ? (int64_t)(int8_t)v : (int64_t)(uint8_t)v;
 }
 
-int ptx_h_wmma_mma(ptx_warp *w, const ptx_insn *i, uint32_t m)
+static inline __attribute__((always_inline)) int wmma_mma(ptx_warp *w, const ptx_insn *i,
+                                                          uint32_t m)
 {
     int rc = collective(w, i, m, NULL);
     if (rc != 0)
@@ -312,10 +396,17 @@ int ptx_h_wmma_mma(ptx_warp *w, const ptx_insn *i, uint32_t m)
     carried(i, 2, 0, fb.nregs, rb);
     carried(i, 4, 0, fc.nregs, rcg);
     uint64_t ea[MAXE], eb[MAXE], ec[MAXE], ed[MAXE];
-    frag_move(w, &fa, ra, ea, 0);
-    frag_move(w, &fb, rb, eb, 0);
+    unsigned M = fa.rows, K = fa.cols, N = fb.cols, n = (unsigned)fd.rows * fd.cols;
+    int a_col = (i->mode2 & PTX_WM_A_COL) != 0, b_col = (i->mode2 & PTX_WM_B_COL) != 0;
+    if (ab == PTX_WT_F64 || ab == PTX_WT_U8 || ab == PTX_WT_S8) {
+        frag_move(w, &fa, ra, ea, 0);
+        frag_move(w, &fb, rb, eb, 0);
+        if (a_col)
+            TO_ROWS(uint64_t, ea, M, K);
+        if (b_col)
+            TO_ROWS(uint64_t, eb, K, N);
+    }
     frag_move(w, &fc, rcg, ec, 0);
-    unsigned M = fa.rows, K = fa.cols, n = (unsigned)fd.rows * fd.cols;
     if (ab == PTX_WT_F64) {
         double a[32], b[32], c[64];
         memcpy(a, ea, sizeof a);
@@ -338,8 +429,12 @@ int ptx_h_wmma_mma(ptx_warp *w, const ptx_insn *i, uint32_t m)
         }
     } else {
         float a[MAXE], b[MAXE], c[MAXE];
-        mult_f32(ea, M * K, ab, a);
-        mult_f32(eb, K * 16, ab, b);
+        mult_f32(w, ra, M * K, ab, a);
+        mult_f32(w, rb, K * N, ab, b);
+        if (a_col)
+            TO_ROWS(float, a, M, K);
+        if (b_col)
+            TO_ROWS(float, b, K, N);
         for (unsigned e = 0; e < n; e++)
             c[e] = ct == PTX_WT_F16 ? f16_to_f32((uint16_t)ec[e]) : f32of((uint32_t)ec[e]);
         mma_f32(M, K, a, b, c);
@@ -348,6 +443,25 @@ int ptx_h_wmma_mma(ptx_warp *w, const ptx_insn *i, uint32_t m)
     }
     frag_move(w, &fd, rd, ed, 1);
     return 0;
+}
+
+/* wmma.mma compiled twice: with AVX2 and FMA (8 floats a step), used when
+ * the host has them, and for any x86-64. */
+__attribute__((target("avx2,fma"))) static int wmma_mma_avx2(ptx_warp *w, const ptx_insn *i,
+                                                             uint32_t m)
+{
+    return wmma_mma(w, i, m);
+}
+static int wmma_mma_any(ptx_warp *w, const ptx_insn *i, uint32_t m)
+{
+    return wmma_mma(w, i, m);
+}
+int ptx_h_wmma_mma(ptx_warp *w, const ptx_insn *i, uint32_t m)
+{
+    __builtin_cpu_init(); /* once per process in effect: later calls return at once */
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return wmma_mma_avx2(w, i, m);
+    return wmma_mma_any(w, i, m);
 }
 
 /* cvt.{rna,rn,rz}.tf32.f32 (mode 0, 1, 2): an f32 with 10 mantissa bits,

@@ -188,9 +188,15 @@ static int load_store(ps *s, px_mods *m, uint32_t guard, int store)
 static int mma(ps *s, px_mods *m, uint32_t guard)
 {
     int sync = px_take(m, "sync"), aligned = px_take(m, "aligned");
-    int lay = 0;
-    for (int k = 0; k < 2; k++)
-        lay += px_take(m, "row") || px_take(m, "col");
+    int lay = 0, cols = 0; /* A's layout, then B's, in order */
+    for (int k = 1; k < m->cnt && lay < 2; k++) {
+        int row = m->n[k] == 3 && !memcmp(m->p[k], "row", 3);
+        int col = m->n[k] == 3 && !memcmp(m->p[k], "col", 3);
+        if (row || col) {
+            m->used[k] = 1;
+            cols |= col << lay++;
+        }
+    }
     int shape = shape_of(m);
     int sat = px_take(m, "satfinite"), rn = px_take(m, "rn");
     int t[4], nt = types_in_order(m, t, 4);
@@ -226,7 +232,8 @@ static int mma(ps *s, px_mods *m, uint32_t guard)
     if (i == NULL)
         return -1;
     i->mode = (uint8_t)at;
-    i->mode2 = (uint16_t)(ct | dt << 4 | (sat ? PTX_WM_SATFINITE : 0));
+    i->mode2 = (uint16_t)(ct | dt << 4 | (sat ? PTX_WM_SATFINITE : 0)
+                          | (cols & 1 ? PTX_WM_A_COL : 0) | (cols & 2 ? PTX_WM_B_COL : 0));
     i->aux = (uint32_t)shape;
     if (carry(s, here, 0, 1, rd, fd.nregs) || carry(s, here, 0, 0, ra, fa.nregs)
         || carry(s, here, 2, 0, rb, fb.nregs) || carry(s, here, 4, 0, rc, fc.nregs))

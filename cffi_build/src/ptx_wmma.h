@@ -11,7 +11,7 @@
  * instruction has none). The fragment's registers follow in one or two
  * PTX_OP_nop carriers, four per carrier: d[] for a load, s[] for a store.
  * wmma.mma: mode = the type of A and B, mode2 = C's type | D's type << 4 |
- * PTX_WM_SATFINITE, aux = the shape; six carriers follow: d[] D0-3, s[] A0-3;
+ * PTX_WM_SATFINITE | PTX_WM_A_COL | PTX_WM_B_COL, aux = the shape; six carriers follow: d[] D0-3, s[] A0-3;
  * d[] D4-7, s[] A4-7; s[] B0-3; s[] B4-7; s[] C0-3; s[] C4-7. Nothing branches
  * into a carrier, and the linker renumbers their fields as any instruction's
  * (the texture instructions carry their extra operands the same way).
@@ -26,6 +26,8 @@ enum { PTX_WM_A, PTX_WM_B, PTX_WM_C };
 #define PTX_WM_COL 4u
 #define PTX_WM_SHARED 8u
 #define PTX_WM_SATFINITE 0x100u
+#define PTX_WM_A_COL 0x200u /* wmma.mma: A, B in column layout */
+#define PTX_WM_B_COL 0x400u
 
 /* Element types: the multiplicands' (f16 bf16 tf32 u8 s8 f64) and the
  * accumulators' (f16 f32 s32 f64). */
