@@ -244,3 +244,45 @@ def test_a_store_outside_memory_is_an_illegal_address():
     a, b, c, _, _ = inputs(case, np.random.default_rng(3))
     rc, msg, _ = run_case(case, a, b, c, 1.0, c_col=False, d_buffer=False)
     assert rc == ILLEGAL_ADDRESS, msg
+
+
+CVT_TF32 = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry cvt(.param .u64 p)
+{
+    .reg .b32 %r<8>; .reg .f32 %f<2>; .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [p];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd2, %r1, 16;
+    add.s64 %rd3, %rd1, %rd2;
+    ld.global.f32 %f1, [%rd3];
+    cvt.rna.tf32.f32 %r2, %f1;
+    cvt.rn.tf32.f32 %r3, %f1;
+    cvt.rz.tf32.f32 %r4, %f1;
+    st.global.u32 [%rd3+4], %r2;
+    st.global.u32 [%rd3+8], %r3;
+    st.global.u32 [%rd3+12], %r4;
+    ret;
+}
+"""
+
+
+def test_cvt_to_tf32_rounds_as_each_mode_says():
+    """rna: ties away from zero; rn: ties to even; rz: truncation. Infinities, NaN stay."""
+    one = 0x3F800000
+    bits = np.array([one | 0x1000, one | 0x3000, one | 0x1001, one | 0x0FFF,
+                     0x80000000 | one | 0x1000, 0x7F7FFFFF, 0x7F800000, 0x7FC00001,
+                     0x00001000, 0] + [one] * 22, np.uint32)
+    buf = np.zeros((32, 4), np.uint32)
+    buf[:, 0] = bits
+    rc, _, msg = run(load(CVT_TF32), "cvt", struct.pack("<Q", buf.ctypes.data), [buf])
+    assert rc == 0, msg
+    rna, rn, rz = buf[:10, 1].tolist(), buf[:10, 2].tolist(), buf[:10, 3].tolist()
+    assert rna == [one | 0x2000, one | 0x4000, one | 0x2000, one, 0x80000000 | one | 0x2000,
+                   0x7F800000, 0x7F800000, 0x7FC00001, 0x00002000, 0]
+    assert rn == [one, one | 0x4000, one | 0x2000, one, 0x80000000 | one,
+                  0x7F800000, 0x7F800000, 0x7FC00001, 0, 0]
+    assert rz == [one, one | 0x2000, one, one, 0x80000000 | one, 0x7F7FE000, 0x7F800000,
+                  0x7FC00001, 0, 0]
