@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ptx_cdp.h"
+#include "ptx_devrt.h"
 #include "ptx_int.h"
 
 typedef struct ptx_launch_ctx {
@@ -37,6 +39,7 @@ typedef struct ptx_launch_ctx {
     uint64_t insns;     /* atomic */
     uint64_t deadline;  /* CLOCK_MONOTONIC ns */
     uint64_t workspace; /* a cooperative grid's barrier words (%envreg1:2); 0 otherwise */
+    ptx_cdp_grid *cdp;  /* its device-side launches (ptx_cdp.h); NULL: it makes none */
     pthread_mutex_t lock;
     char msg[1024]; /* kernel names of templated code run to hundreds of bytes */
 } ptx_launch_ctx;
@@ -82,6 +85,9 @@ uint8_t *ptx_gaddr_slow(ptx_block *b, uint64_t a, uint64_t size)
     } else if (lc->workspace && window(a, size, lc->workspace, PTX_GRID_WORKSPACE)) {
         base = lc->workspace;
         len = PTX_GRID_WORKSPACE;
+    } else if (lc->cdp != NULL && (ptx_cdp_arena(lc->cdp, &base, &len), len > 0)
+               && window(a, size, base, len)) {
+        /* the parameter buffers of the grid's device-side launches */
     } else {
         const gl_range *r = lc->a->allocs ? gl_ranges_find(lc->a->allocs, a, size) : NULL;
         if (r == NULL && lc->a->extra != NULL)
@@ -99,6 +105,11 @@ uint8_t *ptx_gaddr_slow(ptx_block *b, uint64_t a, uint64_t size)
     b->c_lo = base;
     b->c_len = len;
     return (uint8_t *)(uintptr_t)a;
+}
+
+struct ptx_cdp_grid *ptx_block_cdp(const ptx_block *b)
+{
+    return b->lc->cdp;
 }
 
 const ptx_texref *ptx_texture_of(ptx_block *b, uint64_t value, int surface)
@@ -190,7 +201,9 @@ static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3])
         r[PTX_R_NSMID][l] = 1;
         r[PTX_R_GRIDID][l] = 0;
         r[PTX_R_DYN_SMEM][l] = a->dynamic_shared;
-        r[PTX_R_TOTAL_SMEM][l] = lc->shared_size;
+        /* the PTX ISA: %total_smem_size leaves the reserved region out, %aggr_smem_size not */
+        r[PTX_R_TOTAL_SMEM][l] = lc->shared_size - k->rsv_size;
+        r[PTX_R_AGGR_SMEM][l] = lc->shared_size;
         r[PTX_R_WARPSZ][l] = 32;
         r[PTX_R_ENVREG1][l] = lc->workspace >> 32;
         r[PTX_R_ENVREG2][l] = lc->workspace & 0xffffffffu;
@@ -205,6 +218,7 @@ static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3])
     w->live = live;
     w->parked = live;
     w->atbar = 0;
+    w->syncwait = 0;
     for (int l = 0; l < PTX_LANES; l++)
         w->lpc[l] = 0, w->fp[l] = 0;
     w->cw_used = 0;
@@ -233,6 +247,9 @@ static void block_start(worker *wk, uint64_t idx)
     for (uint32_t wi = 0; wi < lc->nwarps; wi++)
         init_warp(wk, wi, ctaid);
     reset_red(&wk->b);
+    /* every block starts with the reserved region zero (PTX_RESERVED_SMEM) */
+    if (lc->k->rsv_size)
+        memset(wk->b.shared + lc->k->rsv_base, 0, lc->k->rsv_size);
 }
 
 /* Runs the block's warps until the block ends (0), one of them yields
@@ -599,6 +616,15 @@ int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a)
      * more than the blocks (tens of microseconds each) */
     if (a->threads == 0 && nblocks * nthreads < 16384)
         nw = 1;
+    if (k->devrt_uses & PTX_BI_CDP_MASK) {
+        lc.cdp = ptx_cdp_grid_new(m, k, a->cdp_tree, a->cdp_depth,
+                                  ptx_devrt_pending_launches(a->rt));
+        if (lc.cdp == NULL) {
+            launch_err(a, "out of memory");
+            pthread_mutex_destroy(&lc.lock);
+            return PTX_E_OUT_OF_MEMORY;
+        }
+    }
     int rc = a->cooperative ? run_cooperative(&lc, nw) : run_grid(&lc, nw);
     if (rc == PTX_E_OUT_OF_MEMORY)
         launch_err(a, "out of memory");
@@ -606,6 +632,11 @@ int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a)
         launch_err(a, lc.msg);
     pthread_mutex_destroy(&lc.lock);
     a->insns = lc.insns;
+    if (lc.cdp != NULL) { /* the grid is complete once its children are */
+        if (rc == PTX_OK)
+            rc = ptx_cdp_run(lc.cdp, a, lc.deadline);
+        ptx_cdp_grid_free(lc.cdp);
+    }
     return rc;
 }
 

@@ -39,6 +39,7 @@
     PTX_INT32_64(X, bfe) PTX_INT32_64(X, bfi) PTX_INT32_64(X, bfind)                          \
     X(prmt) X(lop3_32) X(lop3_64) X(shf_l_wrap) X(shf_l_clamp) X(shf_r_wrap) X(shf_r_clamp)   \
     X(dp4a) X(dp2a)                                                                           \
+    X(vsimd) /* the SIMD video instructions (ptx_video.c) */                                  \
     X(bmsk_wrap) X(bmsk_clamp)                                                                \
     /* floating point */                                                                      \
     PTX_FLT2(X, fadd) PTX_FLT2(X, fsub) PTX_FLT2(X, fmul) PTX_FLT2(X, ffma) PTX_FLT2(X, fdiv)  \
@@ -70,7 +71,9 @@
     /* a call of the device runtime (printf, assert, malloc, free: ptx_builtin.c) */          \
     X(devcall)                                                                                \
     /* warp-level matrix instructions and cvt to tf32 (ptx_exec_wmma.c, ptx_wmma.h) */       \
-    X(wmma_load) X(wmma_store) X(wmma_mma) X(cvt_tf32)
+    X(wmma_load) X(wmma_store) X(wmma_mma) X(cvt_tf32)                                        \
+    /* asynchronous barriers: mbarrier.*, cp.async.mbarrier.arrive (ptx_mbarrier.c) */        \
+    X(mbar_init) X(mbar_inval) X(mbar_arrive) X(mbar_tx) X(mbar_wait) X(mbar_pending)
 
 #define PTX_OP_ENUM(n) PTX_OP_##n,
 enum { PTX_OPS(PTX_OP_ENUM) PTX_NOPS };
