@@ -27,7 +27,8 @@ from .device_runtime import LAUNCHES
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 REAL = [*sorted((ROOT / "tests" / "ptx_corpus").glob("*.ptx")),
         ROOT / "peer" / "cuda" / "ptx" / "kernels.ptx",
-        ROOT / "tests" / "ptx_textures" / "textures.ptx"]
+        ROOT / "tests" / "ptx_textures" / "textures.ptx",
+        ROOT / "tests" / "ptx_wmma" / "wmma.ptx"]
 # (with calls of the device runtime's built-ins: printf, assert, malloc, free, and
 # dynamic parallelism's)
 SEEDS = [p.read_bytes() for p in REAL if p.exists()] + [DEVICE_RUNTIME, LAUNCHES]
@@ -125,6 +126,44 @@ def test_texture_instructions_translate_or_are_refused(parts):
     insn = f"{parts['op']}{parts['geom']}{parts['rest']} {parts['operands']};"
     text = (HEADER + ".visible .entry k() {\n.reg .b32 %r<2>;\n.reg .b64 %rd<2>;\n"
             ".reg .f32 %f<2>;\n.reg .pred %p<2>;\n" + insn + "\nret;\n}\n")
+    assert_refused_or_ok(text.encode())
+
+
+# wmma instructions assembled from their parts, right and wrong (tests/test_ptx_wmma.py
+# runs the right ones): fragments of the wrong length, wrong types, shapes and layouts
+# translate or are refused with a line, never a crash.
+WMMA_PARTS = {
+    "op": ["wmma.load.a", "wmma.load.b", "wmma.load.c", "wmma.store.d", "wmma.mma",
+           "wmma.load.d", "wmma.store.a", "wmma"],
+    "sync": [".sync.aligned", ".sync", ".aligned", ""],
+    "layout": [".row", ".col", ".row.col", ".col.col", ".row.row.row", ""],
+    "shape": [".m16n16k16", ".m16n16k8", ".m8n8k4", ".m32n8k16", ".m8n8k32", ""],
+    "space": ["", ".global", ".shared", ".shared::cta", ".local", ".global.shared"],
+    "types": [".f16", ".f32", ".bf16", ".tf32", ".u8", ".s8", ".s32", ".f64", ".f32.f32",
+              ".f16.f32", ".s32.u8.u8.s32", ".s32.s8.u8.s32.satfinite", ".f32.bf16.bf16.f32",
+              ".f32.tf32.tf32.f32", ".f64.f64.f64.f64.rn", ".f64.f64.f64.f64.rz", ".b1", ""],
+    "operands": [
+        "{%r1, %r1, %r1, %r1, %r1, %r1, %r1, %r1}, [%rd1], %r1",
+        "{%r1, %r1, %r1, %r1}, [%rd1]", "{%r1, %r1}, [%rd1+16], 16", "{%fd1}, [%rd1], %r1",
+        "{%fd1, %fd1}, [%rd1]", "[%rd1], {%r1, %r1, %r1, %r1, %r1, %r1, %r1, %r1}, %r1",
+        "[%rd1], {%fd1, %fd1}, %rd1", "{%r1, %r1, %r1, %r1, %r1, %r1, %r1, %r1, %r1}, [%rd1]",
+        "{%r1, %r1, %r1, %r1, %r1, %r1, %r1, %r1}, {%r1, %r1, %r1, %r1, %r1, %r1, %r1, %r1}, "
+        "{%r1, %r1, %r1, %r1, %r1, %r1, %r1, %r1}, {%r1, %r1, %r1, %r1, %r1, %r1, %r1, %r1}",
+        "{%r1, %r1, %r1, %r1, %r1, %r1, %r1, %r1}, {%r1, %r1}, {%r1, %r1}, "
+        "{%r1, %r1, %r1, %r1, %r1, %r1, %r1, %r1}",
+        "{%fd1, %fd1}, {%fd1}, {%fd1}, {%fd1, %fd1}", "{%r1, _}, [%rd1]", "{%r1, 3}, [%rd1]",
+        "{}, [%rd1]", "{%r1, %r1, [%rd1]", "%r1, [%rd1]", "{%tid.x, %r1}, [%rd1]",
+        "{%r1, %r1}, [%rd1], %f1", "{%r1, %r1}, [k_param]", ""],
+}
+
+
+@FUZZ
+@given(st.fixed_dictionaries({k: st.sampled_from(v) for k, v in WMMA_PARTS.items()}))
+def test_wmma_instructions_translate_or_are_refused(parts):
+    insn = (f"{parts['op']}{parts['sync']}{parts['layout']}{parts['shape']}{parts['space']}"
+            f"{parts['types']} {parts['operands']};")
+    text = (HEADER + ".visible .entry k(.param .u64 k_param) {\n.reg .b32 %r<2>;\n"
+            ".reg .b64 %rd<2>;\n.reg .f32 %f<2>;\n.reg .f64 %fd<2>;\n" + insn + "\nret;\n}\n")
     assert_refused_or_ok(text.encode())
 
 

@@ -20,7 +20,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "ptx_bits.h"
 #include "ptx_int.h"
+#include "ptx_wmma.h"
 
 #define LANES(m, ...)                                                                        \
     do {                                                                                      \
@@ -44,32 +46,6 @@ static inline int is_neg(int64_t v) { return v < 0; }
 #define H(name) static int h_##name(ptx_warp *w, const ptx_insn *i, uint32_t m)
 #define RD(k) (w->r[i->d[k]])
 #define RS(k) (w->r[i->s[k]])
-
-static inline float f32of(uint64_t v)
-{
-    uint32_t b = (uint32_t)v;
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
-static inline uint64_t bits32(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    return b;
-}
-static inline double f64of(uint64_t v)
-{
-    double d;
-    memcpy(&d, &v, 8);
-    return d;
-}
-static inline uint64_t bits64(double d)
-{
-    uint64_t b;
-    memcpy(&b, &d, 8);
-    return b;
-}
 
 /* Per-type access: C type, load from a slot, store into a slot, width, sign. */
 #define CT_s16 int16_t
@@ -1532,6 +1508,10 @@ H(match_all)
 /* ----------------------------------------------------------------- table */
 
 #define h_devcall ptx_h_devcall /* in ptx_builtin.c */
+#define h_wmma_load ptx_h_wmma_load /* in ptx_exec_wmma.c */
+#define h_wmma_store ptx_h_wmma_store
+#define h_wmma_mma ptx_h_wmma_mma
+#define h_cvt_tf32 ptx_h_cvt_tf32
 #define PTX_HANDLER(n) h_##n,
 const ptx_fn ptx_handlers[PTX_NOPS] = {PTX_OPS(PTX_HANDLER)};
 #define PTX_NAME(n) #n,

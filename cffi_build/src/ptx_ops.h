@@ -70,6 +70,8 @@
     X(tex) X(tld4) X(txq) X(suq) X(suld) X(sust)                                              \
     /* a call of the device runtime (printf, assert, malloc, free: ptx_builtin.c) */          \
     X(devcall)                                                                                \
+    /* warp-level matrix instructions and cvt to tf32 (ptx_exec_wmma.c, ptx_wmma.h) */       \
+    X(wmma_load) X(wmma_store) X(wmma_mma) X(cvt_tf32)                                        \
     /* asynchronous barriers: mbarrier.*, cp.async.mbarrier.arrive (ptx_mbarrier.c) */        \
     X(mbar_init) X(mbar_inval) X(mbar_arrive) X(mbar_tx) X(mbar_wait) X(mbar_pending)
 

@@ -239,6 +239,9 @@ int px_mbarrier(ps *s, px_mods *m, opnd *o, int n, uint32_t guard, int cp_async)
  * follow: the mnemonic token was consumed). */
 int px_is_texture(const char *opcode);
 int px_texture(ps *s, px_mods *m, uint32_t guard);
+/* ptx_translate_wmma.c: wmma.load, wmma.store, wmma.mma (the mnemonic was
+ * consumed; the operands follow). */
+int px_wmma(ps *s, px_mods *m, uint32_t guard);
 /* ptx_translate_video.c: the SIMD video instructions (vadd2 ... vset4; their
  * operands follow: the mnemonic token was consumed). */
 int px_is_video(const char *opcode);

@@ -1019,9 +1019,10 @@ static int b_cvt(ictx *c)
 {
     ps *s = c->s;
     mods *m = c->m;
+    int rna = take(m, "rna");
     int rnd = take(m, "rn") ? 1 : take(m, "rz") ? 2 : take(m, "rm") ? 3 : take(m, "rp") ? 4
               : take(m, "rni") ? 5 : take(m, "rzi") ? 6 : take(m, "rmi") ? 7
-              : take(m, "rpi") ? 8 : take(m, "rna") ? 1 : 0;
+              : take(m, "rpi") ? 8 : rna ? 1 : 0;
     int sat = take(m, "sat");
     take(m, "ftz");
     int dt = take_type(m), st = take_type(m);
@@ -1047,6 +1048,18 @@ static int b_cvt(ictx *c)
         SD(i, 0, dst(s, &c->o[0]));
         SS(i, 0, h[0]);
         SS(i, 1, h[1]);
+        return 0;
+    }
+    if (dt == T_TF32) { /* cvt.{rna,rn,rz}.tf32.f32: ptx_exec_wmma.c */
+        if (st != T_F32 || sat || (rnd != 1 && rnd != 2))
+            return unsupported(s, m);
+        NEEDN(2);
+        ptx_insn *i = px_emit(s, PTX_OP_cvt_tf32, c->guard);
+        if (i == NULL)
+            return -1;
+        i->mode = (uint8_t)(rna ? 0 : rnd);
+        SD(i, 0, dst(s, &c->o[0]));
+        SS(i, 0, src(s, &c->o[1], T_F32));
         return 0;
     }
     int dk = cvt_kind(dt), sk = cvt_kind(st);
@@ -1659,6 +1672,10 @@ static int instruction_(ps *s, uint32_t guard)
     if (px_is_texture(base)) { /* addresses with coordinate vectors: their own parser */
         px_next(s);
         return px_texture(s, &m, guard);
+    }
+    if (!strcmp(base, "wmma")) { /* fragments of up to 8 registers: their own parser */
+        px_next(s);
+        return px_wmma(s, &m, guard);
     }
     if (px_is_video(base)) { /* selectors and masks ride on the operands */
         px_next(s);
