@@ -1013,6 +1013,28 @@ ROWS: tuple[Row, ...] = (
     # device memory, not the rest of its pages). Waiting: a refusal reaches the program.
     R("glManagedVarMirror", "CUdeviceptr var, CUdeviceptr twin, size_t size", WAITING, (),
       {"twin": "dptr:size"}, server="exec", backend=False, ctx=False),
+    # ------------- appended for persisting L2 and access policy windows (issue 25, branch condg)
+    # Cache hints, answered in the interposer (interposer/stream_attrs.c): a
+    # stream keeps its attributes there after the checks CUDA documents.
+    R("cuStreamGetAttribute", "CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value",
+      LOCAL, (ptsz("cuStreamGetAttribute", 11000),), ready=True),
+    R("cuStreamSetAttribute", "CUstream hStream, CUstreamAttrID attr, "
+      "const CUstreamAttrValue *value", LOCAL, (ptsz("cuStreamSetAttribute", 11000),),
+      ready=True),
+    R("cuStreamCopyAttributes", "CUstream dst, CUstream src", LOCAL,
+      (ptsz("cuStreamCopyAttributes", 11000),), ready=True),
+    R("cuCtxResetPersistingL2Cache", "", LOCAL, (s("cuCtxResetPersistingL2Cache", 11000),),
+      ready=True),
+    # What the interposer took goes on to the serving device: the host device
+    # has no L2 of its own and takes them as the hints they are
+    # (src/hostdev_cache_hints.c); the cuda backend hands them to the GPU's
+    # driver. One-way: the interposer checked them first.
+    R("glStreamSetAttribute", "CUstream hStream, CUstreamAttrID attr, "
+      "const CUstreamAttrValue *value", ONEWAY, (),
+      {"hStream": "h:stream", "value": "hin:64"}, driver="cuStreamSetAttribute"),
+    R("glStreamCopyAttributes", "CUstream dst, CUstream src", ONEWAY, (),
+      {"dst": "h:stream", "src": "h:stream"}, driver="cuStreamCopyAttributes"),
+    R("glCtxResetPersistingL2Cache", "", ONEWAY, (), driver="cuCtxResetPersistingL2Cache"),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

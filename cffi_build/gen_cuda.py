@@ -510,6 +510,7 @@ typedef uint64_t cuuint64_t; typedef struct CUctx_st *CUcontext; typedef struct 
 typedef struct CUfunc_st *CUfunction; typedef struct CUlib_st *CUlibrary;
 typedef struct CUkern_st *CUkernel; typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent; typedef int CUfunction_attribute; typedef int CUlimit;
+typedef int CUstreamAttrID; typedef struct CUstreamAttrValue_st CUstreamAttrValue;
 """
 
 

@@ -173,6 +173,28 @@ enum {
     GL_CU_LAUNCH_ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE = 17
 };
 
+/* Access policy windows (CUDA's layouts): a cache hint for the bytes
+ * [base_ptr, base_ptr + num_bytes), set on a stream, a launch or a kernel
+ * node. A stream attribute's value is CUDA's 64-byte launch attribute union. */
+typedef struct {
+    void *base_ptr;
+    size_t num_bytes;
+    float hitRatio;
+    int hitProp;  /* CUaccessProperty: NORMAL 0, STREAMING 1, PERSISTING 2 */
+    int missProp; /* NORMAL or STREAMING */
+} CUaccessPolicyWindow;
+enum {
+    GL_CU_ACCESS_PROPERTY_NORMAL = 0, GL_CU_ACCESS_PROPERTY_STREAMING = 1,
+    GL_CU_ACCESS_PROPERTY_PERSISTING = 2
+};
+typedef int CUstreamAttrID;
+typedef union {
+    char bytes[64];
+    CUaccessPolicyWindow accessPolicyWindow;
+    int syncPolicy; /* CUsynchronizationPolicy: AUTO 1 .. BLOCKING_SYNC 4 */
+    int priority;
+} CUstreamAttrValue;
+
 /* cuPointerGetAttribute. */
 enum {
     GL_CU_POINTER_ATTRIBUTE_CONTEXT = 1,
@@ -303,7 +325,9 @@ enum {
     GL_ATTR_TEXTURE_PITCH_ALIGNMENT = 51,
     GL_ATTR_COMPUTE_CAPABILITY_MAJOR = 75,
     GL_ATTR_COMPUTE_CAPABILITY_MINOR = 76,
-    GL_ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
+    GL_ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+    GL_ATTR_MAX_PERSISTING_L2_CACHE_SIZE = 108,
+    GL_ATTR_MAX_ACCESS_POLICY_WINDOW_SIZE = 109
 };
 
 /* cuFuncGetAttribute. */

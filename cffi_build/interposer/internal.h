@@ -341,4 +341,13 @@ CUresult gl_integrity_answer(uint32_t version, uint64_t seconds, const void *cud
 /* RFC 1319 MD2 (exported for the tests' check against the RFC's vectors). */
 void gl_md2(const void *msg, size_t len, uint8_t out[16]);
 
+/* ---- stream_attrs.c: access policy windows and the persisting L2 limit */
+/* CUDA_ERROR_INVALID_VALUE (with a line naming entry) unless the window is
+ * one CUDA accepts: hitRatio in [0, 1], known properties, num_bytes within
+ * the device's MAX_ACCESS_POLICY_WINDOW_SIZE. */
+CUresult gl_access_window_check(const CUaccessPolicyWindow *w, const char *entry);
+/* Clamps a persisting L2 size to the device's MAX_PERSISTING_L2_CACHE_SIZE,
+ * as NVIDIA's driver documents for cuCtxSetLimit. */
+CUresult gl_persisting_l2_clamp(size_t *value, int ptds);
+
 #endif /* GLEAM_INTERPOSER_INTERNAL_H */

@@ -259,7 +259,13 @@ static CUresult config_cluster(const CUlaunchConfig *config, unsigned cluster[3]
     if (config == NULL || (config->numAttrs > 0 && config->attrs == NULL))
         return CUDA_ERROR_INVALID_VALUE;
     for (unsigned int i = 0; i < config->numAttrs; i++) {
-        CUresult r = check_attribute(&config->attrs[i], cluster, cooperative);
+        const CUlaunchAttribute *a = &config->attrs[i];
+        CUresult r = check_attribute(a, cluster, cooperative);
+        if (r == CUDA_SUCCESS && a->id == GL_CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW) {
+            CUaccessPolicyWindow w; /* a hint, but one CUDA checks */
+            memcpy(&w, a->value.bytes, sizeof w);
+            r = gl_access_window_check(&w, "cuLaunchKernelEx");
+        }
         if (r != CUDA_SUCCESS)
             return r;
     }

@@ -112,6 +112,8 @@ static touch touch_of(uint16_t call, const uint64_t *a, uint8_t nargs)
     case GL_CALL_glClusterOccupancy:
     case GL_CALL_glMirrorAdd: case GL_CALL_glMirrorPush: case GL_CALL_glMirrorPull:
     case GL_CALL_glManagedVarMirror:
+    case GL_CALL_glStreamSetAttribute: case GL_CALL_glStreamCopyAttributes:
+    case GL_CALL_glCtxResetPersistingL2Cache:
         return (touch){0};
     default: /* launches, and whatever a later row adds */
         return (touch){.all = 1, .writes = 1};

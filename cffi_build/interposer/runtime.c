@@ -107,9 +107,10 @@ CUresult gli_cuCtxGetFlags(unsigned int *flags, int ptds)
 
 /* CUlimit values 0..6 with the defaults NVIDIA's driver reports: stack
  * size, printf FIFO, malloc heap, device-runtime sync depth and pending
- * launches, L2 fetch granularity, persisting L2 size. The first three are
- * sent to the serving device too (devheap.c); the others it does not have,
- * so their numbers only have to be sane. 9, the CIG
+ * launches, L2 fetch granularity, persisting L2 size. The first three, the
+ * pending launches and the persisting L2 size (clamped first, stream_attrs.c)
+ * are sent to the serving device too (devheap.c); the others it does not
+ * have, so their numbers only have to be sane. 9, the CIG
  * shared-memory fallback, is on by default. 7 and 8 (CUDA 12.8's CIG
  * limits) can only be read: a context that is not CIG (none here is) has
  * the device's opt-in shared memory per block and is not CIG-enabled;
@@ -117,6 +118,7 @@ CUresult gli_cuCtxGetFlags(unsigned int *flags, int ptds)
 #define GL_LIMITS 10
 #define GL_LIMIT_MALLOC_HEAP_SIZE 2
 #define GL_LIMIT_PENDING_LAUNCHES 4
+#define GL_LIMIT_PERSISTING_L2 6
 #define GL_LIMIT_SHMEM_SIZE 7
 #define GL_LIMIT_CIG_ENABLED 8
 static size_t g_limits[GL_LIMITS] = {1024, 1 << 20, 8 << 20, 2, 2048, 32, 0, 0, 0, 1};
@@ -160,10 +162,16 @@ CUresult gls_cuCtxSetLimit(CUlimit limit, size_t value, int ptds)
         return CUDA_ERROR_UNSUPPORTED_LIMIT;
     if (limit == GL_LIMIT_SHMEM_SIZE || limit == GL_LIMIT_CIG_ENABLED)
         return CUDA_ERROR_INVALID_VALUE; /* read-only */
-    /* The stack, the printf FIFO, the malloc heap and the pending
-     * device-side launches are the serving device's (devheap.c); the others
-     * are only numbers here. */
-    if (limit <= GL_LIMIT_MALLOC_HEAP_SIZE || limit == GL_LIMIT_PENDING_LAUNCHES) {
+    /* The stack, the printf FIFO, the malloc heap, the pending device-side
+     * launches and the persisting L2 size are the serving device's
+     * (devheap.c); the others are only numbers here. */
+    if (limit == GL_LIMIT_PERSISTING_L2) {
+        CUresult r = gl_persisting_l2_clamp(&value, ptds); /* a hint, clamped (stream_attrs.c) */
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    if (limit <= GL_LIMIT_MALLOC_HEAP_SIZE || limit == GL_LIMIT_PENDING_LAUNCHES ||
+        limit == GL_LIMIT_PERSISTING_L2) {
         CUresult r = gl_limit_send(limit, value, ptds);
         if (r != CUDA_SUCCESS)
             return r;

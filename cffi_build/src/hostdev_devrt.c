@@ -13,6 +13,7 @@
 #define LIMIT_MALLOC_HEAP_SIZE 2
 #define LIMIT_DEV_RUNTIME_SYNC_DEPTH 3
 #define LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT 4
+#define LIMIT_PERSISTING_L2_CACHE_SIZE 6
 
 CUresult hb_glCtxSetLimit(CUlimit limit, size_t value)
 {
@@ -27,6 +28,7 @@ CUresult hb_glCtxSetLimit(CUlimit limit, size_t value)
     case LIMIT_DEV_RUNTIME_SYNC_DEPTH: /* CDP2 has no device-side synchronisation */
     case LIMIT_MALLOC_HEAP_SIZE: /* the heap's range travels in glDeviceHeap */
     case LIMIT_STACK_SIZE:       /* frames are sized per kernel at translation */
+    case LIMIT_PERSISTING_L2_CACHE_SIZE: /* a hint; the CPU's caches take none */
         return CUDA_SUCCESS;
     default:
         return CUDA_ERROR_UNSUPPORTED_LIMIT;

@@ -110,6 +110,11 @@ _TABLE: dict[int, tuple[int, str]] = {
     97: (_OPTIN_SHARED, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
     99: (1, "HOST_REGISTER_SUPPORTED: cuMemHostRegister works (interposer/pinned.c)"),
     106: (_SM_BLOCKS, "MAX_BLOCKS_PER_MULTIPROCESSOR: resident blocks of a core"),
+    # Persisting L2 (docs/cuda-forwarding.md, "Persisting L2 and access policy windows"):
+    # an 8.0 device's set-aside and window limits; the windows and the limit are
+    # hints the host device checks and keeps, with no effect on results.
+    108: (30 * 1024 * 1024, "MAX_PERSISTING_L2_CACHE_SIZE: an 8.0 device's"),
+    109: (134_213_632, "MAX_ACCESS_POLICY_WINDOW_SIZE: an 8.0 device's"),
     115: (1, "MEMORY_POOLS_SUPPORTED: cuMemAllocAsync and pools (interposer/mempool.c)"),
     126: (1, "MEM_SYNC_DOMAIN_COUNT"),
     131: (-1, "NUMA_ID: none"),
