@@ -110,6 +110,8 @@ _TABLE: dict[int, tuple[int, str]] = {
     97: (_OPTIN_SHARED, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
     99: (1, "HOST_REGISTER_SUPPORTED: cuMemHostRegister works (interposer/pinned.c)"),
     106: (_SM_BLOCKS, "MAX_BLOCKS_PER_MULTIPROCESSOR: resident blocks of a core"),
+    102: (1, "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: interposer/vmm.c, src/exec_vmm.c"),
+    # 107 GENERIC_COMPRESSION_SUPPORTED: 0, cuMemCreate makes ordinary memory.
     115: (1, "MEMORY_POOLS_SUPPORTED: cuMemAllocAsync and pools (interposer/mempool.c)"),
     126: (1, "MEM_SYNC_DOMAIN_COUNT"),
     131: (-1, "NUMA_ID: none"),
