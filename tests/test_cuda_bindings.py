@@ -195,7 +195,7 @@ def test_pitched_memory_and_2d_3d_copies(mesh):
 def test_calls_that_nvidias_samples_and_numbas_suite_check(mesh):
     """Profiler control, entry names, error names, unregister codes, kernel attributes
     from the PTX and its launch bounds enforced, a fork after cuInit, and (``--gleam``)
-    the refused IPC, virtual memory management and green contexts: each with its line."""
+    the refused IPC, VMM's shareable handles and green contexts: each with its line."""
     client, _ = mesh
     done, verdict = run_through(client, sys.executable, str(EXAMPLES / "suite_calls.py"),
                                 "--gleam", timeout=300)

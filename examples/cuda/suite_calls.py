@@ -7,7 +7,7 @@ memory; a kernel's attributes (constant, shared and local bytes, registers, its 
 bounds as MAX_THREADS_PER_BLOCK) and a launch over its bounds refused; and a child
 forked after ``cuInit``, where every call answers ``CUDA_ERROR_NOT_INITIALIZED`` while
 the parent goes on. It checks each answer and prints one JSON verdict. ``--gleam`` adds
-the checks of what gleam refuses on purpose (IPC, virtual memory management, green
+the checks of what gleam refuses on purpose (IPC, VMM's shareable handles, green
 contexts: ``CUDA_ERROR_NOT_SUPPORTED``, and the device attributes that announce them
 read 0), which a GPU would do.
 """
