@@ -1041,6 +1041,11 @@ ROWS: tuple[Row, ...] = (
       LOCAL, (s("cuMemSetAccess", 10020),), ready=True),
     R("cuMemGetAccess", "unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr",
       LOCAL, (s("cuMemGetAccess", 10020),), ready=True),
+    R("cuMemRetainAllocationHandle", "CUmemGenericAllocationHandle *handle, void *addr", LOCAL,
+      (s("cuMemRetainAllocationHandle", 11000),), ready=True),
+    R("cuMemGetAllocationPropertiesFromHandle", "CUmemAllocationProp *prop, "
+      "CUmemGenericAllocationHandle handle", LOCAL,
+      (s("cuMemGetAllocationPropertiesFromHandle", 10020),), ready=True),
     R("glVmmCreate", "cuuint64_t id, size_t size", WAITING, (), server="exec", backend=False,
       ctx=False),
     R("glVmmRelease", "cuuint64_t id", WAITING, (), server="exec", backend=False, ctx=False),

@@ -208,7 +208,8 @@ def test_calls_that_nvidias_samples_and_numbas_suite_check(mesh):
 def test_virtual_memory_management_two_views_of_one_allocation(mesh):
     """VMM (interposer/vmm.c, src/exec_vmm.c): a reservation with one allocation mapped
     at two addresses, written through one and read through the other by copies and a
-    kernel, the handle released while mapped, every documented error, the refusals
+    kernel, the handle released while mapped and retained from a mapping, its properties,
+    every documented error, the refusals
     (shareable handles, host memory, read-only access: one line each), and last a
     kernel's fault on a mapping without access (examples/cuda/vmm_calls.py)."""
     client, server = mesh
@@ -216,7 +217,7 @@ def test_virtual_memory_management_two_views_of_one_allocation(mesh):
                                 timeout=300)
     assert done.returncode == 0 and verdict.get("ok"), (
         done.stdout + done.stderr[-4000:] + server.log_text()[-2000:])
-    assert len(verdict["checks"]) == 25, verdict["checks"]
+    assert len(verdict["checks"]) == 29, verdict["checks"]
     lines = [line for line in done.stderr.splitlines() if line.startswith("gleam:")]
     assert len([line for line in lines if " is not supported because " in line]) == 3, lines
 

@@ -19,11 +19,11 @@ typedef struct {
  * session (and perhaps another server); sessions never see each other's. */
 static const char *const IPC[] = {"cuIpc*", "cuMemPoolExport*", "cuMemPoolImport*", NULL};
 /* The VMM calls gleam does not serve (interposer/vmm.c serves the rest):
- * shareable handles go to another process, as IPC; sparse arrays' tile
- * mappings and a mapping's handle or properties are not kept. */
+ * shareable handles go to another process, as IPC; sparse arrays' tiles are
+ * not mapped. */
 static const char *const VMM[] = {
     "cuMemMapArrayAsync*", "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle",
-    "cuMemGetAllocationPropertiesFromHandle", "cuMemRetainAllocationHandle", NULL};
+    NULL};
 /* A session is one context on its server's device. */
 static const char *const GREEN[] = {
     "cuGreenCtx*", "cuCtxFromGreenCtx", "cuStreamGetGreenCtx", "cuDevResource*", "cuDevSm*",
@@ -32,8 +32,8 @@ static const char *const GREEN[] = {
 static const refusal REFUSALS[] = {
     {IPC, "IPC shares memory and events with another process, and each process has its own "
           "gleam session, which no other can reach"},
-    {VMM, "shareable memory handles are IPC, and sparse arrays' tile mappings and a "
-          "mapping's handle are not kept by gleam's virtual memory management"},
+    {VMM, "shareable memory handles are IPC, which reaches another process's session, and "
+          "sparse arrays' tiles are not mapped by gleam's virtual memory management"},
     {GREEN, "green contexts split a device's multiprocessors between contexts, and a session "
             "is one context on its server's device"},
 };

@@ -34,7 +34,7 @@ typedef struct {
     CUmemGenericAllocationHandle id;
     uint64_t size;
     CUmemAllocationProp prop;
-    int released;
+    unsigned refs; /* cuMemCreate's and cuMemRetainAllocationHandle's, less releases */
     unsigned maps;
 } allocation;
 
@@ -59,21 +59,26 @@ static uint64_t g_serial;
 static allocation *find_alloc(CUmemGenericAllocationHandle id)
 {
     for (size_t i = 0; i < g_nallocs; i++)
-        if (g_allocs[i]->id == id && !g_allocs[i]->released)
+        if (g_allocs[i]->id == id && g_allocs[i]->refs > 0)
             return g_allocs[i];
     return NULL;
 }
 
-static void drop_if_unused(allocation *a)
+/* The server frees an allocation once neither a handle nor a mapping holds it:
+ * it learns of the release only then, so a handle retained from a mapping
+ * (cuMemRetainAllocationHandle) needs no server call. */
+static CUresult drop_if_unused(allocation *a, int ptds)
 {
-    if (!a->released || a->maps > 0)
-        return;
+    if (a->refs > 0 || a->maps > 0)
+        return CUDA_SUCCESS;
+    CUresult r = glw_glVmmRelease(a->id, ptds);
     for (size_t i = 0; i < g_nallocs; i++)
         if (g_allocs[i] == a) {
             g_allocs[i] = g_allocs[--g_nallocs];
             break;
         }
     free(a);
+    return r;
 }
 
 static long find_reservation(uint64_t p, uint64_t n)
@@ -195,6 +200,7 @@ CUresult gls_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     pthread_mutex_lock(&g_lock);
     a->id = 0x6776000000000000ull | ++g_serial;
     a->size = size;
+    a->refs = 1;
     a->prop = *prop;
     a->prop.allocFlags.compressionType = 0; /* ordinary memory: the device compresses none */
     r = gl_grow(&g_allocs, &g_capallocs, g_nallocs, sizeof *g_allocs, 8) != 0
@@ -213,10 +219,44 @@ CUresult gls_cuMemRelease(CUmemGenericAllocationHandle handle, int ptds)
 {
     pthread_mutex_lock(&g_lock);
     allocation *a = find_alloc(handle);
-    CUresult r = a != NULL ? glw_glVmmRelease(handle, ptds) : CUDA_ERROR_INVALID_VALUE;
-    if (r == CUDA_SUCCESS) {
-        a->released = 1;
-        drop_if_unused(a);
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (a != NULL) {
+        a->refs--;
+        r = drop_if_unused(a, ptds);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return r;
+}
+
+CUresult gls_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr,
+                                         int ptds)
+{
+    (void)ptds;
+    uint64_t p = (uint64_t)(uintptr_t)addr;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (handle == NULL)
+        return r;
+    pthread_mutex_lock(&g_lock);
+    for (size_t i = 0; i < g_nmaps; i++)
+        if (p >= g_maps[i].ptr && p - g_maps[i].ptr < g_maps[i].size) {
+            g_maps[i].a->refs++; /* a mapping holds it: the server has it still */
+            *handle = g_maps[i].a->id;
+            r = CUDA_SUCCESS;
+        }
+    pthread_mutex_unlock(&g_lock);
+    return r;
+}
+
+CUresult gls_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                    CUmemGenericAllocationHandle handle, int ptds)
+{
+    (void)ptds;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_lock);
+    allocation *a = find_alloc(handle);
+    if (a != NULL && prop != NULL) {
+        *prop = a->prop;
+        r = CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&g_lock);
     return r;
@@ -259,7 +299,7 @@ CUresult gls_cuMemUnmap(CUdeviceptr ptr, size_t size, int ptds)
             break;
         g_maps[i] = g_maps[--g_nmaps];
         m.a->maps--;
-        drop_if_unused(m.a);
+        r = drop_if_unused(m.a, ptds);
     }
     pthread_mutex_unlock(&g_lock);
     return r;

@@ -98,6 +98,15 @@ def aliasing(checks: dict[str, bool], fn: Any, gran: int) -> int:
     host = np.arange(n, dtype=np.float32)
     back = np.zeros_like(host)
     checks["no_access_no_copy"] = code(cu.cuMemcpyDtoH(back.ctypes.data, a, back.nbytes)) != 0
+    got = ok(cu.cuMemGetAllocationPropertiesFromHandle(handle))
+    checks["properties_from_handle"] = (int(got.location.id) == 0 and int(
+        got.location.type) == int(cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE)
+        and int(got.allocFlags.compressionType) == 0)
+    retained = ok(cu.cuMemRetainAllocationHandle(b + 4096))  # any address of a mapping
+    checks["retain_gives_the_handle"] = int(retained) == int(handle)
+    checks["retain_needs_a_mapping"] = code(
+        cu.cuMemRetainAllocationHandle(base + 2 * size)) == INVALID
+    ok(cu.cuMemRelease(retained))
     ok(cu.cuMemRelease(handle))  # mapped: the memory stays
     checks["double_release"] = code(cu.cuMemRelease(handle)) == INVALID
     read_only = access(cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READ)
@@ -122,7 +131,12 @@ def aliasing(checks: dict[str, bool], fn: Any, gran: int) -> int:
     checks["unmap_sub_range_refused"] = code(cu.cuMemUnmap(a, gran)) == INVALID
     still_mapped = code(cu.cuMemAddressFree(base, 3 * size))
     checks["address_free_while_mapped_refused"] = still_mapped == INVALID
+    # a handle retained from the mapping after the release keeps it past the unmap
+    again = ok(cu.cuMemRetainAllocationHandle(a))
     ok(cu.cuMemUnmap(a, 2 * size))
+    checks["retained_outlives_its_mappings"] = code(cu.cuMemMap(b, size, 0, again, 0)) == 0
+    ok(cu.cuMemRelease(again))
+    ok(cu.cuMemUnmap(b, size))
     checks["unmapped_copy_refused"] = code(cu.cuMemcpyDtoH(back.ctypes.data, b, 64)) != 0
     checks["released_and_unmapped_is_gone"] = code(cu.cuMemMap(a, size, 0, handle, 0)) == INVALID
     checks["address_free_size_checked"] = code(cu.cuMemAddressFree(base, size)) == INVALID
