@@ -19,9 +19,10 @@ from collections.abc import Iterator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cuda import native
+from gleam.peer.cuda import journal, native
 
 from .cuda_session import Session, rec
+from .test_consistency import _envelope
 
 G = 2 << 20  # the granularity (include/gl_vmm.h)
 LIMIT = 1 << 26  # the backend's memory
@@ -206,3 +207,13 @@ def test_random_calls_answer_as_the_rules_say(data):
         for (p, n), (_, _, flags) in model.maps.items():
             r = s.run(rec("glMemcpyDtoH", p + n - 8, 8, 0))
             assert r is not None and (r[0] == 0) == (flags == RW), (p, n, flags)
+
+
+
+def test_a_session_with_vmm_memory_is_not_moved_silently():
+    """Its journal stops at glVmmCreate: a move then reports the session lost rather
+    than bring it up elsewhere without its mappings' memory (docs/consistency.md)."""
+    record = rec("glVmmCreate", 1, G)
+    j = journal.Journal(limit=1 << 20, backend="host")
+    j.add(_envelope([record]), 16)
+    assert j.broken is not None and "glVmmCreate" in j.broken
