@@ -5,6 +5,7 @@ glVmm* rows straight into an executor session on the host device.
   through the other), a mapping is no device memory until its access is READWRITE,
   and unmapping takes it away;
 - an id or a range of another session is refused;
+- the cuda backend's half over a stand-in driver: the driver's calls, and all given back;
 - hypothesis: random sequences of the five rows with arguments off by a page, a
   granule, outside the session, over cuMemAlloc's memory or over a mapping, checked
   against a model of NVIDIA's rules: every call answers what the model says, and the
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 from gleam.peer.cuda import journal, native
 
 from .cuda_session import Session, rec
+from .stand_in_driver import build_stand_in, needs_gcc, stand_in_session
 from .test_consistency import _envelope
 
 G = 2 << 20  # the granularity (include/gl_vmm.h)
@@ -217,3 +219,30 @@ def test_a_session_with_vmm_memory_is_not_moved_silently():
     j = journal.Journal(limit=1 << 20, backend="host")
     j.add(_envelope([record]), 16)
     assert j.broken is not None and "glVmmCreate" in j.broken
+
+
+@needs_gcc
+def test_the_cuda_backend_drives_the_drivers_calls(tmp_path):
+    """On a GPU the same rows call the real driver's cuMemCreate, cuMemMap,
+    cuMemSetAccess, cuMemUnmap and cuMemRelease (src/cudadev_vmm.c; here a stand-in
+    that counts mappings and unreleased handles), and closing the session gives
+    everything back, a mapping left by the program included."""
+    so, fake = build_stand_in(tmp_path, "", "int fake_state(int w);")
+    with stand_in_session(so) as s:
+        maps, held = fake.fake_state(0), fake.fake_state(1)
+        a = base_of(s)
+        assert result(s, "glVmmCreate", 5, 2 * G) == 0
+        assert fake.fake_state(1) == held + 1
+        assert result(s, "glVmmMap", a, 2 * G, 0, 5) == 0
+        assert fake.fake_state(0) == maps + 1
+        r = s.run(rec("glMemcpyDtoH", a, 8, 0))
+        assert r is not None and r[0] != 0  # no access yet
+        assert result(s, "glVmmSetAccess", a, 2 * G, RW) == 0
+        assert s.dtoh(a + 8, 8) == bytes(8)
+        assert result(s, "glVmmRelease", 5) == 0
+        assert fake.fake_state(1) == held + 1  # mapped: kept
+        assert result(s, "glVmmUnmap", a, 2 * G) == 0
+        assert (fake.fake_state(0), fake.fake_state(1)) == (maps, held)
+        assert result(s, "glVmmCreate", 6, G) == 0
+        assert result(s, "glVmmMap", a + 4 * G, G, 0, 6) == 0  # left for the close
+    assert (fake.fake_state(0), fake.fake_state(1)) == (0, 0)

@@ -17,6 +17,7 @@
 #include "gl_tensormap.h"
 #include "imagevars.h"
 #include "vaband.h"
+#include "cudadev_vmm.h"
 
 /* The VMM structures: gl_cuda.h's, as in NVIDIA's cuda.h. */
 typedef CUmemLocation gl_cu_location;
@@ -76,6 +77,16 @@ static gl_cuda *cuda_of(gl_exec *x)
 const gl_cuda_extra *gl_cuda_fns(gl_exec *x)
 {
     return &cuda_of(x)->fn;
+}
+
+int gl_cuda_device(gl_exec *x)
+{
+    return cuda_of(x)->device;
+}
+
+size_t gl_cuda_granule(gl_exec *x)
+{
+    return cuda_of(x)->gran;
 }
 
 void **gl_cuda_arrays(gl_exec *x)

@@ -14,10 +14,10 @@
  * Nothing from the wire is trusted: an id is looked up in this session's
  * table only (another session's id is unknown here), every range must lie in
  * the session's address range, granule-aligned, and overlap nothing the
- * session already has. The cuda backend answers CUDA_ERROR_NOT_SUPPORTED
- * (its device attribute reads 0: peer/cuda/native.py).
+ * session already has. On the cuda backend the same tables drive the real
+ * driver's calls (cudadev_vmm.c) instead of memfds and mmap.
  *
- * Ownership: x->vmm owns its tables and each allocation's fd; an allocation
+ * Ownership: x->vmm owns its tables and each allocation's fd or driver handle; an allocation
  * lives while its handle is unreleased or a mapping uses it (CUDA's rule).
  */
 #define _GNU_SOURCE
@@ -26,13 +26,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cudadev_vmm.h"
 #include "executor.h"
 #include "gl_calls.h"
 #include "gl_vmm.h"
 
 typedef struct vmm_alloc {
     uint64_t id, size;
-    int fd;
+    int fd;     /* host device: the memory */
+    uint64_t h; /* cuda backend: the driver's handle */
     int released;
     unsigned maps;
     struct vmm_alloc *next;
@@ -75,6 +77,22 @@ static vmm_map **find_map(struct gl_vmm *v, uint64_t ptr, uint64_t size)
     return NULL;
 }
 
+static int on_host(gl_exec *x)
+{
+    return x->be->kind == GL_BACKEND_HOST;
+}
+
+static void free_alloc(gl_exec *x, vmm_alloc *a)
+{
+    if (on_host(x)) {
+        close(a->fd);
+        x->live_bytes -= a->size;
+    } else {
+        gl_cuda_vmm_release(x, a->h); /* nothing to do if the driver refuses */
+    }
+    free(a);
+}
+
 /* Drops an allocation nobody holds any more: its memory goes back. */
 static void drop_if_unused(gl_exec *x, vmm_alloc *a)
 {
@@ -85,9 +103,7 @@ static void drop_if_unused(gl_exec *x, vmm_alloc *a)
             *l = a->next;
             break;
         }
-    close(a->fd);
-    x->live_bytes -= a->size;
-    free(a);
+    free_alloc(x, a);
 }
 
 /* [p, p + n) inside the session's range, granule-aligned, and clear of the
@@ -110,31 +126,38 @@ static int range_free(gl_exec *x, uint64_t p, uint64_t n)
 
 CUresult gx_glVmmCreate(gl_exec *x, cuuint64_t id, size_t size)
 {
-    if (x->be->kind != GL_BACKEND_HOST)
-        return CUDA_ERROR_NOT_SUPPORTED;
     struct gl_vmm *v = state(x);
     if (v == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (size == 0 || size % GL_VMM_GRANULE != 0 || find_alloc(v, id) != NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (size > x->be->memory_limit - x->live_bytes)
+    if (on_host(x) && size > x->be->memory_limit - x->live_bytes)
         return CUDA_ERROR_OUT_OF_MEMORY;
     vmm_alloc *a = calloc(1, sizeof *a);
     if (a == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    /* Pages appear when touched, as the session's other memory does. */
-    a->fd = memfd_create("gleam-vmm", MFD_CLOEXEC);
-    if (a->fd < 0 || ftruncate(a->fd, (off_t)size) != 0) {
-        if (a->fd >= 0)
-            close(a->fd);
-        free(a);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!on_host(x)) {
+        CUresult r = gl_cuda_vmm_create(x, size, &a->h);
+        if (r != CUDA_SUCCESS) {
+            free(a);
+            return r;
+        }
+        a->fd = -1;
+    } else {
+        /* Pages appear when touched, as the session's other memory does. */
+        a->fd = memfd_create("gleam-vmm", MFD_CLOEXEC);
+        if (a->fd < 0 || ftruncate(a->fd, (off_t)size) != 0) {
+            if (a->fd >= 0)
+                close(a->fd);
+            free(a);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        x->live_bytes += size;
     }
     a->id = id;
     a->size = size;
     a->next = v->allocs;
     v->allocs = a;
-    x->live_bytes += size;
     return CUDA_SUCCESS;
 }
 
@@ -157,11 +180,15 @@ CUresult gx_glVmmMap(gl_exec *x, CUdeviceptr ptr, size_t size, size_t offset, cu
     vmm_map *m = calloc(1, sizeof *m);
     if (m == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    void *p = mmap((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-                   a->fd, (off_t)offset);
-    if (p == MAP_FAILED) {
+    CUresult r = CUDA_SUCCESS;
+    if (!on_host(x))
+        r = gl_cuda_vmm_map(x, ptr, size, offset, a->h);
+    else if (mmap((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                  a->fd, (off_t)offset) == MAP_FAILED)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r != CUDA_SUCCESS) {
         free(m);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return r;
     }
     *m = (vmm_map){ptr, size, a, 0, x->vmm->maps};
     x->vmm->maps = m;
@@ -178,10 +205,18 @@ static CUresult set_access(gl_exec *x, vmm_map *m, unsigned int flags)
         if ((i > 0 && x->allocs.r[i - 1].base + x->allocs.r[i - 1].size > m->ptr)
             || (i < x->allocs.n && x->allocs.r[i].base < m->ptr + m->size))
             return CUDA_ERROR_INVALID_VALUE;
-        if (gl_ranges_insert(&x->allocs, i, (gl_range){m->ptr, m->size, GL_EXEC_VMM_TAG}) != 0)
+        if (gl_ranges_reserve(&x->allocs) != 0)
             return CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = on_host(x) ? CUDA_SUCCESS
+                                : gl_cuda_vmm_access(x, m->ptr, m->size, (int)flags);
+        if (r != CUDA_SUCCESS)
+            return r;
+        gl_ranges_insert(&x->allocs, i, (gl_range){m->ptr, m->size, GL_EXEC_VMM_TAG});
         m->access = 1;
     } else if (flags == 0 && m->access) {
+        /* out of the session's memory even if the driver kept the access */
+        if (!on_host(x))
+            gl_cuda_vmm_access(x, m->ptr, m->size, 0);
         long i = gl_ranges_index_of_base(&x->allocs, m->ptr);
         if (i >= 0)
             gl_ranges_remove(&x->allocs, (size_t)i);
@@ -204,13 +239,19 @@ CUresult gx_glVmmUnmap(gl_exec *x, CUdeviceptr ptr, size_t size)
     if (link == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     vmm_map *m = *link;
-    /* The session's own anonymous memory goes back over the range first: if
-     * that fails, the mapping stays whole and in the tables. */
-    void *p = mmap((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    if (p == MAP_FAILED)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Out of the session's memory first, then unmapped: if that fails, the
+     * mapping stays in the tables, without access. On the host device the
+     * session's own anonymous memory goes back over the range. */
     set_access(x, m, 0);
+    if (!on_host(x)) {
+        CUresult r = gl_cuda_vmm_unmap(x, ptr, size);
+        if (r != CUDA_SUCCESS)
+            return r;
+    } else if (mmap((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0)
+               == MAP_FAILED) {
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     *link = m->next;
     vmm_alloc *a = m->a;
     free(m);
@@ -224,14 +265,17 @@ void gl_exec_vmm_free(gl_exec *x)
     struct gl_vmm *v = x->vmm;
     if (v == NULL)
         return;
+    /* A GPU's mappings go before the backend frees the range they lie in; the
+     * host device's go with the session's range. */
     for (vmm_map *m = v->maps, *next; m != NULL; m = next) {
         next = m->next;
+        if (!on_host(x))
+            gl_cuda_vmm_unmap(x, m->ptr, m->size);
         free(m);
     }
     for (vmm_alloc *a = v->allocs, *next; a != NULL; a = next) {
         next = a->next;
-        close(a->fd);
-        free(a);
+        free_alloc(x, a);
     }
     free(v);
     x->vmm = NULL;

@@ -341,8 +341,8 @@ void gl_exec_free(gl_exec *x)
     gl_exec *prev = gl_cur;
     gl_cur = x;
     gl_exec_graphs_free(x); /* (the cuda backend's graphs need its context) */
+    gl_exec_vmm_free(x); /* (a GPU's mappings before the range they lie in) */
     x->be->ops->close(x);
-    gl_exec_vmm_free(x);
     gl_cur = prev;
     gl_htable_free(&x->handles);
     gl_ranges_free(&x->allocs);

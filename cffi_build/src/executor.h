@@ -100,7 +100,7 @@ uint64_t gl_exec_alloc_size(gl_exec *x, uint64_t base); /* 0: not an allocation 
 /* A VMM mapping's range in x->allocs carries this tag: cuMemFree and the
  * mirrors refuse it; cuMemUnmap takes it out (exec_vmm.c). */
 #define GL_EXEC_VMM_TAG 1u
-/* Closes the session's VMM allocations (their mappings go with the range). */
+/* Unmaps and frees the session's VMM allocations, before the backend closes. */
 void gl_exec_vmm_free(gl_exec *x);
 CUresult gl_exec_add_global(gl_exec *x, uint64_t base, uint64_t size, void *owner);
 void gl_exec_drop_globals(gl_exec *x, void *owner);
