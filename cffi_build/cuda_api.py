@@ -1035,6 +1035,48 @@ ROWS: tuple[Row, ...] = (
     R("glStreamCopyAttributes", "CUstream dst, CUstream src", ONEWAY, (),
       {"dst": "h:stream", "src": "h:stream"}, driver="cuStreamCopyAttributes"),
     R("glCtxResetPersistingL2Cache", "", ONEWAY, (), driver="cuCtxResetPersistingL2Cache"),
+    # ------------- appended for virtual memory management (issue 25, branch vmm)
+    # The program's VMM calls are answered in the interposer (interposer/vmm.c):
+    # a reservation is a held range of the session's addresses, handles and
+    # mappings are its tables. What makes memory exist goes to the server
+    # (src/exec_vmm.c), which checks every range against the session's own and
+    # trusts nothing: an allocation (a memfd on the host device), a mapping of
+    # one at an address, the access that puts a mapping among the session's
+    # allocations, and their undoing. Waiting: a refusal reaches the program.
+    R("cuMemGetAllocationGranularity", "size_t *granularity, const CUmemAllocationProp *prop, "
+      "CUmemAllocationGranularity_flags option", LOCAL,
+      (s("cuMemGetAllocationGranularity", 10020),), ready=True),
+    R("cuMemAddressReserve", "CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, "
+      "unsigned long long flags", LOCAL, (s("cuMemAddressReserve", 10020),), ready=True),
+    R("cuMemAddressFree", "CUdeviceptr ptr, size_t size", LOCAL, (s("cuMemAddressFree", 10020),),
+      ready=True),
+    R("cuMemCreate", "CUmemGenericAllocationHandle *handle, size_t size, "
+      "const CUmemAllocationProp *prop, unsigned long long flags", LOCAL,
+      (s("cuMemCreate", 10020),), ready=True),
+    R("cuMemRelease", "CUmemGenericAllocationHandle handle", LOCAL, (s("cuMemRelease", 10020),),
+      ready=True),
+    R("cuMemMap", "CUdeviceptr ptr, size_t size, size_t offset, "
+      "CUmemGenericAllocationHandle handle, unsigned long long flags", LOCAL,
+      (s("cuMemMap", 10020),), ready=True),
+    R("cuMemUnmap", "CUdeviceptr ptr, size_t size", LOCAL, (s("cuMemUnmap", 10020),), ready=True),
+    R("cuMemSetAccess", "CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count",
+      LOCAL, (s("cuMemSetAccess", 10020),), ready=True),
+    R("cuMemGetAccess", "unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr",
+      LOCAL, (s("cuMemGetAccess", 10020),), ready=True),
+    R("cuMemRetainAllocationHandle", "CUmemGenericAllocationHandle *handle, void *addr", LOCAL,
+      (s("cuMemRetainAllocationHandle", 11000),), ready=True),
+    R("cuMemGetAllocationPropertiesFromHandle", "CUmemAllocationProp *prop, "
+      "CUmemGenericAllocationHandle handle", LOCAL,
+      (s("cuMemGetAllocationPropertiesFromHandle", 10020),), ready=True),
+    R("glVmmCreate", "cuuint64_t id, size_t size", WAITING, (), server="exec", backend=False,
+      ctx=False),
+    R("glVmmRelease", "cuuint64_t id", WAITING, (), server="exec", backend=False, ctx=False),
+    R("glVmmMap", "CUdeviceptr ptr, size_t size, size_t offset, cuuint64_t id", WAITING, (),
+      server="exec", backend=False, ctx=False),
+    R("glVmmUnmap", "CUdeviceptr ptr, size_t size", WAITING, (), server="exec", backend=False,
+      ctx=False),
+    R("glVmmSetAccess", "CUdeviceptr ptr, size_t size, unsigned int flags", WAITING, (),
+      server="exec", backend=False, ctx=False),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

@@ -6,7 +6,8 @@
 libraries: memory pools and stream-ordered allocation, registered host
 memory, capture queries, event flags, primary-context state, the per-thread
 twins; ``examples/cuda/tensor_maps.py`` encodes, replaces and refuses tensor
-maps; ``examples/cuda/clusters.py`` launches thread-block clusters. They run
+maps; ``examples/cuda/clusters.py`` launches thread-block clusters;
+``examples/cuda/vmm_calls.py`` maps one allocation at two addresses (VMM). They run
 through two real agents on loopback and check their own results; the verdict
 names every check. Another program loads a PTX module of
 more than one copy chunk, which travels in parts (glImagePart) and, the second
@@ -194,7 +195,7 @@ def test_pitched_memory_and_2d_3d_copies(mesh):
 def test_calls_that_nvidias_samples_and_numbas_suite_check(mesh):
     """Profiler control, entry names, error names, unregister codes, kernel attributes
     from the PTX and its launch bounds enforced, a fork after cuInit, and (``--gleam``)
-    the refused IPC, virtual memory management and green contexts: each with its line."""
+    the refused IPC, VMM's shareable handles and green contexts: each with its line."""
     client, _ = mesh
     done, verdict = run_through(client, sys.executable, str(EXAMPLES / "suite_calls.py"),
                                 "--gleam", timeout=300)
@@ -202,6 +203,23 @@ def test_calls_that_nvidias_samples_and_numbas_suite_check(mesh):
     assert len(verdict["checks"]) == 22
     lines = [line for line in done.stderr.splitlines() if line.startswith("gleam:")]
     assert len(lines) == 3 and all(" is not supported because " in line for line in lines), lines
+
+
+def test_virtual_memory_management_two_views_of_one_allocation(mesh):
+    """VMM (interposer/vmm.c, src/exec_vmm.c): a reservation with one allocation mapped
+    at two addresses, written through one and read through the other by copies and a
+    kernel, the handle released while mapped and retained from a mapping, its properties,
+    every documented error, the refusals
+    (shareable handles, host memory, read-only access: one line each), and last a
+    kernel's fault on a mapping without access (examples/cuda/vmm_calls.py)."""
+    client, server = mesh
+    done, verdict = run_through(client, sys.executable, str(EXAMPLES / "vmm_calls.py"),
+                                timeout=300)
+    assert done.returncode == 0 and verdict.get("ok"), (
+        done.stdout + done.stderr[-4000:] + server.log_text()[-2000:])
+    assert len(verdict["checks"]) == 29, verdict["checks"]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("gleam:")]
+    assert len([line for line in lines if " is not supported because " in line]) == 3, lines
 
 
 def test_arrays_textures_and_surfaces_through_the_driver_api(mesh):

@@ -36,8 +36,8 @@ def test_array_and_texture_limits_are_within_the_host_devices_own() -> None:
 
 def test_what_the_host_device_does_not_have_reads_zero() -> None:
     attrs = host_attributes(2)
-    # Managed and mapped memory, clusters, VMM: not there.
-    for number in (19, 83, 89, 102, 120):
+    # Managed and mapped memory, clusters, VMM's shareable handles, compression: not there.
+    for number in (19, 83, 89, 103, 107, 120):
         assert attrs.get(number, 0) == 0, number
     assert attrs[95] == 1  # COOPERATIVE_LAUNCH: every block of such a grid resident
     assert host_attributes(0)[16] == 1

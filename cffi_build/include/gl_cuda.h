@@ -353,6 +353,21 @@ enum {
     GL_CU_MEM_LOCATION_TYPE_HOST = 2, GL_CU_MEM_LOCATION_TYPE_HOST_NUMA = 3,
     GL_CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT = 4
 };
+/* Virtual memory management (interposer/vmm.c): CUDA 13's CUmemAllocationProp. */
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef int CUmemAllocationGranularity_flags;
+typedef struct {
+    int type, requestedHandleTypes;
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    struct {
+        unsigned char compressionType, gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} CUmemAllocationProp;
+enum { GL_CU_MEM_ALLOCATION_TYPE_PINNED = 1, GL_CU_MEM_ACCESS_FLAGS_PROT_READ = 1,
+       GL_CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 };
 #define GL_CU_DEVICE_CPU (-1)
 #define GL_CU_DEVICE_INVALID (-2)
 

@@ -18,15 +18,12 @@ typedef struct {
 /* IPC hands memory and events to another process, which has its own gleam
  * session (and perhaps another server); sessions never see each other's. */
 static const char *const IPC[] = {"cuIpc*", "cuMemPoolExport*", "cuMemPoolImport*", NULL};
-/* The session's device addresses come from gleam's allocator inside the
- * range its server reserved; memory mapped where the program chooses is
- * not forwarded. */
+/* The VMM calls gleam does not serve (interposer/vmm.c serves the rest):
+ * shareable handles go to another process, as IPC; sparse arrays' tiles are
+ * not mapped. */
 static const char *const VMM[] = {
-    "cuMemAddressReserve", "cuMemAddressFree", "cuMemCreate", "cuMemRelease", "cuMemMap",
-    "cuMemMapArrayAsync*", "cuMemUnmap", "cuMemSetAccess", "cuMemGetAccess",
-    "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle",
-    "cuMemGetAllocationGranularity", "cuMemGetAllocationPropertiesFromHandle",
-    "cuMemRetainAllocationHandle", NULL};
+    "cuMemMapArrayAsync*", "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle",
+    NULL};
 /* A session is one context on its server's device. */
 static const char *const GREEN[] = {
     "cuGreenCtx*", "cuCtxFromGreenCtx", "cuStreamGetGreenCtx", "cuDevResource*", "cuDevSm*",
@@ -35,9 +32,8 @@ static const char *const GREEN[] = {
 static const refusal REFUSALS[] = {
     {IPC, "IPC shares memory and events with another process, and each process has its own "
           "gleam session, which no other can reach"},
-    {VMM, "virtual memory management maps memory at addresses the program picks, and a "
-          "session's device addresses come from gleam's allocator in the range its server "
-          "reserved"},
+    {VMM, "shareable memory handles are IPC, which reaches another process's session, and "
+          "sparse arrays' tiles are not mapped by gleam's virtual memory management"},
     {GREEN, "green contexts split a device's multiprocessors between contexts, and a session "
             "is one context on its server's device"},
 };
@@ -59,13 +55,13 @@ const char *gl_refusal_reason(const char *name)
     return NULL;
 }
 
-/* Device attributes that announce a refused feature: VIRTUAL_MEMORY_MANAGEMENT
- * (102), the shareable handle types (103-105, 128), the pools' IPC handle
- * types (119), IPC events (125), host-memory VMM (141, 145). A cuda backend's
+/* Device attributes that announce a refused feature: the shareable handle
+ * types (103-105, 128), the pools' IPC handle types (119), IPC events (125),
+ * host-memory VMM (141, 145). A cuda backend's
  * GPU has them; through gleam the program must not count on them. */
 int gl_refused_attribute(int attrib)
 {
-    static const int REFUSED[] = {102, 103, 104, 105, 119, 125, 128, 141, 145};
+    static const int REFUSED[] = {103, 104, 105, 119, 125, 128, 141, 145};
     for (size_t i = 0; i < sizeof REFUSED / sizeof REFUSED[0]; i++)
         if (REFUSED[i] == attrib)
             return 1;

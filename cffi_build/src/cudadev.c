@@ -17,30 +17,12 @@
 #include "gl_tensormap.h"
 #include "imagevars.h"
 #include "vaband.h"
+#include "cudadev_vmm.h"
 
-/* The VMM structures, as in NVIDIA's cuda.h. */
-typedef struct {
-    int type; /* CU_MEM_LOCATION_TYPE_DEVICE = 1 */
-    int id;
-} gl_cu_location;
-
-typedef struct {
-    int type;                 /* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
-    int requestedHandleTypes; /* CU_MEM_HANDLE_TYPE_NONE = 0 */
-    gl_cu_location location;
-    void *win32HandleMetaData;
-    struct {
-        unsigned char compressionType, gpuDirectRDMACapable;
-        unsigned short usage;
-        unsigned char reserved[4];
-    } allocFlags;
-} gl_cu_alloc_prop;
-
-typedef struct {
-    gl_cu_location location;
-    int flags; /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3 */
-} gl_cu_access_desc;
-
+/* The VMM structures: gl_cuda.h's, as in NVIDIA's cuda.h. */
+typedef CUmemLocation gl_cu_location;
+typedef CUmemAllocationProp gl_cu_alloc_prop;
+typedef CUmemAccessDesc gl_cu_access_desc;
 typedef uint64_t gl_cu_mem_handle;
 
 typedef CUresult (*fn_reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
@@ -95,6 +77,16 @@ static gl_cuda *cuda_of(gl_exec *x)
 const gl_cuda_extra *gl_cuda_fns(gl_exec *x)
 {
     return &cuda_of(x)->fn;
+}
+
+int gl_cuda_device(gl_exec *x)
+{
+    return cuda_of(x)->device;
+}
+
+size_t gl_cuda_granule(gl_exec *x)
+{
+    return cuda_of(x)->gran;
 }
 
 void **gl_cuda_arrays(gl_exec *x)

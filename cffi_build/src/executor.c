@@ -183,7 +183,7 @@ CUresult gx_glMemAlloc(gl_exec *x, CUdeviceptr dptr, size_t bytesize)
 CUresult gx_glMemFree(gl_exec *x, CUdeviceptr dptr)
 {
     long i = gl_ranges_index_of_base(&x->allocs, dptr);
-    if (i < 0)
+    if (i < 0 || x->allocs.r[i].tag == GL_EXEC_VMM_TAG)
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t size = x->allocs.r[i].size;
     CUresult r = ((gl_fn_glMemFree)gl_exec_slot(x, GL_CALL_glMemFree))(dptr);
@@ -341,6 +341,7 @@ void gl_exec_free(gl_exec *x)
     gl_exec *prev = gl_cur;
     gl_cur = x;
     gl_exec_graphs_free(x); /* (the cuda backend's graphs need its context) */
+    gl_exec_vmm_free(x); /* (a GPU's mappings before the range they lie in) */
     x->be->ops->close(x);
     gl_cur = prev;
     gl_htable_free(&x->handles);

@@ -85,6 +85,7 @@ struct gl_exec {
     CUresult deferred;
     gl_exec_stats_t stats;
     void *priv; /* backend's per-session state */
+    struct gl_vmm *vmm; /* the program's VMM allocations and mappings (exec_vmm.c) */
     gl_staged_image staged; /* parts of an image being sent (exec_images.c) */
     int call;               /* the call id of the record being dispatched */
     gl_notes notes;         /* reasons waiting for the program (notes.h) */
@@ -96,6 +97,11 @@ gl_exec *gl_exec_current(void);
 /* Calls fn for every bound handle (used when a session closes). */
 void gl_exec_each_handle(gl_exec *x, void (*fn)(gl_exec *x, uint64_t key, void *val));
 uint64_t gl_exec_alloc_size(gl_exec *x, uint64_t base); /* 0: not an allocation */
+/* A VMM mapping's range in x->allocs carries this tag: cuMemFree and the
+ * mirrors refuse it; cuMemUnmap takes it out (exec_vmm.c). */
+#define GL_EXEC_VMM_TAG 1u
+/* Unmaps and frees the session's VMM allocations, before the backend closes. */
+void gl_exec_vmm_free(gl_exec *x);
 CUresult gl_exec_add_global(gl_exec *x, uint64_t base, uint64_t size, void *owner);
 void gl_exec_drop_globals(gl_exec *x, void *owner);
 void gl_set_err(char *err, size_t err_len, const char *fmt, ...)

@@ -7,7 +7,7 @@ memory; a kernel's attributes (constant, shared and local bytes, registers, its 
 bounds as MAX_THREADS_PER_BLOCK) and a launch over its bounds refused; and a child
 forked after ``cuInit``, where every call answers ``CUDA_ERROR_NOT_INITIALIZED`` while
 the parent goes on. It checks each answer and prints one JSON verdict. ``--gleam`` adds
-the checks of what gleam refuses on purpose (IPC, virtual memory management, green
+the checks of what gleam refuses on purpose (IPC, VMM's shareable handles, green
 contexts: ``CUDA_ERROR_NOT_SUPPORTED``, and the device attributes that announce them
 read 0), which a GPU would do.
 """
@@ -41,8 +41,9 @@ extern "C" __global__ void __launch_bounds__(128) bounded(float *out)
 CONST_BYTES = 64 * 4
 
 
-def compile_ptx() -> bytes:
-    prog = ok(nvrtc.nvrtcCreateProgram(SOURCE, b"bounded.cu", 0, [], []))
+def compile_ptx(source: bytes = SOURCE, name: bytes = b"bounded.cu") -> bytes:
+    """PTX for compute_80 (the host device's) from CUDA C, with NVRTC."""
+    prog = ok(nvrtc.nvrtcCreateProgram(source, name, 0, [], []))
     ok(nvrtc.nvrtcCompileProgram(prog, 1, [b"--gpu-architecture=compute_80"]))
     out = b" " * ok(nvrtc.nvrtcGetPTXSize(prog))
     ok(nvrtc.nvrtcGetPTX(prog, out))
@@ -124,15 +125,18 @@ def gleam_refusals(checks: dict[str, bool], dev: Any) -> None:
     unsupported = int(cu.CUresult.CUDA_ERROR_NOT_SUPPORTED)
     d = ok(cu.cuMemAlloc(64))
     checks["ipc_refused"] = code(cu.cuIpcGetMemHandle(d)) == unsupported
+    # VMM's shareable handles are IPC too
     prop = cu.CUmemAllocationProp()
     prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
     prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
-    checks["vmm_refused"] = code(cu.cuMemCreate(1 << 21, prop, 0)) == unsupported
+    prop.requestedHandleTypes = (
+        cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    checks["vmm_shareable_refused"] = code(cu.cuMemCreate(1 << 21, prop, 0)) == unsupported
     checks["green_contexts_refused"] = code(cu.cuDeviceGetDevResource(
         dev, cu.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM)) == unsupported
-    vmm = cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+    fd = cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
     ipc = cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED
-    checks["refused_attributes_read_0"] = (ok(cu.cuDeviceGetAttribute(vmm, dev)) == 0
+    checks["refused_attributes_read_0"] = (ok(cu.cuDeviceGetAttribute(fd, dev)) == 0
                                            and ok(cu.cuDeviceGetAttribute(ipc, dev)) == 0)
     ok(cu.cuMemFree(d))
 

@@ -34,6 +34,9 @@ NOT_REPLAYABLE = {
     # The program keeps the map's bytes (it passes them to kernels), and they are the
     # layout of the driver that wrote them: another server's device may read them otherwise.
     "glTensorMapEncode": "a tensor map is in the layout of the driver that wrote it",
+    # Two views of one VMM allocation share pages that no checkpoint of the session's
+    # allocations restores as one memory (src/exec_vmm.c): a moved session would lose them.
+    "glVmmCreate": "a VMM allocation is memory of the server that made it",
 }
 # The same for sessions on one kind of server only. A GPU keeps a CUDA array's
 # contents in its driver's array, which no checkpoint reads, and gives texture

@@ -310,6 +310,9 @@ class CudaBackend(_Backend):
         for attr in range(1, lib.GL_DEVICE_ATTR_SLOTS):
             if dl.cuDeviceGetAttribute(value, attr, dev[0]) == 0:
                 attrs[attr] = value[0]
+        # VMM allocations through gleam are ordinary memory (src/exec_vmm.c): no
+        # compression, whatever the GPU could do.
+        attrs[107] = 0
         return [DeviceInfo(abi.string(name).decode(errors="replace"), total[0],
                            bytes(abi.buffer(uuid)), attrs, self.device)]
 
