@@ -147,7 +147,8 @@ def test_nvrtc_reached_through_a_library_opened_rtld_local(tmp_path):
 
 @pytest.fixture(scope="module")
 def nvrtc_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _build(EXAMPLES / "nvrtc" / "nvrtc_cubin.c", tmp_path_factory.mktemp("nvrtc") / "nvrtc_cubin",
+    return _build(EXAMPLES / "nvrtc" / "nvrtc_cubin.c",
+                  tmp_path_factory.mktemp("nvrtc") / "nvrtc_cubin",
                   "-I", str(EXAMPLES), "-L", str(interposer_dir()), "-l:libcuda.so.1")
 
 
