@@ -1654,6 +1654,21 @@ static int do_oret(ptx_warp *w, const ptx_insn *i, uint32_t em)
     return 0;
 }
 
+void ptx_bar_arrive(ptx_warp *w, const ptx_insn *i, uint32_t em, uint32_t pc)
+{
+    w->bar = i;
+    if (i->mode & 3) { /* bar.red: gather this warp's predicates */
+        uint32_t p = w->p[i->s[2]];
+        p = ((i->mode & 0x10) ? ~p : p) & em;
+        w->b->red_popc += (uint32_t)__builtin_popcount(p);
+        w->b->red_all &= (em & ~p) == 0;
+        w->b->red_any |= p != 0;
+    }
+    for (uint32_t q = em; q; q &= q - 1)
+        w->lpc[__builtin_ctz(q)] = pc + 1;
+    w->atbar |= em;
+}
+
 int ptx_warp_run(ptx_warp *w)
 {
     const ptx_insn *code = w->b->k->code;
@@ -1745,17 +1760,7 @@ int ptx_warp_run(ptx_warp *w)
             pc++;
             continue;
         case PTX_C_BAR:
-            w->bar = i;
-            if (i->mode & 3) { /* bar.red: gather this warp's predicates */
-                uint32_t p = w->p[i->s[2]];
-                p = ((i->mode & 0x10) ? ~p : p) & em;
-                w->b->red_popc += (uint32_t)__builtin_popcount(p);
-                w->b->red_all &= (em & ~p) == 0;
-                w->b->red_any |= p != 0;
-            }
-            for (uint32_t q = em; q; q &= q - 1)
-                w->lpc[__builtin_ctz(q)] = pc + 1;
-            w->atbar |= em;
+            ptx_bar_arrive(w, i, em, pc);
             m &= ~em;
             if (m == 0)
                 goto reselect;

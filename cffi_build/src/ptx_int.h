@@ -150,6 +150,7 @@ struct ptx_kernel {
     uint32_t dyn_base;      /* where dynamic (extern) shared memory starts */
     uint32_t nparams, params_size;
     uint32_t param_offsets[64], param_sizes[64];
+    struct ptxc_kernel *ptxc; /* the compile tier's state (ptxc_tier.c), from the first launch */
 };
 
 typedef struct {
@@ -199,6 +200,8 @@ typedef struct ptx_block {
     int err;
     uint32_t err_line;
     uint64_t err_addr;
+    uint32_t ctaid[3];         /* the block being run */
+    struct ptxc_worker *ptxc;  /* the compile tier's views (ptxc_run.c), or NULL */
 } ptx_block;
 
 typedef struct ptx_warp {
@@ -228,6 +231,8 @@ extern const char *const ptx_op_names[PTX_NOPS];
 int ptx_warp_run(ptx_warp *w);
 /* Picks the next group of lanes (lowest pc); 0 when none can run. */
 int ptx_warp_select(ptx_warp *w);
+/* Lanes EM arrive at barrier I (at PC): they wait, a bar.red gathers. */
+void ptx_bar_arrive(ptx_warp *w, const struct ptx_insn *i, uint32_t em, uint32_t pc);
 
 /* Memory classification for generic/global accesses (ptx_launch.c). */
 uint8_t *ptx_gaddr_slow(ptx_block *b, uint64_t a, uint64_t size);

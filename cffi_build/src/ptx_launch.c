@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "ptx_int.h"
+#include "ptxc_tier.h"
 
 typedef struct ptx_launch_ctx {
     const ptx_module *m;
@@ -33,6 +34,8 @@ typedef struct ptx_launch_ctx {
     int err;            /* atomic: the first failure */
     uint64_t insns;     /* atomic */
     uint64_t deadline;  /* CLOCK_MONOTONIC ns */
+    ptxc_policy tier;   /* the compile tier's rule for this launch */
+    int ran;            /* atomic: PTX_RAN_* */
     pthread_mutex_t lock;
     char msg[1024]; /* kernel names of templated code run to hundreds of bytes */
 } ptx_launch_ctx;
@@ -120,23 +123,23 @@ static void set_error(ptx_launch_ctx *lc, int code, const char *fmt, ...)
     pthread_mutex_unlock(&lc->lock);
 }
 
-static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3])
+/* A warp at the block's start. Compiled code computes the special
+ * registers and constants itself: their slots are filled only for the
+ * interpreter and for the handlers compiled code calls. */
+static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3], const ptxc_code *code)
 {
     ptx_launch_ctx *lc = wk->lc;
     const ptx_kernel *k = lc->k;
     const ptx_launch_args *a = lc->a;
     ptx_warp *w = &wk->warps[wi];
-    w->r = wk->regs + (size_t)wi * k->nregs;
-    w->p = wk->preds + (size_t)wi * k->npreds;
-    w->b = &wk->b;
-    w->index = wi;
     uint64_t (*r)[PTX_LANES] = w->r;
     unsigned bx = a->block[0], by = a->block[1];
     uint32_t live = 0;
-    for (int l = 0; l < PTX_LANES; l++) {
-        uint64_t t = (uint64_t)wi * 32 + (uint64_t)l;
-        if (t < lc->nthreads)
+    for (int l = 0; l < PTX_LANES; l++)
+        if ((uint64_t)wi * 32 + (uint64_t)l < lc->nthreads)
             live |= 1u << l;
+    for (int l = 0; l < PTX_LANES && (code == NULL || code->fill_sregs); l++) {
+        uint64_t t = (uint64_t)wi * 32 + (uint64_t)l;
         r[PTX_R_ZERO][l] = 0;
         r[PTX_R_TID_X][l] = t % bx;
         r[PTX_R_TID_Y][l] = (t / bx) % by;
@@ -165,7 +168,7 @@ static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3])
         r[PTX_R_TOTAL_SMEM][l] = lc->shared_size;
         r[PTX_R_WARPSZ][l] = 32;
     }
-    for (uint32_t c = 0; c < k->nconsts; c++) {
+    for (uint32_t c = 0; c < k->nconsts && (code == NULL || code->fill_consts); c++) {
         uint64_t v = k->consts[c].value, *dst = r[k->consts[c].reg];
         for (int l = 0; l < PTX_LANES; l++)
             dst[l] = v;
@@ -173,25 +176,29 @@ static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3])
     w->p[PTX_P_FALSE] = 0;
     w->p[PTX_P_TRUE] = PTX_FULL;
     w->live = live;
-    w->parked = live;
     w->atbar = 0;
     for (int l = 0; l < PTX_LANES; l++)
         w->lpc[l] = 0, w->fp[l] = 0;
     w->cw_used = 0;
     w->bar = NULL;
-    w->mask = 0;
-    ptx_warp_select(w);
+    /* every live lane at pc 0: what ptx_warp_select picks */
+    w->parked = 0;
+    w->pc = 0;
+    w->mask = live;
+    w->merge_pc = UINT32_MAX;
 }
 
-static int run_block(worker *wk, uint64_t idx)
+/* Runs block IDX, with compiled CODE or (NULL) the interpreter. */
+static int run_block(worker *wk, uint64_t idx, const ptxc_code *code)
 {
     ptx_launch_ctx *lc = wk->lc;
     const ptx_launch_args *a = lc->a;
     unsigned ctaid[3] = {(unsigned)(idx % a->grid[0]),
                          (unsigned)((idx / a->grid[0]) % a->grid[1]),
                          (unsigned)(idx / ((uint64_t)a->grid[0] * a->grid[1]))};
+    memcpy(wk->b.ctaid, ctaid, sizeof ctaid);
     for (uint32_t wi = 0; wi < lc->nwarps; wi++)
-        init_warp(wk, wi, ctaid);
+        init_warp(wk, wi, ctaid, code);
     for (;;) {
         uint32_t waiting = 0;
         wk->b.red_popc = 0;
@@ -200,7 +207,7 @@ static int run_block(worker *wk, uint64_t idx)
         for (uint32_t wi = 0; wi < lc->nwarps; wi++) {
             ptx_warp *w = &wk->warps[wi];
             if (w->mask || w->parked) {
-                int rc = ptx_warp_run(w);
+                int rc = code != NULL ? ptxc_warp_run(&wk->b, wi) : ptx_warp_run(w);
                 if (rc != 0)
                     return rc;
             }
@@ -247,7 +254,7 @@ static void *work(void *arg)
 {
     worker *wk = arg;
     ptx_launch_ctx *lc = wk->lc;
-    uint64_t total = 0;
+    uint64_t total = 0, by_tier[2] = {0, 0};
     for (;;) {
         if (__atomic_load_n(&lc->err, __ATOMIC_RELAXED) != 0)
             break;
@@ -255,11 +262,20 @@ static void *work(void *arg)
         if (idx >= lc->nblocks)
             break;
         wk->b.err = 0;
-        int rc = run_block(wk, idx);
+        /* a kernel compiled while the launch runs takes over at the next block */
+        const ptxc_code *code = ptxc_code_for(lc->k, &lc->tier);
+        if (code != NULL && ptxc_worker_bind(&wk->b, wk->warps, lc->nwarps, lc->a, code) != 0)
+            code = NULL;
+        int rc = run_block(wk, idx, code);
+        uint64_t block = 0;
         for (uint32_t wi = 0; wi < lc->nwarps; wi++) {
-            total += wk->warps[wi].insns;
+            block += wk->warps[wi].insns;
             wk->warps[wi].insns = 0;
         }
+        total += block;
+        by_tier[code != NULL]++;
+        if (code == NULL)
+            ptxc_note_interpreted(lc->k, block, &lc->tier);
         if (rc > 0)
             set_error(lc, rc, "%s (PTX line %u, address 0x%llx, block %llu)", fault_name(rc),
                       wk->b.err_line, (unsigned long long)wk->b.err_addr,
@@ -268,11 +284,15 @@ static void *work(void *arg)
             break;
     }
     __atomic_fetch_add(&lc->insns, total, __ATOMIC_RELAXED);
+    __atomic_fetch_or(&lc->ran, (by_tier[0] ? PTX_RAN_INTERP : 0)
+                                    | (by_tier[1] ? PTX_RAN_COMPILED : 0), __ATOMIC_RELAXED);
+    ptxc_count_blocks(by_tier[1], by_tier[0]);
     return NULL;
 }
 
 static void worker_free(worker *wk)
 {
+    ptxc_worker_free(&wk->b);
     free(wk->warps);
     free(wk->regs);
     free(wk->preds);
@@ -305,6 +325,13 @@ static int worker_init(worker *wk, ptx_launch_ctx *lc)
         return -1;
     }
     memset(wk->regs, 0, (size_t)lc->nwarps * k->nregs * sizeof *wk->regs);
+    for (uint32_t wi = 0; wi < lc->nwarps; wi++) { /* a warp's files stay its own all launch */
+        ptx_warp *w = &wk->warps[wi];
+        w->r = wk->regs + (size_t)wi * k->nregs;
+        w->p = wk->preds + (size_t)wi * k->npreds;
+        w->b = &wk->b;
+        w->index = wi;
+    }
     return 0;
 }
 
@@ -356,6 +383,7 @@ int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a)
         if (!(timeout > 0))
             timeout = 60;
     }
+    ptxc_launch_begin(k, a->tier, &lc.tier);
     lc.deadline = mono_ns() + (uint64_t)(timeout * 1e9);
     pthread_mutex_init(&lc.lock, NULL);
     unsigned nw = a->threads ? a->threads : env_unsigned("GLEAM_PTX_THREADS", 0);
@@ -402,6 +430,7 @@ int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a)
     free(tids);
     pthread_mutex_destroy(&lc.lock);
     a->insns = lc.insns;
+    a->ran = lc.ran;
     return rc;
 }
 
@@ -493,6 +522,26 @@ int gl_ptx_run(ptx_module *m, const char *entry, const unsigned *grid3, const un
                const uint64_t *ranges, size_t nranges, unsigned threads, uint64_t *insns,
                char *err, size_t err_len)
 {
+    return gl_ptx_run_tier(m, entry, grid3, block3, dynamic_shared, params, params_len, ranges,
+                           nranges, threads, PTX_TIER_AUTO, NULL, insns, err, err_len);
+}
+
+int gl_ptx_global(ptx_module *m, const char *name, uint64_t *addr, uint64_t *size)
+{
+    void *a;
+    size_t n;
+    if (m == NULL || name == NULL || ptx_module_global(m, name, &a, &n) != 0)
+        return -1;
+    *addr = (uint64_t)(uintptr_t)a;
+    *size = n;
+    return 0;
+}
+
+int gl_ptx_run_tier(ptx_module *m, const char *entry, const unsigned *grid3,
+                    const unsigned *block3, unsigned dynamic_shared, const void *params,
+                    size_t params_len, const uint64_t *ranges, size_t nranges, unsigned threads,
+                    int tier, int *ran, uint64_t *insns, char *err, size_t err_len)
+{
     const ptx_kernel *k = m != NULL && entry != NULL ? ptx_module_kernel(m, entry) : NULL;
     if (k == NULL) {
         if (err != NULL && err_len > 0)
@@ -512,11 +561,13 @@ int gl_ptx_run(ptx_module *m, const char *entry, const unsigned *grid3, const un
     ptx_launch_args a = {
         .grid = {grid3[0], grid3[1], grid3[2]}, .block = {block3[0], block3[1], block3[2]},
         .dynamic_shared = dynamic_shared, .params = params, .params_len = params_len,
-        .allocs = &t, .threads = threads, .err = err, .err_len = err_len,
+        .allocs = &t, .threads = threads, .tier = tier, .err = err, .err_len = err_len,
     };
     int rc = ptx_launch(m, k, &a);
     if (insns != NULL)
         *insns = a.insns;
+    if (ran != NULL)
+        *ran = a.ran;
     free(t.r);
     return rc;
 }

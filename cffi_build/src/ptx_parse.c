@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ptx_parse.h"
+#include "ptxc_tier.h"
 
 
 void px_fail(ps *s, const char *fmt, ...)
@@ -1210,6 +1211,7 @@ void ptx_module_free(ptx_module *m)
         free(m->kernels[k].ocalls);
         free(m->kernels[k].bodies);
         free(m->kernels[k].body_of);
+        ptxc_kernel_release(m->kernels[k].ptxc);
     }
     free(m->kernels);
     for (uint32_t k = 0; k < m->nglobals; k++)
