@@ -134,10 +134,8 @@ static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3], const pt
     ptx_warp *w = &wk->warps[wi];
     uint64_t (*r)[PTX_LANES] = w->r;
     unsigned bx = a->block[0], by = a->block[1];
-    uint32_t live = 0;
-    for (int l = 0; l < PTX_LANES; l++)
-        if ((uint64_t)wi * 32 + (uint64_t)l < lc->nthreads)
-            live |= 1u << l;
+    uint64_t left = lc->nthreads - (uint64_t)wi * 32; /* threads from this warp on */
+    uint32_t live = left >= 32 ? PTX_FULL : (1u << left) - 1;
     for (int l = 0; l < PTX_LANES && (code == NULL || code->fill_sregs); l++) {
         uint64_t t = (uint64_t)wi * 32 + (uint64_t)l;
         r[PTX_R_ZERO][l] = 0;
@@ -177,8 +175,10 @@ static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3], const pt
     w->p[PTX_P_TRUE] = PTX_FULL;
     w->live = live;
     w->atbar = 0;
-    for (int l = 0; l < PTX_LANES; l++)
-        w->lpc[l] = 0, w->fp[l] = 0;
+    /* lpc is read only for parked lanes, which get theirs when parked; frame
+     * pointers move only in out-of-line calls (a lane may exit inside one) */
+    if (k->nocalls > 0)
+        memset(w->fp, 0, sizeof w->fp);
     w->cw_used = 0;
     w->bar = NULL;
     /* every live lane at pc 0: what ptx_warp_select picks */

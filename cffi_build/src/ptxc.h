@@ -5,8 +5,10 @@
  * cached by content hash and loaded; the interpreter stays the fallback and
  * the reference. The parts:
  *   ptxc_plan.c   which instructions the tier knows, basic blocks, liveness
- *   ptxc_lane.c   one lane-local instruction as C (the fused lane loops)
- *   ptxc_emit.c   a kernel as C: blocks, control, memory, warp-wide steps
+ *   ptxc_lane.c   one lane-local instruction as C
+ *   ptxc_seg.c    runs of lane-local instructions and loads as fused lane loops
+ *   ptxc_mem.c    memory accesses: checked steps, speculative loads
+ *   ptxc_emit.c   a kernel as C: blocks, control, warp-wide and handler steps
  *   ptxc_cc.c     the compiler, the cache (SHA-256 keyed), verified loading
  *   ptxc_tier.c   per-kernel state: when to compile, the background thread
  *   ptxc_run.c    the runtime side of ptxc_abi.h: views and callbacks
@@ -103,8 +105,35 @@ int ptxc_lane_known(const ptx_insn *i);
  * or a special register (%tid.x ...). */
 const char *ptxc_src(const ptxc_plan *p, uint32_t reg, char *buf, size_t n);
 
-/* atom.shared forms the emitter writes itself (the rest run by handler). */
+/* The emitter's state while it writes one kernel (ptxc_emit.c). */
+typedef struct {
+    const ptxc_plan *p;
+    ptxc_text *t;
+    const ptxc_bb *bb; /* the block being written */
+} ptxc_emitter;
+
+/* A register's value in lane l in a step (the register file, a constant or a
+ * special register), and the lanes of an instruction (em: m and its guard). */
+const char *ptxc_step_src(const ptxc_plan *p, uint32_t reg, char *buf, size_t n);
+void ptxc_put_em(ptxc_text *t, const ptx_insn *i);
+
+/* Memory (ptxc_mem.c): an access as a step of its own, atom.shared, and a
+ * load inside a fused lane loop (speculative: see ptxc_seg.c). */
+int ptxc_is_load(const ptx_insn *i);
+/* A load a lane loop runs itself: not generic memory (a step of its own,
+ * where whole-warp accesses become vector copies), or one whose address is
+ * the same in every lane (read once, before the loop). */
+int ptxc_fusable_load(const ptx_insn *i);
+int ptxc_uniform_load(const ptx_insn *i, const ptxc_plan *p);
+/* The hoisted read of a uniform load U (before the loop): H<pc>_<e>. */
+int ptxc_hoist_load(ptxc_text *t, const ptx_insn *i, uint32_t pc, const ptxc_plan *p);
+int ptxc_emit_mem(ptxc_emitter *c, uint32_t pc);
 int ptxc_atom_inline(const ptx_insn *i);
+void ptxc_emit_atom_s(ptxc_emitter *c, uint32_t pc);
+int ptxc_lane_load(ptxc_text *t, const ptx_insn *i, uint32_t pc, const ptxc_plan *p);
+
+/* A run [s, e) of lane-local instructions and loads as one lane loop (ptxc_seg.c). */
+int ptxc_emit_segment(ptxc_emitter *c, uint32_t s, uint32_t e);
 
 /* What a compiled kernel needs from the launcher besides its registers. */
 typedef struct {

@@ -43,6 +43,7 @@
         uint32_t ntid[3], nctaid[3], nwarps, dyn_smem, total_smem;                           \
         const uint32_t *tid[3];                                                              \
         uint64_t backedges;                                                                  \
+        const uint8_t *zero;                                                                 \
         void *rt;                                                                            \
         int (*gaddr)(struct ptxc_block *b, uint64_t a, uint64_t size);                       \
         int (*deadline)(struct ptxc_block *b);                                               \
@@ -62,6 +63,9 @@
  *              k-th coordinate of each thread of the block (nwarps * 32)
  *   backedges  branches back; every 4096th asks deadline (0, or the launch
  *              must stop: the code to return)
+ *   zero       32 zero bytes: what a speculative load that would fault reads
+ *              (a pointer the compiler cannot see through, so that the load
+ *              stays a plain load and the loop vectorises)
  *   call       runs code[pc] for lanes em through its interpreter handler
  *   fault      records a fault of code[pc] at addr; returns code
  *   select     the warp's next group of lanes (ptx_warp_select): 0 when none

@@ -42,10 +42,12 @@
 extern char **environ;
 
 /* -ffp-contract=off: a PTX mul and add stay two roundings (the interpreter's
- * and a GPU's meaning); -fno-math-errno only lets sqrt vectorise (same result). */
-static const char *const cc_flags[] = {"-O2", "-march=native", "-ffp-contract=off",
-                                       "-fno-math-errno", "-fPIC", "-shared", "-std=gnu11",
-                                       "-w", "-pipe", NULL};
+ * and a GPU's meaning); -fno-strict-aliasing: device memory is read and
+ * written through any type, as PTX may; -fno-math-errno only lets sqrt
+ * vectorise (same result); -O3: the lane loops vectorise. */
+static const char *const cc_flags[] = {"-O3", "-march=native", "-ffp-contract=off",
+                                       "-fno-strict-aliasing", "-fno-math-errno", "-fPIC",
+                                       "-shared", "-std=gnu11", "-w", "-pipe", NULL};
 #define CC_TIMEOUT_MS (300 * 1000)
 #define MAX_OBJECT (64u << 20)
 
@@ -431,6 +433,7 @@ int ptxc_cc_load(const char *source, size_t len, ptxc_loaded *out, char *why, si
     }
     uint8_t d[32], *so = NULL;
     char key[65];
+
     size_t olen = 0;
     /* the key: the compiler's identity, then the source (which holds the ABI text) */
     uint8_t *keyed = malloc(len + 32);

@@ -6,16 +6,14 @@
  * instruction, lane and address, the same thread-instruction count.
  *
  * Shape: one label per basic block, entered with the group's mask m. A run
- * of lane-local instructions becomes one loop over the lanes (registers in
- * C locals, loaded from and stored to the register file only where the plan
- * says a value crosses the run; with a full mask gcc vectorises it). A
- * memory access, a warp-wide instruction or one run by its handler is a
- * step of its own between those loops, so memory is touched in the
- * interpreter's order (instruction by instruction, lane by lane). A memory
- * step first checks the span of all its lanes' addresses once (fast path)
- * and otherwise checks lane by lane, faulting at the first bad lane as the
- * interpreter does. Control (bra, exit, bar, trap) ends a block; branches
- * back count towards the time limit.
+ * of lane-local instructions and loads becomes one loop over the lanes
+ * (ptxc_seg.c: registers in C locals, loaded from and stored to the register
+ * file only where a value crosses the run; with a full mask gcc vectorises
+ * it). A store, an atomic, a warp-wide instruction or one run by its handler
+ * is a step of its own between those loops (ptxc_mem.c and below), so
+ * memory is written in the interpreter's order (instruction by instruction,
+ * lane by lane). Control (bra, exit, bar, trap) ends a block; branches back
+ * count towards the time limit.
  *
  * The text is built only from fixed strings and numbers printed here; no
  * name or text of the PTX reaches it. No global state.
@@ -26,6 +24,11 @@
 #include <string.h>
 
 #include "ptxc.h"
+
+/* Instructions of one lane loop: gcc vectorises loops of a dozen or so, not
+ * of fifty; a loop with per-lane loads stays scalar anyway, and long. */
+#define PTXC_RUN_MAX 12u
+#define PTXC_RUN_LONG 256u
 
 void ptxc_put(ptxc_text *t, const char *fmt, ...)
 {
@@ -122,19 +125,14 @@ static const char prelude_body[] =
     "        if (WV->lpc[l] == pc) join |= 1u << l; else if (WV->lpc[l] < nxt) nxt = WV->lpc[l]; }\n"
     "    *m |= join; *WV->parked &= ~join; *mpc = nxt; }\n"
     "#define LOCAL_FRAME(l) (LOCB + (WI * 32 + (uint64_t)(l)) * LSZ)\n"
+
+    "#define PTXC_IN1(a, sz, lo, len) (((a) - (lo) < (len)) & ((len) - ((a) - (lo)) >= (sz)))\n"
+    "#define PTXC_IN4(a, sz) (PTXC_IN1(a, sz, G0_, G1_) | PTXC_IN1(a, sz, G2_, G3_) | "
+    "PTXC_IN1(a, sz, G4_, G5_) | PTXC_IN1(a, sz, G6_, G7_))\n"
     "#define FAULT(pc, a, code) do { rc = B->fault(B, (pc), (a), (code)); goto out; } while (0)\n";
 
-enum { E_MISALIGNED = 716, E_ILLEGAL = 700, E_FAILED = 719 };
 
-typedef struct {
-    const ptxc_plan *p;
-    ptxc_text *t;
-    const ptxc_bb *bb;
-} em_ctx;
-
-/* A register's value in lane l, in a step: the register file, a constant or
- * a special register. */
-static const char *step_src(const ptxc_plan *p, uint32_t reg, char *buf, size_t n)
+const char *ptxc_step_src(const ptxc_plan *p, uint32_t reg, char *buf, size_t n)
 {
     if (reg < PTX_NSREG || p->is_const[reg])
         return ptxc_src(p, reg, buf, n);
@@ -142,8 +140,7 @@ static const char *step_src(const ptxc_plan *p, uint32_t reg, char *buf, size_t 
     return buf;
 }
 
-/* The instruction's lanes: the group, narrowed by its guard. */
-static void put_em(ptxc_text *t, const ptx_insn *i)
+void ptxc_put_em(ptxc_text *t, const ptx_insn *i)
 {
     if (i->guard == 0) {
         ptxc_put(t, "uint32_t em = m;");
@@ -153,297 +150,11 @@ static void put_em(ptxc_text *t, const ptx_insn *i)
              (i->guard & PTX_GUARD_NEG) ? "~" : "", i->guard & ~PTX_GUARD_NEG);
 }
 
-/* ------------------------------------------------------------- segments */
-
-static int needed_after(const em_ctx *c, uint32_t bit, uint32_t after)
-{
-    const ptxc_plan *p = c->p;
-    if (ptxc_bit(p->live_out + (size_t)(c->bb - p->bb) * p->words, bit) || ptxc_bit(p->keep, bit))
-        return 1;
-    for (uint32_t pc = after; pc < c->bb->end; pc++) {
-        ptxc_rw rw;
-        uint32_t bits[16];
-        ptxc_rw_of(&p->k->code[pc], &rw);
-        for (uint32_t q = 0, n = ptxc_bits(&rw, p->k->nregs, 0, bits); q < n; q++)
-            if (bits[q] == bit)
-                return 1;
-    }
-    return 0;
-}
-
-/* The lane-local run [s, e) as one loop over the lanes of m. */
-static int emit_segment(em_ctx *c, uint32_t s, uint32_t e)
-{
-    const ptxc_plan *p = c->p;
-    const ptx_kernel *k = p->k;
-    ptxc_text *t = c->t;
-    uint32_t nbits = k->nregs + k->npreds;
-    /* per slot: 1 read first (or a guarded write), 2 written, 4 stored after */
-    uint8_t *st = calloc(nbits, 1);
-    uint32_t *order = malloc(((size_t)(e - s) * 16 + 1) * sizeof *order), nord = 0;
-    if (st == NULL || order == NULL) {
-        free(st);
-        free(order);
-        return -1;
-    }
-    int guarded = 0;
-    for (uint32_t pc = s; pc < e; pc++) {
-        const ptx_insn *i = &k->code[pc];
-        ptxc_rw rw;
-        ptxc_rw_of(i, &rw);
-        guarded |= i->guard != 0;
-        uint32_t bits[16], nb = ptxc_bits(&rw, k->nregs, 0, bits);
-        for (uint32_t q = 0; q < nb; q++) {
-            uint32_t b = bits[q];
-            if (b < k->nregs && (b < PTX_NSREG || p->is_const[b]))
-                continue; /* an expression, not a local */
-            if (!st[b])
-                order[nord++] = b;
-            if (!(st[b] & 2))
-                st[b] |= 1;
-        }
-        uint32_t w[16], nw = ptxc_bits(&rw, k->nregs, 1, w);
-        for (uint32_t q = 0; q < nw; q++) {
-            if (!st[w[q]])
-                order[nord++] = w[q];
-            if (i->guard && !(st[w[q]] & 2))
-                st[w[q]] |= 1; /* lanes the guard leaves keep the old value */
-            st[w[q]] |= 2;
-        }
-    }
-    for (uint32_t q = 0; q < nord; q++)
-        if ((st[order[q]] & 2) && needed_after(c, order[q], e))
-            st[order[q]] |= 4;
-    ptxc_put(t, "{ /* %u..%u */", s, e - 1);
-    for (uint32_t q = 0; q < nord; q++) {
-        uint32_t b = order[q];
-        if (b >= k->nregs) {
-            uint32_t pr = b - k->nregs;
-            ptxc_put(t, " const uint32_t Pi%u = P[%u];", pr, pr);
-            if (st[b] & 4)
-                ptxc_put(t, " uint32_t Po%u = 0;", pr);
-        }
-    }
-    if (guarded)
-        ptxc_put(t, " uint64_t cnt = 0;");
-    ptxc_put(t, "\nPTXC_LANES(m,\n");
-    for (uint32_t q = 0; q < nord; q++) {
-        uint32_t b = order[q];
-        if (b >= k->nregs)
-            ptxc_put(t, " uint32_t q%u = Pi%u >> l & 1;", b - k->nregs, b - k->nregs);
-        else if (st[b] & 1)
-            ptxc_put(t, " uint64_t v%u = R[%u][l];", b, b);
-        else
-            ptxc_put(t, " uint64_t v%u;", b);
-    }
-    ptxc_put(t, "\n");
-    int rc = 0;
-    for (uint32_t pc = s; pc < e && rc == 0; pc++) {
-        const ptx_insn *i = &k->code[pc];
-        if (i->guard) {
-            uint32_t g = i->guard & ~PTX_GUARD_NEG;
-            char gx[24];
-            if (g == PTX_P_TRUE || g == PTX_P_FALSE)
-                snprintf(gx, sizeof gx, "%s", g == PTX_P_TRUE ? "1u" : "0u");
-            else
-                snprintf(gx, sizeof gx, "q%u", g);
-            ptxc_put(t, "{ uint32_t g_ = %s%s; cnt += g_; if (g_) ", gx,
-                     (i->guard & PTX_GUARD_NEG) ? " ^ 1u" : "");
-        }
-        rc = ptxc_lane(t, i, p);
-        if (i->guard)
-            ptxc_put(t, "}\n");
-    }
-    for (uint32_t q = 0; q < nord; q++) {
-        uint32_t b = order[q];
-        if (!(st[b] & 4))
-            continue;
-        if (b >= k->nregs)
-            ptxc_put(t, " Po%u |= q%u << l;", b - k->nregs, b - k->nregs);
-        else
-            ptxc_put(t, " R[%u][l] = v%u;", b, b);
-    }
-    ptxc_put(t, ");\n");
-    for (uint32_t q = 0; q < nord; q++) {
-        uint32_t b = order[q];
-        if (b >= k->nregs && (st[b] & 4))
-            ptxc_put(t, " P[%u] = (P[%u] & ~m) | (Po%u & m);", b - k->nregs, b - k->nregs,
-                     b - k->nregs);
-    }
-    if (guarded)
-        ptxc_put(t, " n += cnt;");
-    ptxc_put(t, " }\n");
-    free(st);
-    free(order);
-    return rc;
-}
-
-/* ---------------------------------------------------------------- memory */
-
-enum { SP_GENERIC, SP_SHARED, SP_LOCAL, SP_PARAM };
-
-static int mem_space(int op)
-{
-    if (op >= PTX_OP_ld_s1 && op <= PTX_OP_st_s8)
-        return SP_SHARED;
-    if (op >= PTX_OP_ld_l1 && op <= PTX_OP_st_l8)
-        return SP_LOCAL;
-    if (op >= PTX_OP_ld_p1 && op <= PTX_OP_ld_p8)
-        return SP_PARAM;
-    return SP_GENERIC;
-}
-
-/* Whether [A, A+S) lies where a space's access may go (S 0: unknown, no). */
-static void put_fits(ptxc_text *t, int space, const char *a, const char *s)
-{
-    static const char *const len[] = {[SP_SHARED] = "SHSZ", [SP_LOCAL] = "LSZ",
-                                      [SP_PARAM] = "PLEN"};
-    if (space == SP_GENERIC)
-        ptxc_put(t, "(%s != 0 && ptxc_have(B, %s, %s))", s, a, s);
-    else
-        ptxc_put(t, "ptxc_window(%s, %s, %s)", a, s, len[space]);
-}
-
-/* The host pointer of address a in lane l (checked before). */
-static const char *mem_where(int space)
-{
-    switch (space) {
-    case SP_SHARED: return "(B->shared + a)";
-    case SP_LOCAL: return "((uint8_t *)(uintptr_t)LOCAL_FRAME(l) + a)";
-    case SP_PARAM: return "((uint8_t *)(uintptr_t)B->params + a)";
-    default: return "((uint8_t *)(uintptr_t)a)";
-    }
-}
-
-/* One lane's check of [a, a+SIZE), as the interpreter makes it: alignment,
- * then the space (generic: the cached ranges, else the launch's lookup). */
-static void put_lane_check(ptxc_text *t, int space, uint32_t pc, unsigned size)
-{
-    char sz[24];
-    snprintf(sz, sizeof sz, "UINT64_C(%u)", size);
-    ptxc_put(t, " if (a & %u) FAULT(%u, a, %d);", size - 1, pc, E_MISALIGNED);
-    if (space == SP_GENERIC)
-        ptxc_put(t, " if (!ptxc_have(B, a, %s) && !B->gaddr(B, a, %s)) FAULT(%u, a, %d);", sz,
-                 sz, pc, E_ILLEGAL);
-    else {
-        ptxc_put(t, " if (!");
-        put_fits(t, space, "a", sz);
-        ptxc_put(t, ") FAULT(%u, a, %d);", pc, E_ILLEGAL);
-    }
-}
-
-/* The access of one lane at p_ (checked): vec elements of n bytes. */
-static void mem_access(em_ctx *c, const ptx_insn *i, int store, unsigned n)
-{
-    static const char *const ut[9] = {[1] = "uint8_t", [2] = "uint16_t", [4] = "uint32_t",
-                                      [8] = "uint64_t"};
-    static const char *const sx[9] = {[1] = "(uint64_t)(int64_t)(int8_t)",
-                                      [2] = "(uint64_t)(int64_t)(int16_t)",
-                                      [4] = "(uint64_t)(int64_t)(int32_t)", [8] = "(uint64_t)"};
-    char v[48];
-    for (unsigned e = 0; e < i->aux; e++) {
-        if (store)
-            ptxc_put(c->t, " { %s x = (%s)(%s); memcpy(p_ + %u, &x, %u); }", ut[n], ut[n],
-                     step_src(c->p, i->s[e], v, sizeof v), e * n, n);
-        else
-            ptxc_put(c->t, " { %s x; memcpy(&x, p_ + %u, %u); R[%u][l] = %s(x); }", ut[n],
-                     e * n, n, i->d[e], i->mode ? sx[n] : "(uint64_t)");
-    }
-}
-
-static int emit_mem(em_ctx *c, uint32_t pc)
-{
-    const ptx_insn *i = &c->p->k->code[pc];
-    ptxc_text *t = c->t;
-    int op = i->op, space = mem_space(op);
-    static const unsigned bytes[4] = {1, 2, 4, 8};
-    int base = space == SP_PARAM ? op - PTX_OP_ld_p1 : (op - PTX_OP_ld_g1) % 8;
-    int store = space != SP_PARAM && base >= 4;
-    unsigned n = bytes[base % 4];
-    if (i->aux < 1 || i->aux > 4 || (i->aux & (i->aux - 1)) != 0)
-        return -1;
-    unsigned size = n * i->aux;
-    char ab[48], a[96];
-    snprintf(a, sizeof a, "%s + UINT64_C(0x%llx)", step_src(c->p, i->ab, ab, sizeof ab),
-             (unsigned long long)i->imm);
-    ptxc_put(t, "{ /* %u */ ", pc);
-    put_em(t, i);
-    ptxc_put(t, " if (em) {\n"
-                "uint64_t lo_ = ~UINT64_C(0), hi_ = 0, or_ = 0;\n"
-                "PTXC_LANES(em, uint64_t a = %s; lo_ = a < lo_ ? a : lo_;"
-                " hi_ = a > hi_ ? a : hi_; or_ |= a;);\n"
-                "uint64_t span_ = ptxc_span(lo_, hi_, %u);\n"
-                "if ((or_ & %u) == 0 && ", a, size, size - 1);
-    put_fits(t, space, "lo_", "span_");
-    ptxc_put(t, ") {\nPTXC_LANES(em, uint64_t a = %s; uint8_t *p_ = %s;", a, mem_where(space));
-    mem_access(c, i, store, n);
-    ptxc_put(t, ");\n} else {\nPTXC_LANES(em, uint64_t a = %s;", a);
-    put_lane_check(t, space, pc, size);
-    ptxc_put(t, " uint8_t *p_ = %s;", mem_where(space));
-    mem_access(c, i, store, n);
-    ptxc_put(t, ");\n} } }\n");
-    return 0;
-}
-
-/* atom.shared: lane by lane, a plain read-modify-write (a block's shared
- * memory is its worker's alone), with the arithmetic of ptx_exec.c's atom1. */
-int ptxc_atom_inline(const ptx_insn *i)
-{
-    return i->op == PTX_OP_atom_s && i->aux <= 5 && i->mode <= 9;
-}
-
-static void emit_atom_s(em_ctx *c, uint32_t pc)
-{
-    const ptx_insn *i = &c->p->k->code[pc];
-    ptxc_text *t = c->t;
-    int tk = (int)i->aux, op = i->mode, w32 = tk == 0 || tk == 1 || tk == 4;
-    unsigned size = w32 ? 4 : 8;
-    const char *ut = w32 ? "uint32_t" : "uint64_t", *st = w32 ? "int32_t" : "int64_t";
-    const char *fo = w32 ? "f32of" : "f64of", *fb = w32 ? "(uint32_t)bits32" : "bits64";
-    int sg = tk == 1 || tk == 3, fl = tk >= 4;
-    char ab[48], a[96], bx[48], cx[48], nv[200];
-    snprintf(a, sizeof a, "%s + UINT64_C(0x%llx)", step_src(c->p, i->ab, ab, sizeof ab),
-             (unsigned long long)i->imm);
-    step_src(c->p, i->s[0], bx, sizeof bx);
-    step_src(c->p, i->s[1], cx, sizeof cx);
-    switch (op) {
-    case 0:
-        snprintf(nv, sizeof nv, fl ? "%s(%s(old) + %s(bv))" : "old + bv", fb, fo, fo);
-        break;
-    case 1:
-    case 2: {
-        const char *cmp = op == 1 ? "<" : ">", *ffn = op == 1 ? (w32 ? "fminf" : "fmin")
-                                                              : (w32 ? "fmaxf" : "fmax");
-        if (fl)
-            snprintf(nv, sizeof nv, "%s(%s(%s(old), %s(bv)))", fb, ffn, fo, fo);
-        else if (sg)
-            snprintf(nv, sizeof nv, "(%s)bv %s (%s)old ? bv : old", st, cmp, st);
-        else
-            snprintf(nv, sizeof nv, "bv %s old ? bv : old", cmp);
-        break;
-    }
-    case 3: snprintf(nv, sizeof nv, "old >= bv ? 0 : old + 1"); break;
-    case 4: snprintf(nv, sizeof nv, "(old == 0 || old > bv) ? bv : old - 1"); break;
-    case 5: snprintf(nv, sizeof nv, "old & bv"); break;
-    case 6: snprintf(nv, sizeof nv, "old | bv"); break;
-    case 7: snprintf(nv, sizeof nv, "old ^ bv"); break;
-    case 8: snprintf(nv, sizeof nv, "bv"); break;
-    default: snprintf(nv, sizeof nv, "old == bv ? (%s)(%s) : old", ut, cx); break;
-    }
-    ptxc_put(t, "{ /* %u */ ", pc);
-    put_em(t, i);
-    ptxc_put(t, "\nPTXC_LANES(em, uint64_t a = %s;", a);
-    put_lane_check(t, SP_SHARED, pc, size);
-    ptxc_put(t, " uint8_t *p_ = B->shared + a; %s old, bv = (%s)(%s), nv; memcpy(&old, p_, %u);"
-                " nv = (%s)(%s); memcpy(p_, &nv, %u); R[%u][l] = old;); }\n",
-             ut, ut, bx, size, ut, nv, size, i->d[0]);
-}
-
 /* ------------------------------------------------------------ warp-wide */
 
 /* A source whose other lanes are read (shfl's value) as an array: the
  * register file, or a temporary for a constant or special register. */
-static void put_lanes_array(em_ctx *c, const char *name, uint32_t reg)
+static void put_lanes_array(ptxc_emitter *c, const char *name, uint32_t reg)
 {
     char v[48];
     if (reg >= PTX_NSREG && !c->p->is_const[reg]) {
@@ -454,13 +165,13 @@ static void put_lanes_array(em_ctx *c, const char *name, uint32_t reg)
              ptxc_src(c->p, reg, v, sizeof v));
 }
 
-static int emit_warp(em_ctx *c, uint32_t pc)
+static int emit_warp(ptxc_emitter *c, uint32_t pc)
 {
     const ptx_insn *i = &c->p->k->code[pc];
     ptxc_text *t = c->t;
     char b[48], cc[48];
     ptxc_put(t, "{ /* %u */ ", pc);
-    put_em(t, i);
+    ptxc_put_em(t, i);
     ptxc_put(t, " if (em) {");
     switch (i->op) {
     case PTX_OP_fence:
@@ -494,7 +205,7 @@ static int emit_warp(em_ctx *c, uint32_t pc)
                     " ~seg)), minl = (int)(l & seg), j, ok; %s if (!ok || j < 0 || j > 31) j = l;"
                     " out_[l] = (uint32_t)A_[j]; pv_ |= (uint32_t)ok << l;);\n"
                     "PTXC_LANES(em, R[%u][l] = out_[l]);",
-                 step_src(c->p, i->s[1], b, sizeof b), step_src(c->p, i->s[2], cc, sizeof cc),
+                 ptxc_step_src(c->p, i->s[1], b, sizeof b), ptxc_step_src(c->p, i->s[2], cc, sizeof cc),
                  lane[i->mode & 3], i->d[0]);
         if (i->mode2)
             ptxc_put(t, " P[%u] = (P[%u] & ~em) | (pv_ & em);", i->d[1], i->d[1]);
@@ -508,23 +219,23 @@ static int emit_warp(em_ctx *c, uint32_t pc)
 }
 
 /* An instruction run by its interpreter handler, on the register file. */
-static void emit_call(em_ctx *c, uint32_t pc)
+static void emit_call(ptxc_emitter *c, uint32_t pc)
 {
     const ptx_insn *i = &c->p->k->code[pc];
     ptxc_put(c->t, "{ /* %u: %s */ ", pc, "handler");
-    put_em(c->t, i);
+    ptxc_put_em(c->t, i);
     ptxc_put(c->t, " if (em && (rc = B->call(B, WV, %u, em)) != 0) goto out; }\n", pc);
 }
 
 /* ------------------------------------------------------------- control */
 
-static void emit_control(em_ctx *c, uint32_t pc)
+static void emit_control(ptxc_emitter *c, uint32_t pc)
 {
     const ptx_insn *i = &c->p->k->code[pc];
     ptxc_text *t = c->t;
     uint32_t next = pc + 1;
     ptxc_put(t, "{ /* %u */ ", pc);
-    put_em(t, i);
+    ptxc_put_em(t, i);
     switch (i->ctl) {
     case PTX_C_BRA: {
         uint32_t to = i->aux;
@@ -555,14 +266,14 @@ static void emit_control(em_ctx *c, uint32_t pc)
                  pc, next);
         return;
     default: /* trap */
-        ptxc_put(t, " if (em) FAULT(%u, 0, %d); goto L%u; }\n", pc, E_FAILED, next);
+        ptxc_put(t, " if (em) FAULT(%u, 0, %d); goto L%u; }\n", pc, PTX_E_LAUNCH_FAILED, next);
         return;
     }
 }
 
 /* ---------------------------------------------------------------- blocks */
 
-static int emit_block(em_ctx *c, uint32_t b)
+static int emit_block(ptxc_emitter *c, uint32_t b)
 {
     const ptxc_plan *p = c->p;
     const ptx_kernel *k = p->k;
@@ -576,15 +287,26 @@ static int emit_block(em_ctx *c, uint32_t b)
              bb->start);
     ptxc_put(t, "n += (uint64_t)__builtin_popcount(m) * %u;\n", unguarded);
     uint32_t seg = UINT32_MAX;
+    int lane_loads = 0;
     for (uint32_t pc = bb->start; pc < bb->end; pc++) {
         const ptx_insn *i = &k->code[pc];
-        int kind = ptxc_kind(i);
-        if (kind == PTXC_LANE) {
+        int kind = ptxc_kind(i), load = ptxc_fusable_load(i);
+        if (kind == PTXC_LANE || load) {
+            /* a run that gcc can vectorise (no load of its own per lane)
+             * stays short enough that it does; one with such loads is scalar
+             * anyway, and may be long */
+            uint32_t cap = lane_loads ? PTXC_RUN_LONG : PTXC_RUN_MAX;
+            if (seg != UINT32_MAX && pc - seg >= cap) {
+                if (ptxc_emit_segment(c, seg, pc) != 0)
+                    return -1;
+                seg = UINT32_MAX;
+            }
             if (seg == UINT32_MAX)
-                seg = pc;
+                seg = pc, lane_loads = 0;
+            lane_loads |= load && !ptxc_uniform_load(i, p);
             continue;
         }
-        if (seg != UINT32_MAX && emit_segment(c, seg, pc) != 0)
+        if (seg != UINT32_MAX && ptxc_emit_segment(c, seg, pc) != 0)
             return -1;
         seg = UINT32_MAX;
         switch (kind) {
@@ -596,8 +318,8 @@ static int emit_block(em_ctx *c, uint32_t b)
             break;
         case PTXC_MEM:
             if (i->op == PTX_OP_atom_s)
-                emit_atom_s(c, pc);
-            else if (emit_mem(c, pc) != 0)
+                ptxc_emit_atom_s(c, pc);
+            else if (ptxc_emit_mem(c, pc) != 0)
                 return -1;
             break;
         case PTXC_WARP:
@@ -614,7 +336,7 @@ static int emit_block(em_ctx *c, uint32_t b)
             return -1;
         }
     }
-    if (seg != UINT32_MAX && emit_segment(c, seg, bb->end) != 0)
+    if (seg != UINT32_MAX && ptxc_emit_segment(c, seg, bb->end) != 0)
         return -1;
     return 0;
 }
@@ -637,7 +359,8 @@ static void emit_head(ptxc_text *t)
              "const uint64_t NWI = B->nwarps, DSM = B->dyn_smem, TSM = B->total_smem;\n"
              "const uint64_t SHB = (uint64_t)(uintptr_t)B->shared, SHSZ = B->shared_size;\n"
              "const uint64_t LOCB = (uint64_t)(uintptr_t)B->local, LSZ = B->local_size;\n"
-             "const uint64_t PLEN = B->params_len;\n"
+             "const uint64_t PLEN = B->params_len, PRMB = (uint64_t)(uintptr_t)B->params;\n"
+             "const uint64_t ZERO_ADDR = (uint64_t)(uintptr_t)B->zero;\n"
              "uint32_t pc = *WV->pc, m = *WV->mask, mpc = *WV->merge_pc;\n"
              "uint64_t n = 0;\nint rc = 0;\n"
              "if (m == 0) goto reselect;\n");
@@ -648,17 +371,17 @@ int ptxc_emit(const ptx_kernel *k, ptxc_text *out, ptxc_needs *needs, char *why,
     ptxc_plan p;
     if (ptxc_plan_make(k, &p, why, why_len) != 0)
         return -1;
-    em_ctx c = {.p = &p, .t = out};
+    ptxc_emitter c = {.p = &p, .t = out};
     emit_head(out);
     ptxc_put(out, "dispatch:\nswitch (pc) {\n");
     for (uint32_t b = 0; b < p.nbb; b++)
         ptxc_put(out, "case %u: goto L%u;\n", p.bb[b].start, p.bb[b].start);
-    ptxc_put(out, "default: FAULT(pc, 0, %d);\n}\n", E_FAILED);
+    ptxc_put(out, "default: FAULT(pc, 0, %d);\n}\n", PTX_E_LAUNCH_FAILED);
     int rc = 0;
     for (uint32_t b = 0; b < p.nbb && rc == 0; b++)
         rc = emit_block(&c, b);
     /* past the end: unreachable (the last instruction stops every lane) */
-    ptxc_put(out, "L%u: FAULT(%u, 0, %d);\n", k->ncode, k->ncode - 1, E_FAILED);
+    ptxc_put(out, "L%u: FAULT(%u, 0, %d);\n", k->ncode, k->ncode - 1, PTX_E_LAUNCH_FAILED);
     ptxc_put(out, "reselect:\n"
                   "if (!B->select(B, WV, &pc, &m, &mpc)) goto out;\n"
                   "goto dispatch;\n"

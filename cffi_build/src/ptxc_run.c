@@ -15,6 +15,9 @@
 
 #include "ptxc_tier.h"
 
+/* What a speculative load that would fault reads (ptxc_abi.h, zero). */
+static const uint8_t zero32[32] __attribute__((aligned(32)));
+
 struct ptxc_worker {
     ptxc_block blk;
     ptxc_warp *warps;
@@ -105,7 +108,7 @@ static int bind(ptx_block *b, ptx_warp *warps, uint32_t nwarps, const ptx_launch
         .local_size = b->local_size, .params = b->params, .params_len = b->params_len,
         .ctaid = b->ctaid, .nwarps = nwarps, .dyn_smem = a->dynamic_shared,
         .total_smem = (uint32_t)b->shared_size, .tid = {x->tid, x->tid + nt, x->tid + 2 * nt},
-        .rt = b, .gaddr = rt_gaddr, .deadline = rt_deadline, .call = rt_call,
+        .zero = zero32, .rt = b, .gaddr = rt_gaddr, .deadline = rt_deadline, .call = rt_call,
         .fault = rt_fault, .select = rt_select, .bar = rt_bar,
     };
     for (int d = 0; d < 3; d++) {
