@@ -12,17 +12,22 @@ a directory others may write), no compiler, and a compile that lands while a lau
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 import struct
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from gleam.peer.nativelib import ffi, lib
 
 from .ptx_corpus.cases import CASES
 from .ptx_corpus.spec import Buf, Case, inputs, pack_params
+from .ptx_kernels_gen import SLOT, kernels
 from .test_ptx_fuzz import STORE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,3 +192,156 @@ def test_compiled_endless_kernel_reaches_the_time_limit(monkeypatch):
     monkeypatch.setenv("GLEAM_PTX_TIMEOUT_S", "0.3")
     rc, ran, _, err = launch(load(STORE), "spin", (1, 1, 1), (32, 1, 1), b"", [], COMPILED)
     assert (rc, ran) == (LAUNCH_TIMEOUT, RAN_COMPILED) and "time limit" in err
+
+
+# ----------------------------------------------------------------- fuzzed kernels
+
+FUZZ_COMPILE = settings(max_examples=8, deadline=None,
+                        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _inputs(threads: int, seed: int) -> np.ndarray:
+    """Per thread 8 integers (small, large, powers of two), 4 floats (with NaN, inf, -0)
+    and 4 more words; as bytes, 64 a thread."""
+    rng = np.random.default_rng(seed)
+    words = rng.integers(0, 2**32, (threads, 16), dtype=np.uint64).astype(np.uint32)
+    small = rng.integers(-9, 10, (threads, 8)).astype(np.int32).view(np.uint32)
+    pick = rng.integers(0, 3, (threads, 8))
+    words[:, :8] = np.where(pick == 0, small, np.where(pick == 1, words[:, :8],
+                                                       np.uint32(1) << (words[:, :8] % 32)))
+    floats = (rng.standard_normal((threads, 4)) * 100).astype(np.float32)
+    specials = np.array([np.nan, np.inf, -np.inf, -0.0, 1e-40, 3.0], np.float32)
+    mask = rng.integers(0, 6, (threads, 4)) == 0
+    floats[mask] = rng.choice(specials, int(mask.sum()))
+    words[:, 8:12] = floats.view(np.uint32)
+    return words.reshape(-1).view(np.uint8).copy()
+
+
+def both_tiers(text: str, entry: str, grid: tuple[int, int, int], block: tuple[int, int, int],
+               params: bytes, buffers: list[np.ndarray], shared: int = 0
+               ) -> tuple[Outcome, Outcome]:
+    """Runs on each tier from the same bytes in the same buffers (so that fault addresses
+    compare too); the second run must have been compiled code."""
+    first = [b.copy() for b in buffers]
+    outcomes = []
+    for tier in (INTERP, COMPILED):
+        module = load(text)
+        for b, f in zip(buffers, first, strict=True):
+            b[...] = f
+        rc, ran, insns, err = launch(module, entry, grid, block, params, buffers, tier, shared)
+        if tier == COMPILED and ran != RAN_COMPILED:
+            why = kernel_c(module, entry)[1]
+            pytest.fail(f"the kernel stayed interpreted: {why}\n{text}")
+        outcomes.append(Outcome(rc, err, insns if rc == 0 else None,
+                                {str(n): b.tobytes() for n, b in enumerate(buffers)}, ran))
+    return outcomes[0], outcomes[1]
+
+
+@FUZZ_COMPILE
+@given(kernels(), st.integers(0, 2**32 - 1))
+def test_random_kernels_are_identical_on_both_tiers(kernel, seed):
+    inp = _inputs(kernel.threads, seed)
+    out = np.zeros(kernel.threads * SLOT, np.uint8)
+    params = struct.pack("<QQ", out.ctypes.data, inp.ctypes.data)
+    interp, compiled = both_tiers(kernel.text, "k", (1, 1, 1), (kernel.threads, 1, 1), params,
+                                  [out, inp])
+    assert compiled == interp, "\n".join(kernel.lines)
+
+
+# Instruction-level mutations of real kernels: another register of the same kind, another
+# immediate, another comparison or arithmetic operation, a line dropped or repeated.
+_REG = re.compile(r"%(r|rd|f|fd|p|rs)(\d+)")
+_SWAPS = [("add.", "sub."), ("mul.lo.", "add."), ("and.", "or."), ("xor.", "and."),
+          (".lt.", ".ge."), (".eq.", ".ne."), (".gt.", ".le."), ("min.", "max."),
+          (".s32", ".u32"), ("shl.", "shr."), (".f32", ".f32"), ("fma.rn.", "fma.rz.")]
+
+
+@st.composite
+def mutated_case(draw: Any) -> tuple[Case, str]:
+    case = draw(st.sampled_from(CASES))
+    lines = (CORPUS / f"{case.source}.ptx").read_text().splitlines()
+    start = next(n for n, line in enumerate(lines) if f".entry {case.kernel}(" in line)
+    body = [n for n in range(start, len(lines))
+            if lines[n].startswith("\t") and lines[n].rstrip().endswith(";")
+            and "ld.param" not in lines[n] and not lines[n].lstrip().startswith(".")]
+    body = [n for n in body if n < next((m for m in range(start + 1, len(lines))
+                                         if lines[m].startswith(".visible .entry")), len(lines))]
+    for _ in range(draw(st.integers(1, 3))):
+        n = draw(st.sampled_from(body))
+        kind = draw(st.integers(0, 4))
+        line = lines[n]
+        if kind == 0:
+            regs = _REG.findall(line)
+            if regs:
+                kind_of, number = draw(st.sampled_from(regs))
+                other = f"%{kind_of}{draw(st.integers(1, 12))}"
+                line = line.replace(f"%{kind_of}{number}", other, 1)
+        elif kind == 1:
+            line = re.sub(r"(?<=[ ,])-?\d+(?=[;,\]])", lambda m: str(draw(st.sampled_from(
+                [0, 1, -1, 3, 31, 32, 255, 4096, 1 << 31]))), line, count=1)
+        elif kind == 2:
+            old, new = draw(st.sampled_from(_SWAPS))
+            line = line.replace(old, new, 1)
+        elif kind == 3:
+            line = ""
+        else:
+            line = line + "\n" + line
+        lines[n] = line
+    return case, "\n".join(lines) + "\n"
+
+
+@FUZZ_COMPILE
+@given(mutated_case())
+def test_mutated_corpus_kernels_are_identical_on_both_tiers(mutation):
+    case, text = mutation
+    rc, _ = _check(text)
+    assume(rc == 0)
+    module = load(text)
+    assume(kernel_c(module, case.kernel)[0] is not None)
+    old = os.environ.get("GLEAM_PTX_TIMEOUT_S")
+    os.environ["GLEAM_PTX_TIMEOUT_S"] = "5"
+    try:  # one block: a mutation may read a register nothing wrote, which holds 0 there
+        interp = run_case(case, INTERP, text, grid=(1, 1, 1))
+        compiled = run_case(case, COMPILED, text, grid=(1, 1, 1))
+    finally:
+        if old is None:
+            os.environ.pop("GLEAM_PTX_TIMEOUT_S")
+        else:
+            os.environ["GLEAM_PTX_TIMEOUT_S"] = old
+    assume(LAUNCH_TIMEOUT not in (interp.rc, compiled.rc))  # a time limit is not exact
+    assert compiled.ran == RAN_COMPILED
+    assert compiled == interp
+
+
+def _check(text: str) -> tuple[int, str]:
+    err = ffi.new("char[256]")
+    rc = lib.gl_ptx_check(text.encode(), len(text), err, 256)
+    return rc, ffi.string(err).decode()
+
+
+LG2 = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry lg2(.param .u64 p)
+{
+    .reg .b64 %rd<3>; .reg .b32 %r<2>; .reg .f32 %f<3>;
+    ld.param.u64 %rd1, [p];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd1, %rd1, %rd2;
+    ld.global.f32 %f1, [%rd1];
+    lg2.approx.f32 %f2, %f1;
+    st.global.f32 [%rd1], %f2;
+    ret;
+}
+"""
+
+
+def test_lg2_of_a_negative_number_is_the_same_nan_on_both_tiers():
+    # glibc's log2f gives -NaN or +NaN by the symbol version a library links
+    values = np.array([-1.0, -np.inf, -3.5, -0.0, 0.0, np.inf, np.nan, 8.0] * 4, np.float32)
+    interp, compiled = both_tiers(LG2, "lg2", (1, 1, 1), (32, 1, 1),
+                                  struct.pack("<Q", values.ctypes.data), [values])
+    assert compiled == interp
+    got = np.frombuffer(interp.memory["0"], np.uint32)
+    assert (got[:3] == 0x7FC00000).all()

@@ -593,6 +593,10 @@ static inline double satd(double x) { return x > 0.0 ? (x < 1.0 ? x : 1.0) : 0.0
 #define FBIN(T, name, expr) FLT_OP(T, name, 2, 1, expr)
 #define FTER(T, name, expr) FLT_OP(T, name, 3, 1, expr)
 #define FUN(T, name, expr) FLT_OP(T, name, 1, 0, expr)
+/* lg2 of a negative number is +NaN: glibc's log2f answers -NaN or +NaN by the
+ * symbol version a library links, and the compile tier must give the same bits */
+#define LG2F(a) ((a) < 0.0f ? NAN : log2f(a))
+#define LG2D(a) ((a) < 0.0 ? (double)NAN : log2(a))
 
 #define EACH_FLT(M, ...) M(f32, __VA_ARGS__) M(f64, __VA_ARGS__)
 EACH_FLT(FBIN, fadd, a + b)
@@ -622,10 +626,10 @@ FUN(f64, frsqrt, 1.0 / sqrt(a))
 FUN(f32, fsin, sinf(a))
 FUN(f32, fcos, cosf(a))
 FUN(f32, fex2, exp2f(a))
-FUN(f32, flg2, log2f(a))
+FUN(f32, flg2, LG2F(a))
 FUN(f32, ftanh, tanhf(a))
 FUN(f64, fex2, exp2(a))
-FUN(f64, flg2, log2(a))
+FUN(f64, flg2, LG2D(a))
 
 #define TESTP(T, CLS)                                                                         \
     H(ftestp_##T)                                                                             \

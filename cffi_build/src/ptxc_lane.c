@@ -70,10 +70,10 @@ static const flt_form flt_forms[] = {
     {PTX_OP_fsin_f32, 1, 0, 32, "sinf(a)", NULL},
     {PTX_OP_fcos_f32, 1, 0, 32, "cosf(a)", NULL},
     {PTX_OP_fex2_f32, 1, 0, 32, "exp2f(a)", NULL},
-    {PTX_OP_flg2_f32, 1, 0, 32, "log2f(a)", NULL},
+    {PTX_OP_flg2_f32, 1, 0, 32, "a < 0.0f ? NAN : log2f(a)", NULL},
     {PTX_OP_ftanh_f32, 1, 0, 32, "tanhf(a)", NULL},
     {PTX_OP_fex2_f64, 1, 0, 64, NULL, "exp2(a)"},
-    {PTX_OP_flg2_f64, 1, 0, 64, NULL, "log2(a)"},
+    {PTX_OP_flg2_f64, 1, 0, 64, NULL, "a < 0.0 ? (double)NAN : log2(a)"},
 };
 
 /* Comparisons in the parser's order (PTX_CMP_*): the integer six, then the
