@@ -35,6 +35,8 @@ A row is ``Row(name, signature, cls, symbols, roles, ...)``:
     ``cstr``          a NUL-terminated string: the record's payload
     ``out``           a scalar written by the call: a reply value
     ``hout:EXPR``     host bytes written by the call: the reply's bytes
+    ``hsome:EXPR``    the same, at most EXPR of them: the reply carries as many as
+                      the call's first ``out`` says (the rest stay untouched)
 ``client``
     ``"custom"``: the exported symbols call the hand-written ``gli_<name>``,
     which does the local part and calls the generated emitter ``glw_<name>``.
@@ -120,6 +122,9 @@ def ptsz(name: str, since: int) -> Sym:
 
 
 R = Row
+# The leading parameters of every cuGraphAdd*Node.
+ADD_NODE = ("CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, "
+            "size_t numDependencies")
 ROWS: tuple[Row, ...] = (
     # ---------------------------------------------------------- initialisation
     R("cuInit", "unsigned int Flags", LOCAL, (s("cuInit", 2000),)),
@@ -322,7 +327,7 @@ ROWS: tuple[Row, ...] = (
     R("cuLibraryGetKernel", "CUkernel *pKernel, CUlibrary library, const char *name", ONEWAY,
       (s("cuLibraryGetKernel", 12000),), {"pKernel": "mint:kernel", "library": "h:lib",
                                           "name": "cstr"},
-      client="custom", driver="cuLibraryGetKernel"),
+      client="custom", driver="cuLibraryGetKernel", ctx=False),
     R("cuKernelGetFunction", "CUfunction *pFunc, CUkernel kernel", ONEWAY,
       (s("cuKernelGetFunction", 12000),), {"pFunc": "mint:func", "kernel": "h:kernel"},
       client="custom", driver="cuKernelGetFunction"),
@@ -611,12 +616,397 @@ ROWS: tuple[Row, ...] = (
       "unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, "
       "unsigned int sharedMemBytes, unsigned int clusterDimX, unsigned int clusterDimY, "
       "unsigned int clusterDimZ", WAITING, (), {"value": "out", "func": "h:func"}),
-    # ------------------ appended for the conformance run (interposer/profiler.c)
-    # cudaProfilerStart/Stop (cuda-samples' matrixMul, asyncAPI): no profiling
-    # tool is attached to a forwarded context, so they check the context only.
+    # ---------------- appended for cooperative launches (issue 25: interposer/launch.c)
+    # A cooperative grid has every block resident at once, so that a grid-wide
+    # barrier (cooperative groups' grid.sync()) works; cuLaunchKernelEx's
+    # COOPERATIVE attribute and cudart's cudaLaunchCooperativeKernel come here
+    # too (host: hostdev_kernels.c; cuda: cuLaunchKernelEx with the attribute).
+    R("cuLaunchCooperativeKernel", "CUfunction f, unsigned int gridDimX, "
+      "unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, "
+      "unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, "
+      "CUstream hStream, void **kernelParams", LOCAL,
+      (ptsz("cuLaunchCooperativeKernel", 9000),), caller=True, ready=True),
+    R("glLaunchCooperative", "CUfunction f, unsigned int gridDimX, unsigned int gridDimY, "
+      "unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, "
+      "unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, "
+      "const void *params, size_t size", ONEWAY, (),
+      {"f": "h:func", "hStream": "h:stream", "params": "hin:size"}),
+    # cuda.core asks a cooperative launch's stream for its context (interposer/streamctx.c).
+    R("cuStreamGetCtx", "CUstream hStream, CUcontext *pctx", LOCAL,
+      (ptsz("cuStreamGetCtx", 9020),), ready=True),
+    # ----------------- appended for the calls NVIDIA's samples and numba-cuda's suite
+    # make (issue 25): answered in the interposer. Profiler control has no tool to
+    # drive and succeeds (interposer/profiler.c); the names of entries are the ones
+    # the handles were made with (interposer/module.c).
     R("cuProfilerStart", "", LOCAL, (s("cuProfilerStart", 4000),), ready=True),
     R("cuProfilerStop", "", LOCAL, (s("cuProfilerStop", 4000),), ready=True),
+    R("cuFuncGetName", "const char **name, CUfunction hfunc", LOCAL,
+      (s("cuFuncGetName", 12030),), ready=True),
+    R("cuKernelGetName", "const char **name, CUkernel hfunc", LOCAL,
+      (s("cuKernelGetName", 12030),), ready=True),
+    # ------------- appended for CUDA graphs, stream capture and host functions
+    # Graphs live in the interposer (interposer/graph*.c; capture records into
+    # them, capture.c). Instantiating sends the description of the nodes the
+    # device runs once (include/gl_graph.h; n == 0: the description was staged
+    # in glImagePart records); launching is one record per stage, the process
+    # running host functions and copies of its own memory between stages
+    # (graph_launch.c, hostfn.c; server: src/exec_graphs.c).
+    R("glGraphInstantiate", "CUgraphExec *exec, const void *desc, size_t n", ONEWAY, (),
+      {"exec": "mint:gexec", "desc": "hin:n"}, server="exec", backend=False),
+    R("glGraphUpdate", "CUgraphExec exec, const void *desc, size_t n", ONEWAY, (),
+      {"exec": "h:gexec", "desc": "hin:n"}, server="exec", backend=False),
+    R("glGraphLaunch", "CUgraphExec exec, unsigned int stage, CUstream stream", ONEWAY, (),
+      {"exec": "h:gexec", "stream": "h:stream"}, server="exec", backend=False),
+    R("glGraphExecDestroy", "CUgraphExec exec", ONEWAY, (), {"exec": "h:gexec!"},
+      server="exec", backend=False),
+    # Graphs and their nodes (interposer/graph.c, graph_nodes.c): the interposer's own.
+    R("cuGraphCreate", "CUgraph *phGraph, unsigned int flags", LOCAL,
+      (s("cuGraphCreate", 10000),), ready=True),
+    R("cuGraphDestroy", "CUgraph hGraph", LOCAL, (s("cuGraphDestroy", 10000),), ready=True),
+    R("cuGraphClone", "CUgraph *phGraphClone, CUgraph originalGraph", LOCAL,
+      (s("cuGraphClone", 10000),), ready=True),
+    R("cuGraphAddKernelNode", ADD_NODE + ", const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams", LOCAL,
+      (s("cuGraphAddKernelNode", 10000),), ready=True),
+    R("cuGraphAddKernelNode_v2", ADD_NODE + ", const CUDA_KERNEL_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphAddKernelNode_v2", 12000),), base="cuGraphAddKernelNode", ready=True),
+    R("cuGraphKernelNodeGetParams", "CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams",
+      LOCAL, (s("cuGraphKernelNodeGetParams", 10000),), ready=True),
+    R("cuGraphKernelNodeGetParams_v2", "CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams",
+      LOCAL, (s("cuGraphKernelNodeGetParams_v2", 12000),), base="cuGraphKernelNodeGetParams",
+      ready=True),
+    R("cuGraphKernelNodeSetParams", "CUgraphNode hNode, "
+      "const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams", LOCAL,
+      (s("cuGraphKernelNodeSetParams", 10000),), ready=True),
+    R("cuGraphKernelNodeSetParams_v2", "CUgraphNode hNode, "
+      "const CUDA_KERNEL_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphKernelNodeSetParams_v2", 12000),), base="cuGraphKernelNodeSetParams",
+      ready=True),
+    R("cuGraphAddMemcpyNode", ADD_NODE + ", const CUDA_MEMCPY3D *copyParams, CUcontext ctx", LOCAL,
+      (s("cuGraphAddMemcpyNode", 10000),), ready=True),
+    R("cuGraphMemcpyNodeGetParams", "CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams", LOCAL,
+      (s("cuGraphMemcpyNodeGetParams", 10000),), ready=True),
+    R("cuGraphMemcpyNodeSetParams", "CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams", LOCAL,
+      (s("cuGraphMemcpyNodeSetParams", 10000),), ready=True),
+    R("cuGraphAddMemsetNode",
+      ADD_NODE + ", const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx", LOCAL,
+      (s("cuGraphAddMemsetNode", 10000),), ready=True),
+    R("cuGraphMemsetNodeGetParams", "CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams",
+      LOCAL, (s("cuGraphMemsetNodeGetParams", 10000),), ready=True),
+    R("cuGraphMemsetNodeSetParams", "CUgraphNode hNode, "
+      "const CUDA_MEMSET_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphMemsetNodeSetParams", 10000),), ready=True),
+    R("cuGraphAddHostNode", ADD_NODE + ", const CUDA_HOST_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphAddHostNode", 10000),), ready=True),
+    R("cuGraphHostNodeGetParams", "CUgraphNode hNode, CUDA_HOST_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphHostNodeGetParams", 10000),), ready=True),
+    R("cuGraphHostNodeSetParams", "CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS *nodeParams",
+      LOCAL, (s("cuGraphHostNodeSetParams", 10000),), ready=True),
+    R("cuGraphAddChildGraphNode", ADD_NODE + ", CUgraph childGraph", LOCAL,
+      (s("cuGraphAddChildGraphNode", 10000),), ready=True),
+    R("cuGraphChildGraphNodeGetGraph", "CUgraphNode hNode, CUgraph *phGraph", LOCAL,
+      (s("cuGraphChildGraphNodeGetGraph", 10000),), ready=True),
+    R("cuGraphAddEmptyNode", ADD_NODE, LOCAL, (s("cuGraphAddEmptyNode", 10000),), ready=True),
+    R("cuGraphAddEventRecordNode", ADD_NODE + ", CUevent event", LOCAL,
+      (s("cuGraphAddEventRecordNode", 11010),), ready=True),
+    R("cuGraphEventRecordNodeGetEvent", "CUgraphNode hNode, CUevent *event_out", LOCAL,
+      (s("cuGraphEventRecordNodeGetEvent", 11010),), ready=True),
+    R("cuGraphEventRecordNodeSetEvent", "CUgraphNode hNode, CUevent event", LOCAL,
+      (s("cuGraphEventRecordNodeSetEvent", 11010),), ready=True),
+    R("cuGraphAddEventWaitNode", ADD_NODE + ", CUevent event", LOCAL,
+      (s("cuGraphAddEventWaitNode", 11010),), ready=True),
+    R("cuGraphEventWaitNodeGetEvent", "CUgraphNode hNode, CUevent *event_out", LOCAL,
+      (s("cuGraphEventWaitNodeGetEvent", 11010),), ready=True),
+    R("cuGraphEventWaitNodeSetEvent", "CUgraphNode hNode, CUevent event", LOCAL,
+      (s("cuGraphEventWaitNodeSetEvent", 11010),), ready=True),
+    R("cuGraphAddMemAllocNode", ADD_NODE + ", CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphAddMemAllocNode", 11040),), ready=True),
+    R("cuGraphMemAllocNodeGetParams", "CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out",
+      LOCAL, (s("cuGraphMemAllocNodeGetParams", 11040),), ready=True),
+    R("cuGraphAddMemFreeNode", ADD_NODE + ", CUdeviceptr dptr", LOCAL,
+      (s("cuGraphAddMemFreeNode", 11040),), ready=True),
+    R("cuGraphMemFreeNodeGetParams", "CUgraphNode hNode, CUdeviceptr *dptr_out", LOCAL,
+      (s("cuGraphMemFreeNodeGetParams", 11040),), ready=True),
+    R("cuGraphAddNode", ADD_NODE + ", CUgraphNodeParams *nodeParams", LOCAL,
+      (s("cuGraphAddNode", 12020),), ready=True),
+    R("cuGraphAddNode_v2", "CUgraphNode *phGraphNode, CUgraph hGraph, "
+      "const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, "
+      "size_t numDependencies, CUgraphNodeParams *nodeParams", LOCAL,
+      (s("cuGraphAddNode_v2", 12030),), base="cuGraphAddNode", ready=True),
+    R("cuGraphNodeSetParams", "CUgraphNode hNode, CUgraphNodeParams *nodeParams", LOCAL,
+      (s("cuGraphNodeSetParams", 12020),), ready=True),
+    R("cuGraphNodeGetType", "CUgraphNode hNode, CUgraphNodeType *type", LOCAL,
+      (s("cuGraphNodeGetType", 10000),), ready=True),
+    R("cuGraphGetNodes", "CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes", LOCAL,
+      (s("cuGraphGetNodes", 10000),), ready=True),
+    R("cuGraphGetRootNodes", "CUgraph hGraph, CUgraphNode *rootNodes, size_t *numRootNodes",
+      LOCAL, (s("cuGraphGetRootNodes", 10000),), ready=True),
+    R("cuGraphGetEdges", "CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, size_t *numEdges",
+      LOCAL, (s("cuGraphGetEdges", 10000),), ready=True),
+    R("cuGraphGetEdges_v2", "CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, "
+      "CUgraphEdgeData *edgeData, size_t *numEdges", LOCAL, (s("cuGraphGetEdges_v2", 12030),),
+      base="cuGraphGetEdges", ready=True),
+    R("cuGraphNodeGetDependencies", "CUgraphNode hNode, CUgraphNode *dependencies, "
+      "size_t *numDependencies", LOCAL, (s("cuGraphNodeGetDependencies", 10000),), ready=True),
+    R("cuGraphNodeGetDependencies_v2", "CUgraphNode hNode, CUgraphNode *dependencies, "
+      "CUgraphEdgeData *edgeData, size_t *numDependencies", LOCAL,
+      (s("cuGraphNodeGetDependencies_v2", 12030),), base="cuGraphNodeGetDependencies",
+      ready=True),
+    R("cuGraphNodeGetDependentNodes", "CUgraphNode hNode, CUgraphNode *dependentNodes, "
+      "size_t *numDependentNodes", LOCAL, (s("cuGraphNodeGetDependentNodes", 10000),),
+      ready=True),
+    R("cuGraphNodeGetDependentNodes_v2", "CUgraphNode hNode, CUgraphNode *dependentNodes, "
+      "CUgraphEdgeData *edgeData, size_t *numDependentNodes", LOCAL,
+      (s("cuGraphNodeGetDependentNodes_v2", 12030),), base="cuGraphNodeGetDependentNodes",
+      ready=True),
+    R("cuGraphAddDependencies", "CUgraph hGraph, const CUgraphNode *from, "
+      "const CUgraphNode *to, size_t numDependencies", LOCAL,
+      (s("cuGraphAddDependencies", 10000),), ready=True),
+    R("cuGraphAddDependencies_v2", "CUgraph hGraph, const CUgraphNode *from, "
+      "const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies", LOCAL,
+      (s("cuGraphAddDependencies_v2", 12030),), base="cuGraphAddDependencies", ready=True),
+    R("cuGraphRemoveDependencies", "CUgraph hGraph, const CUgraphNode *from, "
+      "const CUgraphNode *to, size_t numDependencies", LOCAL,
+      (s("cuGraphRemoveDependencies", 10000),), ready=True),
+    R("cuGraphRemoveDependencies_v2", "CUgraph hGraph, const CUgraphNode *from, "
+      "const CUgraphNode *to, const CUgraphEdgeData *edgeData, size_t numDependencies", LOCAL,
+      (s("cuGraphRemoveDependencies_v2", 12030),), base="cuGraphRemoveDependencies",
+      ready=True),
+    R("cuGraphDestroyNode", "CUgraphNode hNode", LOCAL, (s("cuGraphDestroyNode", 10000),),
+      ready=True),
+    R("cuGraphNodeFindInClone", "CUgraphNode *phNode, CUgraphNode hOriginalNode, "
+      "CUgraph hClonedGraph", LOCAL, (s("cuGraphNodeFindInClone", 10000),), ready=True),
+    R("cuGraphDebugDotPrint", "CUgraph hGraph, const char *path, unsigned int flags", LOCAL,
+      (s("cuGraphDebugDotPrint", 11030),), ready=True),
+    # Instantiated graphs (interposer/graph_exec.c, graph_launch.c).
+    R("cuGraphInstantiate", "CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, "
+      "char *logBuffer, size_t bufferSize", LOCAL,
+      (s("cuGraphInstantiate", 10000), s("cuGraphInstantiate_v2", 11000)), ready=True),
+    R("cuGraphInstantiateWithFlags", "CUgraphExec *phGraphExec, CUgraph hGraph, "
+      "unsigned long long flags", LOCAL, (s("cuGraphInstantiateWithFlags", 11040),),
+      ready=True),
+    R("cuGraphInstantiateWithParams", "CUgraphExec *phGraphExec, CUgraph hGraph, "
+      "CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams", LOCAL,
+      (ptsz("cuGraphInstantiateWithParams", 12000),), ready=True),
+    R("cuGraphExecGetFlags", "CUgraphExec hGraphExec, cuuint64_t *flags", LOCAL,
+      (s("cuGraphExecGetFlags", 12000),), ready=True),
+    R("cuGraphExecDestroy", "CUgraphExec hGraphExec", LOCAL, (s("cuGraphExecDestroy", 10000),),
+      ready=True),
+    R("cuGraphLaunch", "CUgraphExec hGraphExec, CUstream hStream", LOCAL,
+      (ptsz("cuGraphLaunch", 10000),), ready=True),
+    R("cuGraphUpload", "CUgraphExec hGraphExec, CUstream hStream", LOCAL,
+      (ptsz("cuGraphUpload", 11010),), ready=True),
+    R("cuGraphExecUpdate", "CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode *hErrorNode_out, "
+      "CUgraphExecUpdateResult *updateResult_out", LOCAL, (s("cuGraphExecUpdate", 10020),),
+      ready=True),
+    R("cuGraphExecUpdate_v2", "CUgraphExec hGraphExec, CUgraph hGraph, "
+      "CUgraphExecUpdateResultInfo *resultInfo", LOCAL, (s("cuGraphExecUpdate_v2", 12000),),
+      base="cuGraphExecUpdate", ready=True),
+    R("cuGraphExecKernelNodeSetParams", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams", LOCAL,
+      (s("cuGraphExecKernelNodeSetParams", 10010),), ready=True),
+    R("cuGraphExecKernelNodeSetParams_v2", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "const CUDA_KERNEL_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphExecKernelNodeSetParams_v2", 12000),), base="cuGraphExecKernelNodeSetParams",
+      ready=True),
+    R("cuGraphExecMemcpyNodeSetParams", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "const CUDA_MEMCPY3D *copyParams, CUcontext ctx", LOCAL,
+      (s("cuGraphExecMemcpyNodeSetParams", 10020),), ready=True),
+    R("cuGraphExecMemsetNodeSetParams", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx", LOCAL,
+      (s("cuGraphExecMemsetNodeSetParams", 10020),), ready=True),
+    R("cuGraphExecHostNodeSetParams", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "const CUDA_HOST_NODE_PARAMS *nodeParams", LOCAL,
+      (s("cuGraphExecHostNodeSetParams", 10020),), ready=True),
+    R("cuGraphExecChildGraphNodeSetParams", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "CUgraph childGraph", LOCAL, (s("cuGraphExecChildGraphNodeSetParams", 11010),),
+      ready=True),
+    R("cuGraphExecEventRecordNodeSetEvent", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "CUevent event", LOCAL, (s("cuGraphExecEventRecordNodeSetEvent", 11010),), ready=True),
+    R("cuGraphExecEventWaitNodeSetEvent", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "CUevent event", LOCAL, (s("cuGraphExecEventWaitNodeSetEvent", 11010),), ready=True),
+    R("cuGraphExecNodeSetParams", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "CUgraphNodeParams *nodeParams", LOCAL, (s("cuGraphExecNodeSetParams", 12020),),
+      ready=True),
+    R("cuGraphNodeSetEnabled", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "unsigned int isEnabled", LOCAL, (s("cuGraphNodeSetEnabled", 11060),), ready=True),
+    R("cuGraphNodeGetEnabled", "CUgraphExec hGraphExec, CUgraphNode hNode, "
+      "unsigned int *isEnabled", LOCAL, (s("cuGraphNodeGetEnabled", 11060),), ready=True),
+    # Memory that graphs allocate (interposer/graphmem.c).
+    R("cuDeviceGetGraphMemAttribute", "CUdevice device, CUgraphMem_attribute attr, void *value",
+      LOCAL, (s("cuDeviceGetGraphMemAttribute", 11040),), ready=True),
+    R("cuDeviceSetGraphMemAttribute", "CUdevice device, CUgraphMem_attribute attr, void *value",
+      LOCAL, (s("cuDeviceSetGraphMemAttribute", 11040),), ready=True),
+    R("cuDeviceGraphMemTrim", "CUdevice device", LOCAL, (s("cuDeviceGraphMemTrim", 11040),),
+      ready=True),
+    # Host functions (interposer/hostfn.c) and the rest of capture (capture.c).
+    R("cuLaunchHostFunc", "CUstream hStream, CUhostFn fn, void *userData", LOCAL,
+      (ptsz("cuLaunchHostFunc", 10000),), ready=True),
+    R("cuStreamAddCallback", "CUstream hStream, CUstreamCallback callback, void *userData, "
+      "unsigned int flags", LOCAL, (ptsz("cuStreamAddCallback", 5000),), ready=True),
+    R("cuStreamBeginCaptureToGraph", "CUstream hStream, CUgraph hGraph, "
+      "const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, "
+      "size_t numDependencies, CUstreamCaptureMode mode", LOCAL,
+      (ptsz("cuStreamBeginCaptureToGraph", 12030),), ready=True),
+    R("cuStreamUpdateCaptureDependencies", "CUstream hStream, CUgraphNode *dependencies, "
+      "size_t numDependencies, unsigned int flags", LOCAL,
+      (ptsz("cuStreamUpdateCaptureDependencies", 11030),), ready=True),
+    R("cuStreamUpdateCaptureDependencies_v2", "CUstream hStream, CUgraphNode *dependencies, "
+      "const CUgraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags",
+      LOCAL, (ptsz("cuStreamUpdateCaptureDependencies_v2", 12030),),
+      base="cuStreamUpdateCaptureDependencies", ready=True),
+    # -------------- appended for mapped and managed memory (interposer/mirror.c, managed.c)
+    # A mapped or managed allocation is *mirrored*: the program's view in the client
+    # and device memory on the server, kept coherent by diffs against a twin on each
+    # side (include/gl_mirror_diff.h; server: src/exec_mirror.c). The coherence rule is
+    # in docs/cuda-forwarding.md, "Mapped and managed memory".
+    R("cuMemAllocManaged", "CUdeviceptr *dptr, size_t bytesize, unsigned int flags", LOCAL,
+      (s("cuMemAllocManaged", 6000),), ready=True),
+    R("cuMemHostGetDevicePointer", "CUdeviceptr *pdptr, void *p, unsigned int Flags", LOCAL,
+      (s("cuMemHostGetDevicePointer_v2", 3020),), ready=True),
+    R("cuStreamAttachMemAsync", "CUstream hStream, CUdeviceptr dptr, size_t length, "
+      "unsigned int flags", LOCAL, (ptsz("cuStreamAttachMemAsync", 6000),), ready=True),
+    R("cuMemPrefetchAsync", "CUdeviceptr devPtr, size_t count, CUdevice dstDevice, "
+      "CUstream hStream", LOCAL, (ptsz("cuMemPrefetchAsync", 8000),), ready=True),
+    R("cuMemPrefetchAsync_v2", "CUdeviceptr devPtr, size_t count, CUmemLocation location, "
+      "unsigned int flags, CUstream hStream", LOCAL, (ptsz("cuMemPrefetchAsync_v2", 12020),),
+      base="cuMemPrefetchAsync", ready=True),
+    R("cuMemAdvise", "CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device",
+      LOCAL, (s("cuMemAdvise", 8000),), ready=True),
+    R("cuMemAdvise_v2", "CUdeviceptr devPtr, size_t count, CUmem_advise advice, "
+      "CUmemLocation location", LOCAL, (s("cuMemAdvise_v2", 12020),), base="cuMemAdvise",
+      ready=True),
+    R("cuMemRangeGetAttribute", "void *data, size_t dataSize, CUmem_range_attribute attribute, "
+      "CUdeviceptr devPtr, size_t count", LOCAL, (s("cuMemRangeGetAttribute", 8000),),
+      ready=True),
+    R("cuMemRangeGetAttributes", "void **data, size_t *dataSizes, "
+      "CUmem_range_attribute *attributes, size_t numAttributes, CUdeviceptr devPtr, "
+      "size_t count", LOCAL, (s("cuMemRangeGetAttributes", 8000),), ready=True),
+    # dptr: the mirror's device memory; twin: an allocation of the same size that
+    # holds what the program was last known to have (kept in the session's memory,
+    # so a checkpoint's snapshot keeps it and a moved session diffs as before).
+    R("glMirrorAdd", "CUdeviceptr dptr, CUdeviceptr twin, size_t size", ONEWAY, (),
+      {"dptr": "dptr:size", "twin": "dptr:size"}, server="exec", backend=False, ctx=False),
+    # What the program changed, applied to the device memory and its twin.
+    R("glMirrorPush", "const void *diff, size_t n", ONEWAY, (), {"diff": "hin:n"},
+      server="exec", backend=False, ctx=False),
+    # What the device changed, from mirrors at or above `from`, after all earlier
+    # work: `used` bytes of diff; `next` is where to go on (0: nothing left).
+    R("glMirrorPull", "void *diff, size_t n, CUdeviceptr from, size_t *used, "
+      "CUdeviceptr *next", WAITING, (), {"diff": "hsome:n", "used": "out", "next": "out"},
+      server="exec", backend=False, ctx=False),
+    # ------------- appended for CUDA arrays, textures and surfaces (issue 25)
+    # Arrays live on the server; the interposer keeps their descriptors and, for
+    # the host device, allocates their storage in the session's memory
+    # (interposer/arrays.c, include/gl_array.h). Copies that name an array are
+    # cut into the 2D rows below, one slice and at most one copy chunk each
+    # (interposer/arraycopy.c). Texture and surface objects are minted; the
+    # request carries the handle and the server answers the value kernels see
+    # (interposer/texobj.c; server: src/exec_arrays.c; host device:
+    # src/hostdev_arrays.c, src/hostdev_textures.c).
+    R("cuArrayCreate", "CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray", LOCAL,
+      (s("cuArrayCreate_v2", 3020),), ready=True),
+    R("cuArray3DCreate", "CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray",
+      LOCAL, (s("cuArray3DCreate_v2", 3020),), ready=True),
+    R("cuMipmappedArrayCreate", "CUmipmappedArray *pHandle, "
+      "const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc, unsigned int numMipmapLevels", LOCAL,
+      (s("cuMipmappedArrayCreate", 5000),), ready=True),
+    R("cuArrayGetDescriptor", "CUDA_ARRAY_DESCRIPTOR *pArrayDescriptor, CUarray hArray", LOCAL,
+      (s("cuArrayGetDescriptor_v2", 3020),), ready=True),
+    R("cuArray3DGetDescriptor", "CUDA_ARRAY3D_DESCRIPTOR *pArrayDescriptor, CUarray hArray",
+      LOCAL, (s("cuArray3DGetDescriptor_v2", 3020),), ready=True),
+    # desc: a gl_array_desc; storage: the host device's bytes of the array (0 on a GPU).
+    R("glArrayCreate", "CUarray *array, const void *desc, size_t n, CUdeviceptr storage", ONEWAY,
+      (), {"array": "mint:array", "desc": "hin:n"}, server="exec"),
+    R("glMipmapCreate", "CUmipmappedArray *mipmap, const void *desc, size_t n, "
+      "CUdeviceptr storage", ONEWAY, (), {"mipmap": "mint:mipmap", "desc": "hin:n"},
+      server="exec"),
+    R("cuArrayDestroy", "CUarray hArray", ONEWAY, (s("cuArrayDestroy", 2000),),
+      {"hArray": "h:array!"}, client="custom", ready=True),
+    R("cuMipmappedArrayDestroy", "CUmipmappedArray hMipmappedArray", ONEWAY,
+      (s("cuMipmappedArrayDestroy", 5000),), {"hMipmappedArray": "h:mipmap!"}, client="custom",
+      ready=True),
+    R("cuMipmappedArrayGetLevel", "CUarray *pLevelArray, CUmipmappedArray hMipmappedArray, "
+      "unsigned int level", ONEWAY, (s("cuMipmappedArrayGetLevel", 5000),),
+      {"pLevelArray": "mint:array", "hMipmappedArray": "h:mipmap"}, client="custom", ready=True),
+    # The 1D array copies (cuMemcpyHtoA & co.) and cuMemcpy2D/3D with an array side.
+    R("cuMemcpyHtoA", "CUarray dstArray, size_t dstOffset, const void *srcHost, "
+      "size_t ByteCount", LOCAL, (ptds("cuMemcpyHtoA_v2", 3020),), ready=True),
+    R("cuMemcpyAtoH", "void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount",
+      LOCAL, (ptds("cuMemcpyAtoH_v2", 3020),), ready=True),
+    R("cuMemcpyHtoAAsync", "CUarray dstArray, size_t dstOffset, const void *srcHost, "
+      "size_t ByteCount, CUstream hStream", LOCAL, (ptsz("cuMemcpyHtoAAsync_v2", 3020),),
+      ready=True),
+    R("cuMemcpyAtoHAsync", "void *dstHost, CUarray srcArray, size_t srcOffset, "
+      "size_t ByteCount, CUstream hStream", LOCAL, (ptsz("cuMemcpyAtoHAsync_v2", 3020),),
+      ready=True),
+    R("cuMemcpyAtoD", "CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, "
+      "size_t ByteCount", LOCAL, (ptds("cuMemcpyAtoD_v2", 3020),), ready=True),
+    R("cuMemcpyDtoA", "CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, "
+      "size_t ByteCount", LOCAL, (ptds("cuMemcpyDtoA_v2", 3020),), ready=True),
+    R("cuMemcpyAtoA", "CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, "
+      "size_t ByteCount", LOCAL, (ptds("cuMemcpyAtoA_v2", 3020),), ready=True),
+    # HEIGHT rows of WIDTH bytes in slice Z of an array, from byte XBYTES of row Y.
+    R("glMemcpyHtoA", "CUarray dst, size_t xbytes, size_t y, size_t z, const void *src, "
+      "size_t width, size_t height, CUstream stream", ONEWAY, (),
+      {"dst": "h:array", "src": "hin:width * height", "stream": "h:stream"}),
+    R("glMemcpyAtoH", "void *dst, CUarray src, size_t xbytes, size_t y, size_t z, "
+      "size_t width, size_t height, CUstream stream", WAITING, (),
+      {"dst": "hout:width * height", "src": "h:array", "stream": "h:stream"}),
+    R("glMemcpyDtoA", "CUarray dst, size_t xbytes, size_t y, size_t z, CUdeviceptr src, "
+      "size_t spitch, size_t width, size_t height, CUstream stream", ONEWAY, (),
+      {"dst": "h:array", "src": "dptr:span(spitch, width, height)", "stream": "h:stream"}),
+    R("glMemcpyAtoD", "CUdeviceptr dst, size_t dpitch, CUarray src, size_t xbytes, size_t y, "
+      "size_t z, size_t width, size_t height, CUstream stream", ONEWAY, (),
+      {"dst": "dptr:span(dpitch, width, height)", "src": "h:array", "stream": "h:stream"}),
+    R("glMemcpyAtoA", "CUarray dst, size_t dx, size_t dy, size_t dz, CUarray src, size_t sx, "
+      "size_t sy, size_t sz, size_t width, size_t height, CUstream stream", ONEWAY, (),
+      {"dst": "h:array", "src": "h:array", "stream": "h:stream"}),
+    # Texture and surface objects: the descriptors are answered in the interposer.
+    R("cuTexObjectCreate", "CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc, "
+      "const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc", LOCAL,
+      (s("cuTexObjectCreate", 5000),), ready=True),
+    R("cuTexObjectGetResourceDesc", "CUDA_RESOURCE_DESC *pResDesc, CUtexObject texObject",
+      LOCAL, (s("cuTexObjectGetResourceDesc", 5000),), ready=True),
+    R("cuTexObjectGetTextureDesc", "CUDA_TEXTURE_DESC *pTexDesc, CUtexObject texObject", LOCAL,
+      (s("cuTexObjectGetTextureDesc", 5000),), ready=True),
+    R("cuTexObjectGetResourceViewDesc", "CUDA_RESOURCE_VIEW_DESC *pResViewDesc, "
+      "CUtexObject texObject", LOCAL, (s("cuTexObjectGetResourceViewDesc", 5000),), ready=True),
+    R("cuSurfObjectCreate", "CUsurfObject *pSurfObject, const CUDA_RESOURCE_DESC *pResDesc",
+      LOCAL, (s("cuSurfObjectCreate", 5000),), ready=True),
+    R("cuSurfObjectGetResourceDesc", "CUDA_RESOURCE_DESC *pResDesc, CUsurfObject surfObject",
+      LOCAL, (s("cuSurfObjectGetResourceDesc", 5000),), ready=True),
+    # request: a gl_tex_request naming its own minted handle; value: what kernels
+    # receive (the host device: the handle; a GPU: its driver's object).
+    R("glTexObjectCreate", "cuuint64_t *value, const void *request, size_t n", WAITING, (),
+      {"value": "out", "request": "hin:n"}, server="exec"),
+    R("cuTexObjectDestroy", "CUtexObject texObject", ONEWAY, (s("cuTexObjectDestroy", 5000),),
+      {"texObject": "h:texobj!"}, client="custom", ready=True),
+    R("cuSurfObjectDestroy", "CUsurfObject surfObject", ONEWAY,
+      (s("cuSurfObjectDestroy", 5000),), {"surfObject": "h:surfobj!"}, client="custom",
+      ready=True),
+    # ------------- appended for device printf, assert and malloc (issue 26; src/ptx_devrt.h)
+    # cuCtxSetLimit stays local (interposer/runtime.c) and sends the limits the
+    # serving device holds: the stack (0), the printf FIFO (1) and the malloc
+    # heap (2). Waiting: CUDA refuses a FIFO or heap size once a kernel that
+    # prints or allocates ran, and the program hears it from cuCtxSetLimit.
+    R("glCtxSetLimit", "CUlimit limit, size_t value", WAITING, (), driver="cuCtxSetLimit"),
+    # The host device's malloc heap: a range of the session's memory that the
+    # interposer allocated (interposer/devheap.c), at the first launch or when
+    # the limit changes; a heap already used stays, which the base that
+    # glDeviceHeapBase answers tells (a GPU's driver keeps its own heap: 0).
+    R("glDeviceHeap", "CUdeviceptr base, size_t size", ONEWAY, (), {"base": "dptr:size"}),
+    R("glDeviceHeapBase", "CUdeviceptr *base", WAITING, (), {"base": "out"}),
+    # Which of the device runtime's built-ins a function calls (1 << PTX_BI_*,
+    # src/ptx_devrt.h; a GPU's driver: 0), asked with its parameter layout for an
+    # image the interposer cannot read: a heap is made only for kernels that use it.
+    R("glFuncDevrt", "unsigned int *uses, CUfunction func", WAITING, (),
+      {"uses": "out", "func": "h:func"}),
+    # Takes output the server still holds for the program (a reply's sections
+    # said more waits, or the program exits after launches): the reply's trailer.
+    R("glOutputTake", "", WAITING, (), server="exec", backend=False, ctx=False),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).
-HANDLE_KINDS = ("ctx", "mod", "func", "lib", "kernel", "stream", "event", "pool")
+# (graphs and their nodes never reach the server)
+HANDLE_KINDS = ("ctx", "mod", "func", "lib", "kernel", "stream", "event", "pool",
+                "graph", "gnode", "gexec", "array", "mipmap", "texobj", "surfobj")

@@ -11,6 +11,7 @@ writes, into OUTDIR:
                  ``ready`` rows (their gli_) and the symbol table
 ``gl_dispatch.c`` the executor's per-call decoding, checks and backend calls
 ``gl_cuda_extra.h`` the cuda backend's extra driver entry points (gen_cuda_extra.py)
+``gl_errors.h``   every CUresult's name and message (gen_errors.py)
 
 Nothing here knows about any particular call: what a row means comes from its
 roles (see cuda_api.py), so adding a call is adding a row.
@@ -27,6 +28,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import gen_cuda_extra  # noqa: E402
+import gen_errors  # noqa: E402
+from capture_rules import ANY_TIME, UNSAFE_DURING_CAPTURE  # noqa: E402
 from cuda_api import CACHED, HANDLE_KINDS, LOCAL, ROWS, WAITING, Row  # noqa: E402
 from cuda_extra import EXTRAS  # noqa: E402
 
@@ -41,6 +44,7 @@ class Param:
     role: str  # "val", "h", "h!", "mint", "dptr", "hin", "cstr", "out", "hout"
     kind: str = ""  # handle kind for h/mint
     expr: str = ""  # size expression for dptr/hin/hout
+    some: bool = False  # hout from an hsome role: the first out says how many bytes
 
     @property
     def base(self) -> str:
@@ -71,6 +75,8 @@ def parse(row: Row) -> list[Param]:
             params.append(Param(ctype, name, role, kind=rest))
         elif role in ("dptr", "hin", "hout"):
             params.append(Param(ctype, name, role, expr=rest))
+        elif role == "hsome":
+            params.append(Param(ctype, name, "hout", expr=rest, some=True))
         elif role in ("val", "cstr", "out"):
             params.append(Param(ctype, name, role))
         else:
@@ -84,6 +90,8 @@ def parse(row: Row) -> list[Param]:
         raise SystemExit(f"{row.name}: at most one host output")
     if row.cls != WAITING and any(p.role in ("out", "hout") for p in params):
         raise SystemExit(f"{row.name}: only waiting calls have outputs")
+    if any(p.some for p in params) and not any(p.role == "out" for p in params):
+        raise SystemExit(f"{row.name}: hsome needs an out parameter to say how many bytes")
     return params
 
 
@@ -161,7 +169,8 @@ def gen_header(wire: list[Row], parsed: dict[str, list[Param]]) -> str:
         if r.backend and r.driver is None:
             out.append(f"CUresult cb_{r.name}({sig});\n")
         if r.server == "exec":
-            out.append(f"CUresult gx_{r.name}(struct gl_exec *x, {sig or 'void'});\n")
+            rest = "" if sig == "void" else ", " + sig
+            out.append(f"CUresult gx_{r.name}(struct gl_exec *x{rest});\n")
     out.append("\n#endif\n")
     return "".join(out)
 
@@ -286,6 +295,7 @@ def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
                      f"        if (gl_trace_on)\n"
                      f"            gl_trace_call(\"{name}\");\n"
                      f"        return gl_trace_result(\"{name}\", {forward});\n    }}\n")
+            trace = gate_lines(name, base) + trace
             # Rows that must know which loaded object called them (caller.c).
             caller = ("    gl_caller = __builtin_return_address(0);\n" if r.caller else "")
             out.append(f"GL_EXPORT CUresult {name}({decl(ps, extra='')})\n"
@@ -295,6 +305,7 @@ def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
     out.append("\nconst gl_symbol gl_symbols[] = {\n" + "".join(table) + "};\n")
     out.append(f"const int gl_symbol_count = {len(table)};\n\n")
     out.append(gen_unforwarded({name for r in rows for name, *_ in exported(r)}))
+    out.append(stream_args([r for r in rows if r.wire], parsed))
     out.append("/* Trampolines handed out for symbols gleam does not forward. */\n")
     out.append("#define GL_UNSUP(i) static CUresult gl_unsup_##i(void) "
                "{ return gl_unsupported_call(i); }\n")
@@ -304,6 +315,28 @@ def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
                + "};\n")
     out.append(f"const int gl_unsupported_slot_count = {UNSUPPORTED_SLOTS};\n")
     return "".join(out)
+
+
+def gate_lines(name: str, base: str) -> str:
+    """The stub's first question while a capture runs or a host function does
+    (interposer/hostfn.c; the classes come from capture_rules.py)."""
+    cls = ("GL_GATE_UNSAFE" if base in UNSAFE_DURING_CAPTURE else
+           "GL_GATE_ANY_TIME" if base in ANY_TIME else "0")
+    result = f"gl_trace_errors ? gl_trace_result(\"{name}\", g_) : g_"
+    return (f"    if (__builtin_expect(gl_gate, 0)) {{\n"
+            f"        CUresult g_ = gl_gate_check(\"{name}\", {cls});\n"
+            f"        if (g_ != CUDA_SUCCESS)\n            return {result};\n    }}\n")
+
+
+def stream_args(wire: list[Row], parsed: dict[str, list[Param]]) -> str:
+    """Each wire call's stream argument (its index among the record's
+    arguments), or -1: capture looks at the stream of every record (capture.c)."""
+    idx = []
+    for r in wire:
+        args = [p for p in parsed[r.name] if p.is_arg]
+        idx.append(next((i for i, p in enumerate(args) if p.kind == "stream"), -1))
+    return ("const signed char gl_call_stream_arg[GL_CALL_COUNT] = {\n"
+            + "".join(f"    {i},\n" for i in idx) + "};\n\n")
 
 
 def unforwarded_names(exported_names: set[str]) -> list[str]:
@@ -421,6 +454,11 @@ def gen_decoder(r: Row, ps: list[Param]) -> str:
             else:
                 lines.append(f"    o->values[{k}] = (uint64_t)v_{p.name};\n")
             k += 1
+        elif p.role == "hout" and p.some:
+            count = next(q for q in ps if q.role == "out")
+            lines.append(f"    if ((uint64_t)v_{count.name} > sz_{p.name})\n"
+                         "        return CUDA_ERROR_INVALID_VALUE;\n"
+                         f"    o->len = (size_t)v_{count.name};\n")
         elif p.role == "hout":
             lines.append(f"    o->len = (size_t)sz_{p.name};\n")
         if p.is_arg:
@@ -463,7 +501,7 @@ DRIVER_TYPES = """typedef int CUresult; typedef int CUdevice; typedef uint64_t C
 typedef uint64_t cuuint64_t; typedef struct CUctx_st *CUcontext; typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction; typedef struct CUlib_st *CUlibrary;
 typedef struct CUkern_st *CUkernel; typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent; typedef int CUfunction_attribute;
+typedef struct CUevent_st *CUevent; typedef int CUfunction_attribute; typedef int CUlimit;
 """
 
 
@@ -501,6 +539,7 @@ def generate(outdir: Path) -> list[Path]:
         "gl_stubs.c": gen_stubs(ROWS, parsed),
         "gl_dispatch.c": gen_dispatch(wire, parsed),
         gen_cuda_extra.NAME: gen_cuda_extra.header_text(EXTRAS),
+        gen_errors.NAME: gen_errors.header_text(),
     }
     outdir.mkdir(parents=True, exist_ok=True)
     written = []

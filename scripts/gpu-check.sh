@@ -143,10 +143,10 @@ PY
 bin="$work/bin"
 mkdir -p "$bin"
 runtime_src="$root/examples/cuda/runtime"
-for prog in vadd streams symbols errors threads reset props pitched; do
+for prog in vadd streams symbols errors threads reset props pitched graphs textures; do
     step "nvcc-$prog" 90 nvcc -o "$bin/$prog" "$runtime_src/$prog.cu"
 done
-for prog in vadd streams symbols errors threads reset props pitched; do
+for prog in vadd streams symbols errors threads reset props pitched graphs textures; do
     same "runtime-$prog" 60 "$bin/$prog"
 done
 
@@ -169,14 +169,25 @@ for ex in vector_add mlp_infer saxpy_streams; do
     step "gleam-$ex" 60 "${through[@]}" "$bin/$ex" "$ptx"
 done
 step gleam-device_query 30 "${through[@]}" "$bin/device_query" "$ptx"
+# CUDA graphs, one program per kind of node, and stream capture: equal verdicts.
+for ex in graph_kernel graph_memcpy graph_memset graph_host graph_event graph_child \
+    graph_memnodes graph_capture graph_host_errors; do
+    step "gcc-$ex" 60 gcc -O2 -std=gnu11 -I "$cuda_inc" -o "$bin/$ex" "$root/examples/cuda/$ex.c" \
+        -L "$lib" -l:libcuda.so.1 -lm
+    same "$ex" 60 "$bin/$ex" "$ptx"
+done
 same python-vector_add 60 "$py" "$root/examples/cuda/vector_add_bindings.py" "$ptx"
 same python-runtime 60 "$py" "$root/examples/cuda/runtime_bindings.py"
 same python-driver-calls 60 "$py" "$root/examples/cuda/driver_calls.py"
 same python-pitched 60 "$py" "$root/examples/cuda/pitched_copies.py"
+# CUDA arrays, texture and surface objects made by the serving driver.
+same python-arrays-textures 60 "$py" "$root/examples/cuda/arrays_textures.py"
 # Tensor maps encoded by the serving driver, and a TMA kernel that reads through them.
 same python-tensor-maps 60 "$py" "$root/examples/cuda/tensor_maps.py"
 # Thread-block clusters (cuLaunchKernelEx), as cuBLASLt and cuDNN launch on Hopper.
 same python-clusters 60 "$py" "$root/examples/cuda/clusters.py"
+# Mapped and managed memory: CPU writes, kernels, CPU reads, with no copies.
+same python-managed 60 "$py" "$root/examples/cuda/managed_memory.py" "$ptx"
 
 # ---- CuPy (a cuBLAS matmul among its steps) and PyTorch, compared
 compared cupy 90 cupy_step.py

@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gleam.peer.localmesh import LocalAgent, LocalMesh, wait_for
 
 
@@ -31,11 +33,21 @@ def host_mesh(root: Path, server_env: Mapping[str, str] | None = None
         mesh.close()
 
 
+@pytest.fixture(scope="module")
+def ptx_mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalAgent, LocalAgent]]:
+    """A module's pair of agents, the server running every kernel from its PTX (its
+    registry of host kernels off)."""
+    with host_mesh(tmp_path_factory.mktemp("mesh"), {"GLEAM_HOST_KERNELS": "0"}) as pair:
+        yield pair
+
+
 def run_through(client: LocalAgent, *argv: object, env: Mapping[str, str] | None = None,
-                timeout: float = 120, options: tuple[str, ...] = ()
+                timeout: float = 120, options: tuple[str, ...] = ("--quiet",)
                 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """Runs argv through gleam (``gleam-peer run [options]``); returns the process and
-    its last JSON line."""
+    its last JSON line. By default --quiet: run's own lines (where it ran, what it
+    did) are tests/test_run_lines.py's, and stderr here holds the program's and
+    gleam's lines alone."""
     done = subprocess.run(
         [sys.executable, "-m", "gleam.peer", "run", "--state-dir", str(client.state.path),
          *options, "--", *map(str, argv)],

@@ -11,7 +11,8 @@ import itertools
 import struct
 from collections.abc import Iterator
 
-from gleam.peer.cuda import native
+from gleam.peer.cuda import native, trailer
+from gleam.peer.nativelib import ffi, lib
 from gleam.peer.records import CallRecord, encode_batch
 
 IDS = native.call_ids()
@@ -32,11 +33,15 @@ def rec(name: str, *args: int, payload: bytes | None = None) -> CallRecord:
 
 
 class Session:
-    def __init__(self, backend: native.HostBackend, va_size: int = 1 << 30) -> None:
-        self.x = native.ExecSession(backend, va_size)
+    def __init__(self, backend: native.HostBackend, va_size: int = 1 << 30,
+                 va_base: int = 0) -> None:
+        self.x = native.ExecSession(backend, va_size, va_base)
         self.reply = bytearray(native.REPLY_CAPACITY)
         self._next = 0
         self.notes: list[str] = []  # the server's lines carried by the last reply
+        self.sections: list[trailer.Section] = []  # the last reply's trailer
+        self.stdout = b""  # what the kernels printed, as the replies so far carried it
+        self.stderr = b""
 
     def run(self, *records: CallRecord) -> Reply | None:
         """None when the batch ended on a one-way call (no reply is owed)."""
@@ -46,9 +51,21 @@ class Session:
         result, deferred, nvals, nbytes = struct.unpack_from("<iiII", self.reply, 0)
         values = list(struct.unpack_from("<8Q", self.reply, 16))[:nvals]
         assert n >= 80 + nbytes
-        notes = bytes(self.reply[80 + nbytes:n])
+        self.sections = trailer.parse(self.reply[80 + nbytes:n])
+        kinds = [s.kind for s in self.sections]
+        assert trailer.NOTES not in kinds[1:], "notes come first"
+        notes = trailer.notes_of(self.sections)
         assert not notes or result or deferred, "notes ride only on a reply that reports an error"
+        assert len(notes) <= trailer.NOTES_MAX
+        out = [s for s in self.sections if s.kind != trailer.NOTES]
+        assert sum(trailer.HEADER.size + len(s.data) for s in out) <= trailer.OUTPUT_MAX
+        assert not any(s.flags & trailer.MORE for s in out[:-1]), "MORE marks the last section"
         self.notes = notes.decode().splitlines()
+        for s in out:
+            if s.kind == trailer.STDOUT:
+                self.stdout += s.data
+            else:
+                self.stderr += s.data
         return result, deferred, values, bytes(self.reply[80:80 + nbytes])
 
     def context(self) -> None:
@@ -109,12 +126,52 @@ class Session:
         return r[0], ptr, size
 
     def launch(self, fn: int, grid: tuple[int, int, int], block: tuple[int, int, int],
-               params: bytes, shared: int = 0) -> None:
-        launch = rec("glLaunch", fn, *grid, *block, shared, 0, len(params), payload=params)
+               params: bytes, shared: int = 0, cooperative: bool = False) -> None:
+        call = "glLaunchCooperative" if cooperative else "glLaunch"
+        launch = rec(call, fn, *grid, *block, shared, 0, len(params), payload=params)
         assert self.run(launch) is None
+
+    def more(self) -> bool:
+        """Whether the last reply said the server holds more output."""
+        return trailer.more_of(self.sections)
+
+    def take_output(self) -> None:
+        """glOutputTake until the server holds no more output for the program."""
+        while True:
+            r = self.run(rec("glOutputTake"))
+            assert r is not None and r[0] == 0
+            if not self.more():
+                return
 
     def close(self) -> None:
         self.x.close()
+
+
+# CUjitInputType: what each input of a link image is.
+CUBIN, PTX, FATBIN, OBJECT, LIBRARY = range(5)
+
+
+def link_image(inputs: list[tuple[int, bytes, str]], origin: int = 1,
+               options: tuple[tuple[int, int], ...] = ()) -> bytes:
+    """A link image (cffi_build/include/gl_linkimage.h) of (type, bytes, name) inputs, as
+    the interposer writes one at cuLinkComplete (origin 1) or for an -rdc registration (2,
+    the first input its linked fatbin)."""
+    keep = []
+    entries = ffi.new("gl_link_input[]", len(inputs))
+    for k, (kind, data, name) in enumerate(inputs):
+        buf, nm = ffi.from_buffer(data), ffi.new("char[]", name.encode())
+        keep += [buf, nm]
+        main = 1 if origin == 2 and k == 0 else 0
+        entries[k] = (kind, main, ffi.cast("const uint8_t *", buf), len(data), nm,
+                      len(name.encode()))
+    flat = ffi.new("uint32_t[]", [v for pair in options for v in pair] or [0])
+    out = ffi.new("uint8_t **")
+    size = lib.gl_link_image_build(entries, len(inputs), flat, len(options), origin, out)
+    assert size > 0
+    try:
+        return bytes(ffi.buffer(out[0], size))
+    finally:
+        lib.gl_link_image_free(out[0])
 
 
 @contextlib.contextmanager

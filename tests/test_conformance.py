@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -78,6 +79,25 @@ def test_a_build_key_changes_with_the_sources_and_the_recipe_not_the_arguments(t
     newer = Toolchain(Path("/usr/bin/nvcc"), "13.1", Path("/lib"), None, None, None)
     assert build.build_key(sample, checkout, newer, common) != \
         build.build_key(sample, checkout, tools, common)
+
+
+def test_a_build_key_changes_with_where_its_libraries_live(tmp_path):
+    """An NVRTC sample records NVRTC's folder (its rpath): a build made against a
+    virtualenv that was since moved or removed cannot load it, so it is not reused."""
+    from gleam.peer.conformance.toolchain import Library, Toolchain
+
+    checkout = tmp_path / "checkout"
+    shutil.copytree(CHECKOUT, checkout)
+    sample = Sample("vectorAdd", _stand_in("vectorAdd").path, needs=("nvrtc",))
+    common = build.common_digest(checkout)
+
+    def key(lib: str) -> str:
+        nvrtc = Library(Path(lib) / "include", Path(lib) / "lib" / "libnvrtc.so.13")
+        tools = Toolchain(Path("/usr/bin/nvcc"), "13.0", Path("/lib"), nvrtc, None, None)
+        return build.build_key(sample, checkout, tools, common)
+
+    assert key("/venv-a") == key("/venv-a")
+    assert key("/venv-a") != key("/venv-b")
 
 
 def test_build_commands_make_images_first_and_link_the_interposer(tmp_path):

@@ -25,6 +25,7 @@ from gleam.peer.cuda.journal import Entry, Journal
 from gleam.peer.cuda.native import call_ids
 from gleam.peer.localmesh import LocalAgent, LocalMesh, wait_for
 from gleam.peer.records import CallRecord, encode_batch
+from tests.cuda_arrays import ARRAY
 from tests.cuda_session import mint
 
 STEPS = 8
@@ -88,6 +89,20 @@ def _finished(client: LocalAgent, session: str) -> dict:
         return [r for r in client.request("cuda_sessions")["finished"] if r["id"] == session]
 
     return wait_for(ended, 20, "the session's end")[-1]
+
+
+def _move_to_beta(mesh: LocalMesh, alpha: LocalAgent, client: LocalAgent, session: str,
+                  move: str) -> None:
+    """Moves the session from alpha to beta: alpha killed (failover) or a migration."""
+    if move == "failover":
+        mesh.stop(alpha, signal.SIGKILL)
+    else:
+        done = subprocess.run(
+            [sys.executable, "-m", "gleam.peer", "migrate", session, "--to", "beta",
+             "--state-dir", str(client.state.path)], capture_output=True, text=True,
+            timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    wait_for(lambda: _session(client)["peer"] == "beta", 30, "the move")
 
 
 def _undisturbed(client: LocalAgent, binary: Path, peer: str, *extra: str) -> list[str]:
@@ -202,15 +217,7 @@ def test_after_checkpoints_a_moved_session_still_gives_the_same_results(
         # The snapshot holds the two live buffers (2 x 256 KiB) and the count's
         # (4 bytes), not the uploads, and the module variable (4 bytes).
         assert row["snapshot_bytes"] == 2 * 4 * (1 << 16) + 4 + 4
-        if move == "failover":
-            mesh.stop(servers[0], signal.SIGKILL)
-        else:
-            done = subprocess.run(
-                [sys.executable, "-m", "gleam.peer", "migrate", row["id"], "--to", "beta",
-                 "--state-dir", str(client.state.path)], capture_output=True, text=True,
-                timeout=120)
-            assert done.returncode == 0, done.stdout + done.stderr
-        wait_for(lambda: _session(client)["peer"] == "beta", 30, "the move")
+        _move_to_beta(mesh, servers[0], client, row["id"], move)
         rc, rest, err = run.finish()
         assert rc == 0, err
         assert lines + rest == reference
@@ -218,6 +225,43 @@ def test_after_checkpoints_a_moved_session_still_gives_the_same_results(
         assert finished[move + "s"] == 1
         # Only what the last checkpoint left and the steps since were replayed.
         assert finished["moves"][0]["batches"] < 3 * (STEPS - 2)
+
+
+@pytest.fixture(scope="module")
+def texture_steps(tmp_path_factory) -> Path:
+    """tests/ptx_textures/texture_steps.cu: state in CUDA arrays, read through texture
+    objects and written through surface objects, across gated steps."""
+    import shutil
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc (the CUDA toolkit) is not on PATH")
+    out = tmp_path_factory.mktemp("bin") / "texture_steps"
+    src = Path(__file__).parent / "ptx_textures" / "texture_steps.cu"
+    subprocess.run([nvcc, "-o", str(out), str(src)], check=True, capture_output=True,
+                   timeout=300)
+    return out
+
+
+@pytest.mark.parametrize("move", ["failover", "migration"])
+def test_arrays_textures_and_surfaces_move_with_their_session(tmp_path, texture_steps, move):
+    """On the host device an array's bytes are session memory and a texture or surface
+    object's value is its minted handle, so a session that holds them moves between
+    host devices, after checkpoints too: the same checksums as a run that never moved."""
+    env = {"GLEAM_JOURNAL_MB": "0.25"}  # a checkpoint after the fourth step
+    with _mesh(tmp_path, "alpha", "beta", env=env) as (mesh, servers, client):
+        reference = _undisturbed(client, texture_steps, "alpha")
+        run = GatedRun(client, texture_steps, "alpha")
+        lines = run.steps(STEPS - 2)
+        row = _session(client)
+        assert row["checkpoints"] >= 1 and row["movable"], row
+        # The snapshot holds the sums (8 KiB), the bias (32 KiB) and both arrays' bytes.
+        assert row["snapshot_bytes"] == 8192 + 32768 + 2 * 8192
+        _move_to_beta(mesh, servers[0], client, row["id"], move)
+        rc, rest, err = run.finish()
+        assert rc == 0, err
+        assert lines + rest == reference
+        assert _finished(client, row["id"])[move + "s"] == 1
 
 
 def test_a_refused_migration_leaves_the_session_running_where_it_was(tmp_path, accumulate):
@@ -334,6 +378,19 @@ def test_an_unreplayable_call_or_a_malformed_batch_breaks_the_journal():
     tensor_map.add(_envelope([CallRecord(ids["glTensorMapEncode"], (312,),
                                          payload=bytes(312))]), 16)
     assert tensor_map.broken is not None and "a tensor map" in tensor_map.broken
+    # A GPU's arrays and texture objects live in its driver; the host device's arrays
+    # are session memory and its texture objects' values are the minted handles.
+    desc = bytes(40)
+    for backend, broken in (("cuda", True), ("host", False)):
+        arrays = Journal(limit=1 << 20, backend=backend)
+        arrays.add(_envelope([CallRecord(ids["glArrayCreate"], (mint(ARRAY), 40, 0), payload=desc,
+                                         oneway=True)]), 16)
+        assert (arrays.broken is not None) is broken, backend
+        assert not broken or "a GPU's CUDA array" in str(arrays.broken)
+        textures = Journal(limit=1 << 20, backend=backend)
+        textures.add(_envelope([CallRecord(ids["glTexObjectCreate"], (168,),
+                                           payload=bytes(168))]), 16)
+        assert (textures.broken is not None) is broken, backend
     garbage = Journal(limit=1 << 20)
     garbage.add(memoryview(bytearray(16) + b"not a batch at all, no"), 16)
     assert garbage.broken == "the program sent a malformed batch"

@@ -66,6 +66,8 @@ def test_rows_parse_and_wire_calls_have_ids_in_table_order(tmp_path):
         (Row("x", "const char *a, const void *b, size_t n", WAITING, (s("x", 1),),
              {"a": "cstr", "b": "hin:n"}), "one payload"),
         (Row("x", "int", ONEWAY, (s("x", 1),)), "cannot parse"),
+        (Row("x", "void *d, size_t n", WAITING, (s("x", 1),), {"d": "hsome:n"}),
+         "hsome needs an out"),
     ],
 )
 def test_generator_rejects_rows_it_cannot_honour(row, message):
@@ -113,3 +115,11 @@ def test_span_expressions_are_checked_without_wrapping():
     dst = next(p for p in gen_cuda.parse(row) if p.name == "dst")
     assert "gl_span_bytes((uint64_t)dpitch, (uint64_t)width, (uint64_t)height" in \
         gen_cuda.size_lines(dst)
+
+
+def test_an_hsome_reply_carries_as_many_bytes_as_its_count_says():
+    """glMirrorPull's reply is what the call used, checked against its bound."""
+    row = next(r for r in cuda_api.ROWS if r.name == "glMirrorPull")
+    code = gen_cuda.gen_decoder(row, gen_cuda.parse(row))
+    assert "if ((uint64_t)v_used > sz_diff)" in code
+    assert "o->len = (size_t)v_used;" in code and "o->len = (size_t)sz_diff" not in code

@@ -457,3 +457,17 @@ def test_cuda_backend_granules_with_a_stand_in_driver(tmp_path):
     s.x.close()
     assert (fake.fake_state(0), fake.fake_state(1), fake.fake_state(2)) == (0, 0, 0)
     be.close()
+
+
+def test_a_memset_of_a_module_global_reaches_it_on_the_host_device():
+    """numba's debug kernels clear their error code, a module global, with a memset;
+    the host device refused it (INVALID_VALUE, deferred, without a reason)."""
+    from .cuda_session import ptx_only_session
+
+    with ptx_only_session() as s:
+        mod = s.load(b".version 8.0\n.target sm_80\n.address_size 64\n"
+                     b".visible .global .align 4 .u32 g[4] = {1, 2, 3, 4};\n")
+        result, p, size = s.global_(mod, "g")
+        assert (result, size) == (0, 16)
+        s.run(rec("cuMemsetD32", p, 0xABCDEF01, 4))
+        assert s.dtoh(p, 16) == bytes.fromhex("01efcdab") * 4

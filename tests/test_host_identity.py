@@ -17,15 +17,29 @@ def test_capability_and_the_limits_libraries_read() -> None:
     for number in (8, 9, 12, 13, 36, 37, 38, 39, 81, 82, 97, 106):
         assert attrs[number] > 0, number
     assert attrs[8] <= attrs[97] <= attrs[81] <= PTX_MAX_SHARED
-    assert attrs[1] == attrs[2] == attrs[39] == 1024  # the interpreter's block limit
+    assert attrs[1] == attrs[2] == 1024  # the interpreter's block limit
+    # an 8.0 device's residency, which the host device's cooperative grids keep
+    assert (attrs[39], attrs[106]) == (2048, 32)
     assert all(-(2**31) <= v < 2**31 for v in attrs.values())
+
+
+def test_array_and_texture_limits_are_within_the_host_devices_own() -> None:
+    from gleam.peer.nativelib import lib
+
+    attrs = host_attributes(2)
+    # every texture and surface extent limit (21-29, 42-49, 52-68, 73, 74, 77)
+    extents = [*range(21, 30), 42, 43, 45, 46, 47, 48, 49, *range(52, 69), 73, 74, 77]
+    for number in extents:
+        assert 0 < attrs[number] <= lib.GL_ARRAY_EXTENT_MAX, number
+    assert (attrs[14], attrs[51]) == (512, 32)  # texture and pitch alignment
 
 
 def test_what_the_host_device_does_not_have_reads_zero() -> None:
     attrs = host_attributes(2)
-    # Managed and mapped memory, cooperative launches, clusters, VMM: not there.
-    for number in (19, 83, 89, 95, 102, 120):
+    # Managed and mapped memory, clusters, VMM: not there.
+    for number in (19, 83, 89, 102, 120):
         assert attrs.get(number, 0) == 0, number
+    assert attrs[95] == 1  # COOPERATIVE_LAUNCH: every block of such a grid resident
     assert host_attributes(0)[16] == 1
 
 

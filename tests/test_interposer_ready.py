@@ -24,12 +24,34 @@ CUDA_ERROR_NOT_INITIALIZED = 3
 READY = [r for r in ROWS if r.ready]
 
 
+# A macro that writes functions by pasting a name: #define M(Kind, ...) ... gls_X##Kind##Y
+PASTING_MACRO = re.compile(r"^#define (\w+)\(([^)]*)\)((?:.*\\\n)*.*)$", re.M)
+
+
+def expanded(text: str) -> str:
+    """``text`` with each use of a name-pasting macro written out (its functions'
+    bodies as the compiler sees them, one statement a line)."""
+    for macro in PASTING_MACRO.finditer(text):
+        params = [p.strip() for p in macro[2].split(",")]
+        body = re.sub(r"\s*\\\n", "\n", macro[3])
+        if "gls_" not in body or "##" not in body:
+            continue
+        for use in re.finditer(rf"^{macro[1]}\(([^)]*)\)$", text, re.M):
+            args = dict(zip(params, (a.strip() for a in use[1].split(",")), strict=True))
+            out = re.sub(r"\s*##\s*", "", re.sub(r"\b\w+\b",
+                                               lambda w, a=args: a.get(w[0], w[0]), body))
+            # One function a definition, as the pattern below reads them.
+            out = re.sub(r"\)\s*\{", ")\n{", out)
+            text += "\n" + re.sub(r"^\s*\}\s*$", "}", out, flags=re.M) + "\n"
+    return text
+
+
 def hand_written() -> dict[str, str]:
     """Every function the interposer's C defines, by name: its body."""
     bodies = {}
     for path in sorted((BUILD / "interposer").glob("*.c")):
-        for m in re.finditer(r"^\w[^\n;]*?\b(\w+)\([^;{]*\)\n\{\n(.*?)^\}", path.read_text(),
-                             re.S | re.M):
+        for m in re.finditer(r"^\s*\w[^\n;]*?\b(\w+)\([^;{]*\)\n\{\n(.*?)^\}",
+                             expanded(path.read_text()), re.S | re.M):
             bodies[m.group(1)] = m.group(2)
     return bodies
 

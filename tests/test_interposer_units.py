@@ -20,6 +20,8 @@ from pathlib import Path
 
 import cbor2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "cffi_build"
@@ -152,7 +154,7 @@ def test_get_proc_address(harness: Path) -> None:
         "exhausted 500 1",
     ]
     # The trampoline says so once, however often it is called.
-    assert proc.stderr.count("gleam: cuGraphLaunch is not forwarded") == 1
+    assert proc.stderr.count("gleam: cuArrayGetPlane is not forwarded") == 1
 
 
 def test_linker_links_one_image_to_itself(harness: Path, tmp_path: Path) -> None:
@@ -165,14 +167,14 @@ def test_linker_links_one_image_to_itself(harness: Path, tmp_path: Path) -> None
         "empty 1",  # nothing added: CUDA_ERROR_INVALID_VALUE
         f"one {size} 1",
         "nvvm 801",  # LTO IR needs nvJitLink
-        "two 801",  # two images need a real linker
+        "after 1",  # adding to a completed link: CUDA_ERROR_INVALID_VALUE
+        "two 0 1",  # two inputs: a link image holding both
         "nofile 301",
         f"file {size} 1",
         "priority 3",  # accepted; then no session: CUDA_ERROR_NOT_INITIALIZED
-        "cooperative 801",
+        "cooperative 3",  # forwarded now; no session: CUDA_ERROR_NOT_INITIALIZED
     ]
-    assert "linking 2 images is not supported" in proc.stderr
-    assert "launch attribute 2 is not supported" in proc.stderr
+    assert "input kind 5 (k.ltoir) is not supported" in proc.stderr
 
 
 def test_init_without_agent(harness: Path, tmp_path: Path) -> None:
@@ -187,7 +189,7 @@ def test_init_without_agent(harness: Path, tmp_path: Path) -> None:
 
 VA_BASE = 0x7F00_0000_0000
 DEVICE = struct.Struct("<256sQ16s256i")
-HELLO = struct.Struct("<IIQQQii64s16s")
+HELLO = struct.Struct("<IIQQQii64s16s512s")  # gl_session_hello (version 2)
 
 
 def hello_body() -> bytes:
@@ -195,7 +197,7 @@ def hello_body() -> bytes:
     attrs[75], attrs[76] = 8, 0
     devices = [DEVICE.pack(b"Gleam Test GPU", 1 << 30, bytes(range(16)), *attrs)]
     devices += [DEVICE.pack(b"", 0, bytes(16), *([0] * 256))] * 7
-    head = HELLO.pack(0x4F4C4847, 1, 7, VA_BASE, 1 << 30, 12080, 1, b"server", b"host")
+    head = HELLO.pack(0x4F4C4847, 2, 7, VA_BASE, 1 << 30, 12080, 1, b"server", b"host", b"")
     return head + b"".join(devices)
 
 
@@ -242,7 +244,8 @@ def test_session_with_a_fake_agent(harness: Path, tmp_path: Path) -> None:
         (length,) = struct.unpack(">I", recv_exact(conn, 4))
         request = cbor2.loads(recv_exact(conn, length))
         assert request == {"op": "cuda_attach",
-                           "args": {"peer": "", "pid": proc.pid, "program": "harness"}}
+                           "args": {"peer": "", "run": "", "pid": proc.pid,
+                                    "program": "harness"}}
         conn.sendall(envelope(3, hello_body()))
 
         records = records_until_wait(conn)
@@ -297,6 +300,86 @@ def test_session_with_a_fake_agent(harness: Path, tmp_path: Path) -> None:
     assert line.startswith("gleam: lost the CUDA server: ")
 
 
+def section(kind: int, data: bytes, flags: int = 0) -> bytes:
+    return struct.pack("<BBHI", kind, flags, 0, len(data)) + data
+
+
+NOTES, STDOUT, STDERR, MORE = 1, 2, 3, 1
+
+
+def output_session(harness: Path, tmp_path: Path,
+                   trailers: list[tuple[int, bytes]]) -> tuple[list, str, str]:
+    """The harness's `output` program against a fake agent that answers its waiting
+    calls in turn with (deferred error, trailer): the call ids it waited on, and its
+    stdout and stderr."""
+    path = tmp_path / "agent.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    server.settimeout(TIMEOUT)
+    proc = subprocess.Popen([str(harness), "output"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE,
+                            env={**os.environ, "GLEAM_CUDA_SOCKET": str(path)})
+    waited = []
+    try:
+        conn, _ = server.accept()
+        conn.settimeout(TIMEOUT)
+        (length,) = struct.unpack(">I", recv_exact(conn, 4))
+        recv_exact(conn, length)
+        conn.sendall(envelope(3, hello_body()))
+        for deferred, trailer in trailers:
+            try:
+                waited.append(records_until_wait(conn)[-1].call_id)
+            except (AssertionError, OSError):
+                break  # the interposer gave up on the session
+            body = struct.pack("<iiII8Q", 0, deferred, 0, 0, *[0] * 8) + trailer
+            conn.sendall(envelope(2, body))
+        out, err = proc.communicate(timeout=TIMEOUT)
+        conn.close()
+    finally:
+        proc.kill()
+        server.close()
+    assert proc.returncode == 0, (out, err)
+    return waited, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def test_device_output_goes_to_the_programs_descriptors_in_order(harness: Path,
+                                                                 tmp_path: Path) -> None:
+    """stdout and stderr sections are written before the waiting call returns; MORE
+    makes it take the rest (glOutputTake) first; notes on a reply without an error
+    break the format: the session is lost with one line."""
+    waited, out, err = output_session(harness, tmp_path, [
+        (0, section(STDOUT, b"a1\n") + section(STDERR, b"e1\n") + section(STDOUT, b"a2\n", MORE)),
+        (0, section(STDOUT, b"a3\n")),
+        (0, b""),
+        (0, section(NOTES, b"why\n")),
+    ])
+    assert waited == [CALL["cuCtxSynchronize"], CALL["glOutputTake"], CALL["cuCtxSynchronize"],
+                      CALL["cuCtxSynchronize"]]
+    assert out == "a1\na2\na3\nsync 0\nsync 0\nsync 46\n"
+    assert err.splitlines() == ["e1", "gleam: lost the CUDA server: malformed reply (a "
+                                "section of its trailer)"]
+    # With an error, notes are the server's reasons, on stderr, before the output.
+    (tmp_path / "2").mkdir()
+    waited, out, err = output_session(harness, tmp_path / "2", [
+        (719, section(NOTES, b"kernel k: trap\n") + section(STDOUT, b"x\n")),
+        (0, b""), (0, b"")])
+    assert out == "x\nsync 719\nsync 0\nsync 0\n"
+    assert err.splitlines() == ["gleam: server: kernel k: trap"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.binary(max_size=96))
+def test_any_trailer_is_read_or_refused_never_trusted(harness: Path, tmp_path_factory, junk):
+    """Whatever follows a reply's bytes: the interposer writes at most that many
+    bytes, or loses the session with one line; it never crashes or waits forever."""
+    tmp = tmp_path_factory.mktemp("junk")
+    _, out, err = output_session(harness, tmp, [(0, junk), (0, b""), (0, b"")])
+    lost = "gleam: lost the CUDA server: malformed reply" in err
+    assert lost or out.endswith("sync 0\nsync 0\n")
+    assert len(out.encode(errors="replace")) <= len(junk) + 3 * len("sync 46\n")
+
+
 def test_built_library_exports_the_driver_api() -> None:
     from gleam.peer.cuda.examples import interposer_dir
 
@@ -349,20 +432,20 @@ print(lib.cuProfilerStart(), lib.cuProfilerStop())
 def test_every_name_of_nvidias_driver_is_exported() -> None:
     names = [n for n in (BUILD / "driver_symbols.txt").read_text().splitlines()
              if n and not n.startswith("#")]
-    assert len(names) > 600 and "cuGraphCreate" in names and "cuMemcpy_ptds" in names
+    assert len(names) > 600 and "cuArrayGetPlane" in names and "cuMemcpy_ptds" in names
     proc = run_against_built_library(f"""
 missing = [n for n in {names!r} if not hasattr(lib, n)]
 assert not missing, missing
-create = lib.cuGraphCreate
+create = lib.cuArrayGetPlane
 create.argtypes = [ctypes.c_void_p, ctypes.c_uint]
 print(create(None, 0), create(None, 0))
 fn = ctypes.c_void_p()
-assert lib.cuGetProcAddress_v2(b"cuGraphCreate", ctypes.byref(fn), 12000, 0, None) == 0
-assert fn.value == ctypes.cast(lib.cuGraphCreate, ctypes.c_void_p).value
+assert lib.cuGetProcAddress_v2(b"cuArrayGetPlane", ctypes.byref(fn), 12000, 0, None) == 0
+assert fn.value == ctypes.cast(lib.cuArrayGetPlane, ctypes.c_void_p).value
 """)
     assert proc.stdout.split() == ["801", "801"]
     # Said once, however often it is called.
-    assert proc.stderr.count("gleam: cuGraphCreate is not forwarded") == 1
+    assert proc.stderr.count("gleam: cuArrayGetPlane is not forwarded") == 1
 
 
 def test_the_symbol_list_comes_from_cuda_h() -> None:
@@ -390,10 +473,10 @@ assert lib.cuLogsRegisterCallback(callback, None, ctypes.byref(handle)) == 0 and
 assert lib.cuLogsRegisterCallback(None, None, None) == 1
 start = ctypes.c_uint()
 assert lib.cuLogsCurrent(ctypes.byref(start), 0) == 0 and lib.cuLogsCurrent(None, 0) == 1
-lib.cuGraphCreate(None, 0)     # two messages: each is logged
-lib.cuGraphLaunch(None, None)
+lib.cuArrayGetPlane(None, 0)     # two messages: each is logged
+lib.cuArrayGetSparseProperties(None, None)
 assert [level for level, _ in seen] == [0, 0], seen
-assert "[gleam][E][cuGraphCreate] cuGraphCreate is not forwarded" in seen[0][1], seen
+assert "[gleam][E][cuArrayGetPlane] cuArrayGetPlane is not forwarded" in seen[0][1], seen
 
 it = ctypes.c_uint(start.value)
 buf = ctypes.create_string_buffer(4096)
@@ -422,7 +505,7 @@ assert lib.cuLogsDumpToFile(None, sys.argv[1].encode(), 0) == 0
 assert lib.cuLogsDumpToFile(None, None, 0) == 1
 assert lib.cuLogsUnregisterCallback(handle) == 0
 assert lib.cuLogsUnregisterCallback(handle) == 1
-lib.cuStreamBeginCaptureToGraph(None)
+lib.cuMipmappedArrayGetSparseProperties(None)
 assert len(seen) == 2              # no longer called
 print("ok")
 """
@@ -434,10 +517,10 @@ def test_driver_logs_keep_gleams_messages_for_callbacks_and_dumps(tmp_path: Path
     proc = run_against_built_library(code, env={"CUDA_LOG_FILE": str(log_file)})
     assert proc.stdout == "ok\n"
     dumped = dump.read_text().splitlines()
-    assert len(dumped) == 2 and "cuGraphLaunch is not forwarded" in dumped[1]
+    assert len(dumped) == 2 and "cuArrayGetSparseProperties is not forwarded" in dumped[1]
     # CUDA_LOG_FILE gets every line as it is logged, the third one included.
     logged = log_file.read_text().splitlines()
-    assert logged[:2] == dumped and "cuStreamBeginCaptureToGraph" in logged[2]
+    assert logged[:2] == dumped and "cuMipmappedArrayGetSparseProperties" in logged[2]
     # stderr still has the plain line for each.
     assert proc.stderr.count("gleam: ") == 3
 
@@ -505,10 +588,12 @@ assert lib.cuGetErrorName(12345, ctypes.byref(s)) == 1
 def test_every_code_gleam_returns_has_a_name() -> None:
     proc = run_against_built_library("""
 s = ctypes.c_char_p()
-for code in (215, 401, 712, 713):
+for code in (215, 401, 712, 713, 702, 710, 716):
     assert lib.cuGetErrorName(code, ctypes.byref(s)) == 0, code
     print(s.value.decode())
 """)
     assert proc.stdout.split() == ["CUDA_ERROR_UNSUPPORTED_LIMIT", "CUDA_ERROR_ILLEGAL_STATE",
                                    "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
-                                   "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"]
+                                   "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+                                   "CUDA_ERROR_LAUNCH_TIMEOUT", "CUDA_ERROR_ASSERT",
+                                   "CUDA_ERROR_MISALIGNED_ADDRESS"]

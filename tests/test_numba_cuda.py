@@ -129,6 +129,65 @@ print(json.dumps({
 """
 
 
+GRID_SYNC = PRELUDE + """
+from numba.cuda import int32
+
+# numba-cuda's grid sync calls cudaCGGetIntrinsicHandle and cudaCGSynchronize, so it links
+# libcudadevrt (a second input to cuLinkComplete) and launches cooperatively.
+@cuda.jit("void(int32[:, ::1])")
+def rows(m):
+    col = cuda.grid(1)
+    g = cuda.cg.this_grid()
+    for row in range(1, m.shape[0]):
+        m[row, col] = m[row - 1, m.shape[1] - col - 1] + 1
+        g.sync()
+
+overload = rows.overloads[(int32[:, ::1],)]
+blocks = min(overload.max_cooperative_grid_blocks(32), 8)
+m = np.zeros((20, 32 * blocks), dtype=np.int32)
+rows[blocks, 32](m)
+want = np.tile(np.arange(m.shape[0]), (m.shape[1], 1)).T
+print(json.dumps({"ok": bool(np.array_equal(m, want)), "cooperative": overload.cooperative,
+                  "blocks": blocks}))
+"""
+
+# numba's calling convention for declare_device: the result through a pointer, a status
+# returned (a declaration that disagrees is refused at the link, naming the function).
+LINKED_PTX = """
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .func (.param .b32 status) triple(.param .b64 result, .param .b32 x)
+{
+  .reg .b32 %r<3>;
+  .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [result];
+  ld.param.u32 %r1, [x];
+  mul.lo.u32 %r2, %r1, 3;
+  st.u32 [%rd1], %r2;
+  st.param.b32 [status], 0;
+  ret;
+}
+"""
+
+LINK_FILE = PRELUDE + """
+import sys
+from numba.cuda import int32
+
+triple = cuda.declare_device("triple", "int32(int32)")
+
+@cuda.jit(link=[sys.argv[1]])
+def k(out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = triple(i) + 1
+
+out = np.zeros(100, dtype=np.int32)
+k[1, 128](out)
+print(json.dumps({"ok": bool(np.array_equal(out, np.arange(100) * 3 + 1))}))
+"""
+
+
 def _numba_ready() -> str | None:
     """Why numba-cuda programs cannot run here, or None when they can."""
     try:
@@ -158,12 +217,12 @@ def mesh(tmp_path_factory):
         mesh.close()
 
 
-def run_numba(client, server, tmp_path: Path, source: str) -> dict:
+def run_numba(client, server, tmp_path: Path, source: str, *args: str) -> dict:
     program = tmp_path / "program.py"
     program.write_text(textwrap.dedent(source))
     done = subprocess.run(
         [sys.executable, "-m", "gleam.peer", "run", "--state-dir", str(client.state.path), "--",
-         sys.executable, "-W", "ignore", str(program)],
+         sys.executable, "-W", "ignore", str(program), *args],
         capture_output=True, text=True, timeout=300,
         env={**os.environ, "NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS": "0"},
     )
@@ -191,7 +250,19 @@ def test_atomics_on_int32_and_float32(mesh, tmp_path):
 
 def test_kernel_attributes_and_occupancy_through_a_cukernel(mesh, tmp_path):
     verdict = run_numba(*mesh, tmp_path, OCCUPANCY)
-    # the host device runs one block per core (its multiprocessors) at a time
-    assert (verdict["fits"], verdict["too_big"]) == (1, 0)
+    # the host device keeps an 8.0 device's residency per core (its multiprocessors):
+    # 2048 threads, so 16 blocks of 128; the largest block of full occupancy is 256
+    assert (verdict["fits"], verdict["too_big"]) == (16, 0)
     assert verdict["max_threads"] == 1024
-    assert (verdict["block"], verdict["min_grid_per_sm"]) == (256, 1)
+    assert (verdict["block"], verdict["min_grid_per_sm"]) == (256, 8)
+
+
+def test_grid_sync_links_libcudadevrt_and_runs_a_cooperative_grid(mesh, tmp_path):
+    verdict = run_numba(*mesh, tmp_path, GRID_SYNC)
+    assert verdict["cooperative"] and verdict["blocks"] == 8
+
+
+def test_a_kernel_linked_with_a_ptx_file(mesh, tmp_path):
+    ptx = tmp_path / "triple.ptx"
+    ptx.write_text(LINKED_PTX)
+    run_numba(*mesh, tmp_path, LINK_FILE, str(ptx))

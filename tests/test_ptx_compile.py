@@ -345,3 +345,38 @@ def test_lg2_of_a_negative_number_is_the_same_nan_on_both_tiers():
     assert compiled == interp
     got = np.frombuffer(interp.memory["0"], np.uint32)
     assert (got[:3] == 0x7FC00000).all()
+
+
+SPIN_WAIT = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry wait(.param .u64 p)
+{
+    .reg .pred %p<3>; .reg .b32 %r<4>; .reg .b64 %rd<2>;
+    .shared .align 4 .b32 flag;
+    ld.param.u64 %rd1, [p];
+    mov.u32 %r1, %tid.x;
+    setp.lt.u32 %p1, %r1, 32;
+    @%p1 bra $SPIN;
+    mov.u32 %r2, 7;
+    st.volatile.shared.u32 [flag], %r2;
+    ret;
+$SPIN:
+    ld.volatile.shared.u32 %r3, [flag];
+    setp.ne.u32 %p2, %r3, 7;
+    @%p2 bra $SPIN;
+    st.global.u32 [%rd1], %r3;
+    ret;
+}
+"""
+
+
+def test_a_compiled_warp_spinning_on_another_warps_write_yields_to_it(monkeypatch):
+    # warp 0 waits for warp 1's store without a barrier: both tiers let warp 1 run
+    # now and then (a branch back yields), so the kernel ends, with the same count
+    monkeypatch.setenv("GLEAM_PTX_TIMEOUT_S", "20")
+    out = np.zeros(1, np.uint32)
+    interp, compiled = both_tiers(SPIN_WAIT, "wait", (1, 1, 1), (64, 1, 1),
+                                  struct.pack("<Q", out.ctypes.data), [out])
+    assert interp.rc == 0 and compiled == interp
+    assert np.frombuffer(compiled.memory["0"], np.uint32)[0] == 7

@@ -21,10 +21,14 @@ from hypothesis import strategies as st
 
 from gleam.peer.nativelib import ffi, lib
 
+from .device_runtime import KERNELS as DEVICE_RUNTIME
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 REAL = [*sorted((ROOT / "tests" / "ptx_corpus").glob("*.ptx")),
-        ROOT / "peer" / "cuda" / "ptx" / "kernels.ptx"]
-SEEDS = [p.read_bytes() for p in REAL if p.exists()]
+        ROOT / "peer" / "cuda" / "ptx" / "kernels.ptx",
+        ROOT / "tests" / "ptx_textures" / "textures.ptx"]
+# (with calls of the device runtime's built-ins: printf, assert, malloc, free)
+SEEDS = [p.read_bytes() for p in REAL if p.exists()] + [DEVICE_RUNTIME]
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MESSAGE = re.compile(r"^(line \d+: .+|PTX text larger than .+)$")
@@ -61,7 +65,12 @@ def test_random_bytes(data):
 VOCAB = [b"{", b"}", b"(", b")", b"[", b"]", b";", b",", b"@%p1", b".reg .b32 %r<9999999>;",
          b".entry", b".func", b"call.uni", b"bra $L__BB0_1;", b"0fFFFFFFFF", b"-", b"+",
          b".param .b8 x[4096];", b".shared .b8 s[99999999];", b"ret;", b"exit;", b"%tid.x",
-         b"_", b"|", b"<", b">", b"ld.param.v4.u32", b"st.global.v2.f64", b"\0", b"\n"]
+         b"_", b"|", b"<", b">", b"ld.param.v4.u32", b"st.global.v2.f64", b"\0", b"\n",
+         b"tex.level.a2d.v4.s32.f32", b"tld4.a.acube.v4.u32.f32", b"suld.b.3d.v4.b64.clamp",
+         b"sust.b.a1d.v2.b8.zero", b"txq.level.depth.b32", b"suq.array_size.b32", b"|%p1",
+         b"{%f1, _, 7}", b"[%rd1, {%r1}]", b"[%rd1]",
+         b"vprintf", b"malloc", b"free", b"__assertfail", b"call.uni (retval0), ",
+         b".extern .func (.param .b64 r) malloc (.param .b32 n);", b".local .align 256 .b8 a[8];"]
 
 
 @st.composite
@@ -87,6 +96,32 @@ def mutated(draw):
 @given(mutated())
 def test_mutated_real_ptx(data):
     assert_refused_or_ok(data)
+
+
+# Texture and surface instructions assembled from their parts, right and wrong:
+# each translates or is refused with a line (tests/test_textures.py runs them).
+TEX_PARTS = {
+    "op": ["tex", "tex.level", "tex.grad", "tex.base", "tld4.r", "tld4.a", "txq", "txq.level",
+           "suq", "suld.b", "sust.b", "sust.p", "tex.2dms"],
+    "geom": ["", ".1d", ".2d", ".3d", ".a1d", ".a2d", ".cube", ".acube", ".2dms"],
+    "rest": ["", ".v4.f32.f32", ".v4.u32.s32", ".v2.f16x2.f32", ".v4.b8.trap", ".b32.zero",
+             ".v2.b64.clamp", ".width.b32", ".num_mipmap_levels.b32", ".memory_layout.b32",
+             ".channel_order.b32", ".v4.s32.f32.f32"],
+    "operands": ["{%r1, %r1, %r1, %r1}, [%rd1, {%f1, %f1}]", "%r1, [%rd1]", "%r1, [%rd1], %r1",
+                 "[%rd1, {%r1, %r1, %r1, %r1}], {%r1, %r1}", "{%r1, _, %r1, %r1}|%p1, "
+                 "[%rd1, {%f1}], %f1", "{%f1, %f1, %f1, %f1}, [%rd1, {%f1, %f1}], {%f1, %f1}, "
+                 "{%f1, %f1}", "{%r1}, [%rd1, %rd1, {%r1}]", "{%r1, %r1, %r1, %r1}, [tex, {%f1}]",
+                 "%r1, [%rd1, {%r1, 7}]", "{%r1, %r1, %r1, %r1}, [%rd1, {%f1}], {%r1}, %f1", ""],
+}
+
+
+@FUZZ
+@given(st.fixed_dictionaries({k: st.sampled_from(v) for k, v in TEX_PARTS.items()}))
+def test_texture_instructions_translate_or_are_refused(parts):
+    insn = f"{parts['op']}{parts['geom']}{parts['rest']} {parts['operands']};"
+    text = (HEADER + ".visible .entry k() {\n.reg .b32 %r<2>;\n.reg .b64 %rd<2>;\n"
+            ".reg .f32 %f<2>;\n.reg .pred %p<2>;\n" + insn + "\nret;\n}\n")
+    assert_refused_or_ok(text.encode())
 
 
 def test_bounds_are_refused():
@@ -162,12 +197,25 @@ def test_endless_kernel_times_out(monkeypatch):
 
 
 @pytest.mark.parametrize("insn", ["tex.1d.v4.f32.s32 {%r1,%r1,%r1,%r1}, [t, {%r1}];",
+                                  "sured.b.add.1d.u32.trap [t, {%r1}], %r1;",
                                   "add.rz.s32 %r1, %r1, %r1;", "frobnicate.b32 %r1;"])
 def test_unsupported_instruction_is_refused_by_name(insn):
     text = HEADER + ".visible .entry k() {\n.reg .b32 %r<2>;\n" + insn + "\nret;\n}\n"
     rc, msg = check(text.encode())
     assert rc == -1 and msg.startswith("line 6: ")
     assert "unsupported" in msg or "expected" in msg
+
+
+@pytest.mark.parametrize("decl", [".global .texref t;", ".global .samplerref s;",
+                                  ".global .surfref u;"])
+def test_texture_references_are_refused_by_name(decl):
+    """Texture references (removed from CUDA 12's runtime API) are refused as such;
+    texture and surface objects (.u64 values) are what the interpreter runs."""
+    rc, msg = check((HEADER + decl + "\n.visible .entry k() { ret; }\n").encode())
+    assert rc == -1 and msg.startswith("line 4: unsupported: texture, sampler and surface "
+                                       "references")
+    rc, msg = check((HEADER + ".visible .entry k(.param .texref p) { ret; }\n").encode())
+    assert rc == -1 and "references (.texref" in msg
 
 
 # ------------------------------------------------- the same refusals through a session

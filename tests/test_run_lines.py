@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import pytest
 
 from gleam.peer.cuda.runs import RunBook, end_line, run_args
+from gleam.peer.failures import NO_AGENT
 from gleam.peer.run_cmd import interposer_dir
 from tests.cuda_mesh import HOLDER, host_mesh, start_holder
 
@@ -79,8 +80,8 @@ def test_quiet_prints_neither_line_but_errors_still_print(mesh, tmp_path):
     no_agent = subprocess.run(
         [sys.executable, "-m", "gleam.peer", "run", "--state-dir", str(tmp_path / "none"),
          "--quiet", "--", "true"], capture_output=True, text=True, timeout=60)
-    assert no_agent.returncode == 2
-    assert no_agent.stderr.startswith("gleam-peer: no gleam agent is running")
+    assert no_agent.returncode == NO_AGENT
+    assert no_agent.stderr.startswith("gleam-peer: no agent is running")
 
 
 def test_a_program_without_a_session_is_said_so(mesh):

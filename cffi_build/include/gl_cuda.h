@@ -39,6 +39,7 @@ typedef int CUstreamCaptureStatus;
 typedef int CUstreamCaptureMode;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUgraphEdgeData_st CUgraphEdgeData; /* only ever pointed to */
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef struct CUmemPoolProps_st CUmemPoolProps; /* only ever pointed to */
@@ -82,10 +83,26 @@ enum {
     CUDA_ERROR_NOT_READY = 600,
     CUDA_ERROR_ILLEGAL_ADDRESS = 700,
     CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
+    CUDA_ERROR_LAUNCH_TIMEOUT = 702,
+    CUDA_ERROR_ASSERT = 710,
     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
     CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
+    CUDA_ERROR_MISALIGNED_ADDRESS = 716,
     CUDA_ERROR_LAUNCH_FAILED = 719,
+    CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720,
+    CUDA_ERROR_NOT_PERMITTED = 800,
     CUDA_ERROR_NOT_SUPPORTED = 801,
+    /* Stream capture and graphs (interposer/capture.c, graph*.c). */
+    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+    CUDA_ERROR_STREAM_CAPTURE_MERGE = 902,
+    CUDA_ERROR_STREAM_CAPTURE_UNMATCHED = 903,
+    CUDA_ERROR_STREAM_CAPTURE_UNJOINED = 904,
+    CUDA_ERROR_STREAM_CAPTURE_ISOLATION = 905,
+    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
+    CUDA_ERROR_CAPTURED_EVENT = 907,
+    CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
+    CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE = 910,
     CUDA_ERROR_INVALID_CLUSTER_SIZE = 912,
     CUDA_ERROR_UNKNOWN = 999
 };
@@ -174,8 +191,8 @@ enum {
 };
 
 /* cuMemcpy2D's and cuMemcpy3D's descriptions of a copy (the layouts are
- * CUDA's _v2 structs: every extent is a size_t). gleam has no CUDA arrays: a
- * CUarray is only ever a member that must be unused. */
+ * CUDA's _v2 structs: every extent is a size_t). An array side names a
+ * minted CUarray (interposer/arraycopy.c). */
 typedef struct CUarray_st *CUarray;
 typedef int CUmemorytype;
 typedef struct {
@@ -211,6 +228,60 @@ typedef struct {
     size_t WidthInBytes, Height, Depth;
 } CUDA_MEMCPY3D;
 
+/* CUDA arrays, texture and surface objects (CUDA's _v2 array descriptors and
+ * the v1 resource, texture and view descriptors; the enums are plain ints:
+ * include/gl_array.h names the values gleam interprets). */
+typedef struct CUmipmappedArray_st *CUmipmappedArray;
+typedef unsigned long long CUtexObject;
+typedef unsigned long long CUsurfObject;
+typedef int CUarray_format;
+typedef struct {
+    size_t Width, Height;
+    CUarray_format Format;
+    unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+typedef struct {
+    size_t Width, Height, Depth;
+    CUarray_format Format;
+    unsigned int NumChannels, Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+typedef struct {
+    int resType;
+    union {
+        struct { CUarray hArray; } array;
+        struct { CUmipmappedArray hMipmappedArray; } mipmap;
+        struct {
+            CUdeviceptr devPtr;
+            CUarray_format format;
+            unsigned int numChannels;
+            size_t sizeInBytes;
+        } linear;
+        struct {
+            CUdeviceptr devPtr;
+            CUarray_format format;
+            unsigned int numChannels;
+            size_t width, height, pitchInBytes;
+        } pitch2D;
+        struct { int reserved[32]; } reserved;
+    } res;
+    unsigned int flags;
+} CUDA_RESOURCE_DESC;
+typedef struct {
+    int addressMode[3];
+    int filterMode;
+    unsigned int flags, maxAnisotropy;
+    int mipmapFilterMode;
+    float mipmapLevelBias, minMipmapLevelClamp, maxMipmapLevelClamp;
+    float borderColor[4];
+    int reserved[12];
+} CUDA_TEXTURE_DESC;
+typedef struct {
+    int format;
+    size_t width, height, depth;
+    unsigned int firstMipmapLevel, lastMipmapLevel, firstLayer, lastLayer;
+    unsigned int reserved[16];
+} CUDA_RESOURCE_VIEW_DESC;
+
 /* cuMemcpyBatchAsync's attributes (CUDA 12.8; CUmemcpyAttributes_v1). */
 typedef struct {
     int srcAccessOrder; /* 1 stream, 2 during the call, 3 any; 0 is invalid */
@@ -243,5 +314,22 @@ enum {
     GL_FUNC_ATTR_PTX_VERSION = 5,
     GL_FUNC_ATTR_BINARY_VERSION = 6
 };
+
+/* Graphs, capture and host functions: the types of their entry points. */
+#include "gl_cuda_graph.h"
+
+/* Mapped and managed memory (interposer/mirror.c, managed.c). */
+typedef int CUmem_advise;
+typedef int CUmem_range_attribute;
+/* CUmemLocation (a CUmemLocationType, then an id): gl_cuda_graph.h */
+enum { GL_CU_MEM_ATTACH_GLOBAL = 1, GL_CU_MEM_ATTACH_HOST = 2, GL_CU_MEM_ATTACH_SINGLE = 4 };
+enum { GL_CU_MEMHOSTALLOC_DEVICEMAP = 2, GL_CU_MEMHOSTREGISTER_DEVICEMAP = 2 };
+enum {
+    GL_CU_MEM_LOCATION_TYPE_INVALID = 0, GL_CU_MEM_LOCATION_TYPE_DEVICE = 1,
+    GL_CU_MEM_LOCATION_TYPE_HOST = 2, GL_CU_MEM_LOCATION_TYPE_HOST_NUMA = 3,
+    GL_CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT = 4
+};
+#define GL_CU_DEVICE_CPU (-1)
+#define GL_CU_DEVICE_INVALID (-2)
 
 #endif /* GLEAM_CUDA_H */

@@ -27,14 +27,30 @@ enum { GL_ENV_BATCH = 1, GL_ENV_REPLY = 2, GL_ENV_HELLO = 3, GL_ENV_FAIL = 4 };
 #define GL_BATCH_CAPACITY (256u * 1024u)
 /* A REPLY body: i32 result, i32 deferred, u32 n_values, u32 n_bytes,
  * u64 values[GL_REPLY_MAX_VALUES] (n_values of them meaningful), then n_bytes
- * bytes, then (only in a reply that reports an error) up to
- * GL_REPLY_NOTES_MAX bytes of notes: UTF-8 lines, each ending in '\n', that
- * say why the server faulted or refused (src/notes.h); the envelope's length
- * tells whether there are any. The value slots are fixed so that the executor
- * can write output bytes in place before it knows anything else. */
+ * bytes, then the trailer's sections (below; the envelope's length tells
+ * whether there are any). Notes are UTF-8 lines, each ending in '\n', that
+ * say why the server faulted or refused (src/notes.h). The value slots are
+ * fixed so that the executor can write output bytes in place before it knows
+ * anything else. */
 #define GL_REPLY_MAX_VALUES 8
 #define GL_REPLY_HEADER_SIZE (16 + 8 * GL_REPLY_MAX_VALUES)
 #define GL_REPLY_NOTES_MAX 8192
+/* The reply's trailer: after its bytes, zero or more sections, each
+ * u8 kind, u8 flags, u16 0, u32 len, bytes[len]:
+ *   GL_SECTION_NOTES   the server's notes (above), only in a reply that reports
+ *                      an error, at most GL_REPLY_NOTES_MAX bytes, first;
+ *   GL_SECTION_STDOUT, GL_SECTION_STDERR  what the session's kernels printed
+ *                      (device printf; a failed device assertion's message),
+ *                      released at CUDA's flush points, in order; the program
+ *                      writes it to its own stdout or stderr. At most
+ *                      GL_REPLY_OUTPUT_MAX bytes of such sections (headers
+ *                      included) in one reply; GL_SECTION_MORE in the last
+ *                      one's flags says more waits (glOutputTake fetches it). */
+#define GL_SECTION_HEADER_SIZE 8
+enum { GL_SECTION_NOTES = 1, GL_SECTION_STDOUT = 2, GL_SECTION_STDERR = 3 };
+#define GL_SECTION_MORE 1
+#define GL_REPLY_OUTPUT_MAX 1048576
+#define GL_REPLY_TRAILER_MAX (GL_SECTION_HEADER_SIZE + GL_REPLY_NOTES_MAX + GL_REPLY_OUTPUT_MAX)
 
 #define GL_MAX_DEVICES 8
 #define GL_DEVICE_ATTR_SLOTS 256

@@ -15,7 +15,8 @@
 
 #define GL_ALLOC_ALIGN 256u
 
-/* tag: 1 for a cuMemAlloc range (freeable), 0 for a module global. */
+/* tag: 1 for a cuMemAlloc range (freeable), 2 for one the interposer holds
+ * itself (the device heap: the program cannot free it), 0 for a module global. */
 static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
 static gl_ranges g_t;
 static uint64_t g_base, g_end;
@@ -29,22 +30,27 @@ void gl_va_init(uint64_t base, uint64_t size)
     pthread_rwlock_unlock(&g_lock);
 }
 
-static uint64_t align_up(uint64_t v)
+static uint64_t align_to(uint64_t v, uint64_t align)
 {
-    return (v + GL_ALLOC_ALIGN - 1) & ~(uint64_t)(GL_ALLOC_ALIGN - 1);
+    return (v + align - 1) & ~(align - 1);
 }
 
 CUresult gl_va_alloc(uint64_t size, uint64_t *out)
 {
+    return gl_va_alloc_aligned(size, GL_ALLOC_ALIGN, out);
+}
+
+CUresult gl_va_alloc_aligned(uint64_t size, uint64_t align, uint64_t *out)
+{
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t cur;
 
-    if (size == 0 || out == NULL)
+    if (size == 0 || out == NULL || align < GL_ALLOC_ALIGN || (align & (align - 1)) != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (size > UINT64_MAX - GL_ALLOC_ALIGN)
+    if (size > UINT64_MAX - align)
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_rwlock_wrlock(&g_lock);
-    cur = align_up(g_base);
+    cur = align_to(g_base, align);
     /* Walk the gaps in address order; globals outside the range are skipped
      * because they never bound a gap inside it. */
     for (size_t i = 0; i <= g_t.n; i++) {
@@ -54,7 +60,10 @@ CUresult gl_va_alloc(uint64_t size, uint64_t *out)
         if (next > g_end)
             next = g_end;
         if (cur >= g_base && cur <= next && next - cur >= size) {
-            r = gl_ranges_insert(&g_t, i, (gl_range){cur, size, 1}) == 0
+            /* at cur's place in address order: i may be past a global that lies
+             * above the range (skipped above), which must stay after it */
+            size_t at = gl_ranges_upper(&g_t, cur);
+            r = gl_ranges_insert(&g_t, at, (gl_range){cur, size, 1}) == 0
                     ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
             if (r == CUDA_SUCCESS)
                 *out = cur;
@@ -62,10 +71,10 @@ CUresult gl_va_alloc(uint64_t size, uint64_t *out)
         }
         if (i < g_t.n) {
             uint64_t end = g_t.r[i].base + g_t.r[i].size;
-            if (end > UINT64_MAX - GL_ALLOC_ALIGN)
+            if (end > UINT64_MAX - align)
                 break;
-            if (align_up(end) > cur)
-                cur = align_up(end);
+            if (align_to(end, align) > cur)
+                cur = align_to(end, align);
         }
     }
     pthread_rwlock_unlock(&g_lock);
@@ -86,11 +95,31 @@ CUresult gl_va_free(uint64_t ptr)
     return r;
 }
 
+void gl_va_hold(uint64_t ptr)
+{
+    pthread_rwlock_wrlock(&g_lock);
+    long i = gl_ranges_index_of_base(&g_t, ptr);
+    if (i >= 0 && g_t.r[i].tag)
+        g_t.r[i].tag = 2;
+    pthread_rwlock_unlock(&g_lock);
+}
+
+uint64_t gl_va_live(void)
+{
+    uint64_t n = 0;
+    pthread_rwlock_rdlock(&g_lock);
+    for (size_t i = 0; i < g_t.n; i++)
+        if (g_t.r[i].tag)
+            n += g_t.r[i].size;
+    pthread_rwlock_unlock(&g_lock);
+    return n;
+}
+
 int gl_va_is_base(uint64_t ptr)
 {
     pthread_rwlock_rdlock(&g_lock);
     long i = gl_ranges_index_of_base(&g_t, ptr);
-    int yes = i >= 0 && g_t.r[i].tag;
+    int yes = i >= 0 && g_t.r[i].tag == 1;
     pthread_rwlock_unlock(&g_lock);
     return yes;
 }

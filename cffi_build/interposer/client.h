@@ -110,6 +110,16 @@ CUresult gl_trace_result(const char *name, CUresult r);
  * GLEAM_TRACE=errors leaves its result out, GLEAM_TRACE=1 marks it. */
 void gl_trace_as_driver(void);
 
+/* The stub gate (hostfn.c): nonzero while a host function runs or a capture
+ * is in progress; every exported stub then asks gl_gate_check first, which
+ * refuses CUDA calls from host functions (CUDA_ERROR_NOT_PERMITTED) and, for
+ * stubs marked GL_GATE_UNSAFE, calls a capture forbids (capture.c). Stubs
+ * marked GL_GATE_ANY_TIME (error strings) are allowed in host functions. */
+#define GL_GATE_UNSAFE 1
+#define GL_GATE_ANY_TIME 2
+extern _Atomic int gl_gate;
+CUresult gl_gate_check(const char *name, int cls);
+
 /* The return address of the exported call in progress on this thread, set
  * by the stubs of rows marked `caller` (caller.c tells whose code it is). */
 extern __thread const void *gl_caller;

@@ -9,7 +9,7 @@
  * device-to-host rows come back packed in glMemcpy2DDtoH replies (one round
  * trip per chunk, as a plain copy); device-to-device is one glMemcpy2DDtoD
  * record. A 3D copy is one 2D copy when its slices lie evenly, else one per
- * slice. gleam has no CUDA arrays: a copy naming one is refused with a line.
+ * slice. A copy with an array side goes to arraycopy.c.
  *
  * Every offset and extent is checked for 64-bit overflow before use, and each
  * device side's whole span against the session's memory (the generated
@@ -22,6 +22,7 @@
 #include "gl_calls.h"
 #include "gl_client_gen.h"
 #include "gl_span.h"
+#include "graph.h"
 #include "internal.h"
 
 /* cuMemAllocPitch's row alignment: what NVIDIA's driver gives on current GPUs,
@@ -44,13 +45,6 @@ typedef struct {
     int ptds;
 } copy2d;
 
-static CUresult no_arrays(void)
-{
-    gl_log(GL_LOG_ERROR, "cuMemcpy2D", "CUDA arrays are not supported (a 2D/3D copy names "
-           "one); returning CUDA_ERROR_NOT_SUPPORTED");
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 /* base + y * pitch + x, refusing a sum that wraps. */
 static CUresult offset(uint64_t base, size_t x, size_t y, size_t pitch, uint64_t *out)
 {
@@ -63,7 +57,7 @@ static CUresult offset(uint64_t base, size_t x, size_t y, size_t pitch, uint64_t
 }
 
 static CUresult make_side(side *s, CUmemorytype type, const void *host, CUdeviceptr device,
-                          CUarray array, size_t x, size_t y, size_t pitch)
+                          size_t x, size_t y, size_t pitch)
 {
     switch (type) {
     case GL_CU_MEMORYTYPE_HOST:
@@ -81,10 +75,7 @@ static CUresult make_side(side *s, CUmemorytype type, const void *host, CUdevice
             return CUDA_ERROR_INVALID_VALUE;
         s->pitch = pitch;
         return offset(device, x, y, pitch, &s->addr);
-    case GL_CU_MEMORYTYPE_ARRAY:
-        (void)array;
-        return no_arrays();
-    default:
+    default: /* arrays went to arraycopy.c */
         return CUDA_ERROR_INVALID_VALUE;
     }
 }
@@ -175,15 +166,31 @@ static CUresult dtoh_rows(const copy2d *c)
     return r;
 }
 
-static CUresult run_2d(const copy2d *c)
+/* Mapped and managed memory is host memory here: a side in it becomes its
+ * view, after the views caught up with the device (mirror_route.c). */
+static CUresult route_mirrors(copy2d *c)
 {
+    uint64_t sspan = 0, dspan = 0;
+    CUresult r = CUDA_SUCCESS;
+    /* check_side passed for both, so the spans fit. */
+    gl_span_bytes(c->src.pitch, c->width, c->height, &sspan);
+    gl_span_bytes(c->dst.pitch, c->width, c->height, &dspan);
+    gl_mirror_route(&c->dst.addr, &c->dst.dev, dspan, &c->src.addr, &c->src.dev, sspan, &r);
+    return r;
+}
+
+static CUresult run_2d(const copy2d *given)
+{
+    copy2d routed = *given;
+    const copy2d *c = &routed;
     const side *s = &c->src, *d = &c->dst;
     CUresult r;
 
     if (c->width == 0 || c->height == 0)
         return CUDA_SUCCESS;
     if ((r = check_side(s, c->width, c->height)) != CUDA_SUCCESS ||
-        (r = check_side(d, c->width, c->height)) != CUDA_SUCCESS)
+        (r = check_side(d, c->width, c->height)) != CUDA_SUCCESS ||
+        (r = route_mirrors(&routed)) != CUDA_SUCCESS)
         return r;
     /* The spans were checked, so rows * pitch below cannot wrap. */
     if (c->height == 1 || (s->pitch == c->width && d->pitch == c->width))
@@ -208,15 +215,28 @@ static CUresult run_2d(const copy2d *c)
 
 static CUresult memcpy2d(const CUDA_MEMCPY2D *p, CUstream stream, int ptds)
 {
+    if (!gl_on_host_thread())
+        gl_hold_wait(); /* the program's rows are read after the host functions before */
     copy2d c = {.width = 0, .stream = stream, .ptds = ptds};
     CUresult r;
 
     if (p == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((r = make_side(&c.src, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray,
-                       p->srcXInBytes, p->srcY, p->srcPitch)) != CUDA_SUCCESS ||
-        (r = make_side(&c.dst, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray,
-                       p->dstXInBytes, p->dstY, p->dstPitch)) != CUDA_SUCCESS)
+    if (p->srcMemoryType == GL_CU_MEMORYTYPE_ARRAY || p->dstMemoryType == GL_CU_MEMORYTYPE_ARRAY) {
+        CUDA_MEMCPY3D q = {
+            .srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcMemoryType = p->srcMemoryType,
+            .srcHost = p->srcHost, .srcDevice = p->srcDevice, .srcArray = p->srcArray,
+            .srcPitch = p->srcPitch, .srcHeight = p->Height, .dstXInBytes = p->dstXInBytes,
+            .dstY = p->dstY, .dstMemoryType = p->dstMemoryType, .dstHost = p->dstHost,
+            .dstDevice = p->dstDevice, .dstArray = p->dstArray, .dstPitch = p->dstPitch,
+            .dstHeight = p->Height, .WidthInBytes = p->WidthInBytes, .Height = p->Height,
+            .Depth = 1};
+        return gl_array_copy3d(&q, stream, ptds);
+    }
+    if ((r = make_side(&c.src, p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes,
+                       p->srcY, p->srcPitch)) != CUDA_SUCCESS ||
+        (r = make_side(&c.dst, p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes,
+                       p->dstY, p->dstPitch)) != CUDA_SUCCESS)
         return r;
     c.width = p->WidthInBytes;
     c.height = p->Height;
@@ -235,14 +255,28 @@ CUresult gls_cuMemcpy2DUnaligned(const CUDA_MEMCPY2D *pCopy, int ptds)
 
 CUresult gls_cuMemcpy2DAsync(const CUDA_MEMCPY2D *pCopy, CUstream hStream, int ptds)
 {
+    CUresult r;
+    if (pCopy != NULL) { /* captured as the 3D copy it is */
+        CUDA_MEMCPY3D p = {0};
+        p.srcXInBytes = pCopy->srcXInBytes, p.srcY = pCopy->srcY;
+        p.srcMemoryType = pCopy->srcMemoryType, p.srcHost = pCopy->srcHost;
+        p.srcDevice = pCopy->srcDevice, p.srcArray = pCopy->srcArray;
+        p.srcPitch = pCopy->srcPitch;
+        p.dstXInBytes = pCopy->dstXInBytes, p.dstY = pCopy->dstY;
+        p.dstMemoryType = pCopy->dstMemoryType, p.dstHost = pCopy->dstHost;
+        p.dstDevice = pCopy->dstDevice, p.dstArray = pCopy->dstArray;
+        p.dstPitch = pCopy->dstPitch;
+        p.WidthInBytes = pCopy->WidthInBytes, p.Height = pCopy->Height, p.Depth = 1;
+        if (gl_capture_memcpy(hStream, ptds, &p, &r))
+            return r;
+    }
     return memcpy2d(pCopy, hStream, ptds);
 }
 
 /* One side of a 3D copy: the origin of its first slice, and rows per slice. */
 static CUresult make_side3d(side *s, size_t *slice_rows, CUmemorytype type, const void *host,
-                            CUdeviceptr device, CUarray array, void *reserved, size_t x,
-                            size_t y, size_t z, size_t pitch, size_t height,
-                            const CUDA_MEMCPY3D *p)
+                            CUdeviceptr device, void *reserved, size_t x, size_t y, size_t z,
+                            size_t pitch, size_t height, const CUDA_MEMCPY3D *p)
 {
     uint64_t row;
     if (reserved != NULL)
@@ -255,7 +289,7 @@ static CUresult make_side3d(side *s, size_t *slice_rows, CUmemorytype type, cons
         __builtin_add_overflow(row, (uint64_t)y, &row))
         return CUDA_ERROR_INVALID_VALUE;
     *slice_rows = height;
-    return make_side(s, type, host, device, array, x, (size_t)row, pitch);
+    return make_side(s, type, host, device, x, (size_t)row, pitch);
 }
 
 /* The bytes a side of a gapped 3D copy reaches, checked as check_side does. */
@@ -270,6 +304,8 @@ static CUresult check_extent(const side *s, uint64_t step, const CUDA_MEMCPY3D *
 
 static CUresult memcpy3d(const CUDA_MEMCPY3D *p, CUstream stream, int ptds)
 {
+    if (!gl_on_host_thread())
+        gl_hold_wait(); /* the program's rows are read after the host functions before */
     copy2d c = {.width = 0, .stream = stream, .ptds = ptds};
     size_t src_rows, dst_rows;
     uint64_t rows;
@@ -277,12 +313,14 @@ static CUresult memcpy3d(const CUDA_MEMCPY3D *p, CUstream stream, int ptds)
 
     if (p == NULL)
         return CUDA_ERROR_INVALID_VALUE;
+    if (p->srcMemoryType == GL_CU_MEMORYTYPE_ARRAY || p->dstMemoryType == GL_CU_MEMORYTYPE_ARRAY)
+        return gl_array_copy3d(p, stream, ptds);
     if ((r = make_side3d(&c.src, &src_rows, p->srcMemoryType, p->srcHost, p->srcDevice,
-                         p->srcArray, p->reserved0, p->srcXInBytes, p->srcY, p->srcZ,
-                         p->srcPitch, p->srcHeight, p)) != CUDA_SUCCESS ||
+                         p->reserved0, p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch,
+                         p->srcHeight, p)) != CUDA_SUCCESS ||
         (r = make_side3d(&c.dst, &dst_rows, p->dstMemoryType, p->dstHost, p->dstDevice,
-                         p->dstArray, p->reserved1, p->dstXInBytes, p->dstY, p->dstZ,
-                         p->dstPitch, p->dstHeight, p)) != CUDA_SUCCESS)
+                         p->reserved1, p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch,
+                         p->dstHeight, p)) != CUDA_SUCCESS)
         return r;
     c.width = p->WidthInBytes;
     if (p->Depth <= 1 || (src_rows == p->Height && dst_rows == p->Height)) {
@@ -311,6 +349,32 @@ static CUresult memcpy3d(const CUDA_MEMCPY3D *p, CUstream stream, int ptds)
     return r;
 }
 
+CUresult gl_copy3d_ends(const CUDA_MEMCPY3D *p, int dev[2], uint64_t addr[2])
+{
+    side s, d;
+    size_t src_rows, dst_rows;
+    uint64_t s_step, d_step;
+    CUresult r;
+
+    if (p == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = make_side3d(&s, &src_rows, p->srcMemoryType, p->srcHost, p->srcDevice,
+                         p->reserved0, p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch,
+                         p->srcHeight, p)) != CUDA_SUCCESS ||
+        (r = make_side3d(&d, &dst_rows, p->dstMemoryType, p->dstHost, p->dstDevice,
+                         p->reserved1, p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch,
+                         p->dstHeight, p)) != CUDA_SUCCESS)
+        return r;
+    if (__builtin_mul_overflow((uint64_t)src_rows, (uint64_t)s.pitch, &s_step) ||
+        __builtin_mul_overflow((uint64_t)dst_rows, (uint64_t)d.pitch, &d_step) ||
+        (r = check_extent(&s, s_step, p)) != CUDA_SUCCESS ||
+        (r = check_extent(&d, d_step, p)) != CUDA_SUCCESS)
+        return r == CUDA_SUCCESS ? CUDA_ERROR_INVALID_VALUE : r;
+    dev[0] = s.dev, addr[0] = s.addr;
+    dev[1] = d.dev, addr[1] = d.addr;
+    return CUDA_SUCCESS;
+}
+
 CUresult gls_cuMemcpy3D(const CUDA_MEMCPY3D *pCopy, int ptds)
 {
     return memcpy3d(pCopy, NULL, ptds);
@@ -318,6 +382,9 @@ CUresult gls_cuMemcpy3D(const CUDA_MEMCPY3D *pCopy, int ptds)
 
 CUresult gls_cuMemcpy3DAsync(const CUDA_MEMCPY3D *pCopy, CUstream hStream, int ptds)
 {
+    CUresult r;
+    if (pCopy != NULL && gl_capture_memcpy(hStream, ptds, pCopy, &r))
+        return r;
     return memcpy3d(pCopy, hStream, ptds);
 }
 
@@ -348,7 +415,11 @@ static CUresult memset2d(CUdeviceptr dst, size_t pitch, unsigned int value, size
                          int ptds)
 {
     uint64_t row_bytes, span;
+    CUresult cr;
+    const CUDA_MEMSET_NODE_PARAMS node = {dst, pitch, value, elem, width, height};
 
+    if (async && gl_capture_memset(stream, ptds, &node, &cr))
+        return cr;
     if (width == 0 || height == 0)
         return CUDA_SUCCESS;
     if (__builtin_mul_overflow((uint64_t)width, (uint64_t)elem, &row_bytes) ||

@@ -73,7 +73,9 @@ CUresult gli_cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice d
         return r;
     if (pi == NULL || attrib < 0 || attrib >= GL_DEVICE_ATTR_SLOTS)
         return CUDA_ERROR_INVALID_VALUE;
-    *pi = d->attrs[attrib];
+    if (gl_managed_device_attribute(attrib, pi)) /* mapped and managed memory: managed.c */
+        return CUDA_SUCCESS;
+    *pi = gl_refused_attribute(attrib) ? 0 : d->attrs[attrib];
     return CUDA_SUCCESS;
 }
 

@@ -3,7 +3,10 @@
  * function's layout (module.c) and sends one glLaunch record. The `extra`
  * form (a ready buffer) is sent as given. cuLaunchKernelEx is the same launch
  * described by a CUlaunchConfig; with a thread-block cluster it is one
- * glLaunchCluster record. The cluster occupancy queries ask the server.
+ * glLaunchCluster record; a cooperative one (cuLaunchCooperativeKernel, or
+ * the COOPERATIVE attribute) one glLaunchCooperative record, once the grid is
+ * known to fit at once (cooperative.c). The cluster occupancy queries ask the
+ * server.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,13 +79,75 @@ typedef struct {
     unsigned grid[3], block[3], cluster[3];
     unsigned shared;
     CUstream stream;
+    int cooperative; /* every block resident at once (glLaunchCooperative) */
 } launch_shape;
+
+CUresult gl_launch_params(uint64_t f, void **kernelParams, void **extra, uint8_t **packed,
+                          const void **buf, size_t *size)
+{
+    const gl_layout *l;
+    CUresult r;
+
+    *packed = NULL;
+    *buf = NULL;
+    *size = 0;
+    /* An `extra` holding only the end marker gives nothing. */
+    if (extra != NULL && extra[0] == GL_CU_LAUNCH_PARAM_END)
+        extra = NULL;
+    if (extra != NULL) {
+        if (kernelParams != NULL)
+            return CUDA_ERROR_INVALID_VALUE;
+        return parse_extra(extra, buf, size);
+    }
+    if ((r = gl_func_layout(f, &l)) != CUDA_SUCCESS)
+        return r;
+    if (l->count > 0 && kernelParams == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (l->total > 0 && (*packed = calloc(1, l->total)) == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (uint32_t i = 0; i < l->count; i++) {
+        if (kernelParams[i] == NULL && l->size[i] > 0) {
+            free(*packed);
+            *packed = NULL;
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        memcpy(*packed + l->offset[i], kernelParams[i], l->size[i]);
+    }
+    *buf = *packed;
+    *size = l->total;
+    return CUDA_SUCCESS;
+}
+
+CUresult gl_launch_heap(uint64_t f, int ptds)
+{
+    const gl_layout *l;
+
+    if (gl_func_layout(f, &l) != CUDA_SUCCESS || !l->heap)
+        return CUDA_SUCCESS; /* (an error of asking is gl_launch_params' to report) */
+    return gl_devheap_before_launch(ptds);
+}
+
+/* Over the kernel's launch bounds: INVALID_VALUE, as numba's test of launch
+ * bounds expects of a GPU (for cudart's launches too). Known from the layout,
+ * which a launch with `extra` does not fetch. */
+static CUresult within_launch_bounds(uint64_t f, const unsigned b[3], void **extra)
+{
+    const gl_layout *l;
+    CUresult r;
+
+    if (extra != NULL && extra[0] != GL_CU_LAUNCH_PARAM_END)
+        return CUDA_SUCCESS;
+    if ((r = gl_func_layout(f, &l)) != CUDA_SUCCESS)
+        return r;
+    if (l->max_threads != 0 && (uint64_t)b[0] * b[1] * b[2] > l->max_threads)
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
 
 static CUresult launch(CUfunction f, const launch_shape *s, void **kernelParams, void **extra,
                        int ptds)
 {
     const unsigned *g = s->grid, *b = s->block, *c = s->cluster;
-    const gl_layout *l;
     const void *buf = NULL;
     uint8_t *packed = NULL;
     size_t size = 0;
@@ -98,32 +163,18 @@ static CUresult launch(CUfunction f, const launch_shape *s, void **kernelParams,
         return launch_config_error();
     if ((r = check_launch_limits(g[0], g[1], g[2], b[0], b[1], b[2])) != CUDA_SUCCESS)
         return r;
-    /* An `extra` holding only the end marker gives nothing. */
-    if (extra != NULL && extra[0] == GL_CU_LAUNCH_PARAM_END)
-        extra = NULL;
-    if (extra != NULL) {
-        if (kernelParams != NULL)
-            return CUDA_ERROR_INVALID_VALUE;
-        if ((r = parse_extra(extra, &buf, &size)) != CUDA_SUCCESS)
-            return r;
-    } else {
-        if ((r = gl_func_layout((uint64_t)(uintptr_t)f, &l)) != CUDA_SUCCESS)
-            return r;
-        if (l->count > 0 && kernelParams == NULL)
-            return CUDA_ERROR_INVALID_VALUE;
-        if (l->total > 0 && (packed = calloc(1, l->total)) == NULL)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        for (uint32_t i = 0; i < l->count; i++) {
-            if (kernelParams[i] == NULL && l->size[i] > 0) {
-                free(packed);
-                return CUDA_ERROR_INVALID_VALUE;
-            }
-            memcpy(packed + l->offset[i], kernelParams[i], l->size[i]);
-        }
-        buf = packed;
-        size = l->total;
-    }
-    if (c[0] > 1 || c[1] > 1 || c[2] > 1)
+    if (s->cooperative && (r = gl_cooperative_fits(f, g, b, s->shared, ptds)) != CUDA_SUCCESS)
+        return r;
+    if ((r = within_launch_bounds(fh, b, extra)) != CUDA_SUCCESS)
+        return r;
+    if ((r = gl_launch_heap(fh, ptds)) != CUDA_SUCCESS)
+        return r;
+    if ((r = gl_launch_params(fh, kernelParams, extra, &packed, &buf, &size)) != CUDA_SUCCESS)
+        return r;
+    if (s->cooperative)
+        r = glw_glLaunchCooperative(f, g[0], g[1], g[2], b[0], b[1], b[2], s->shared, s->stream,
+                                    buf, size, ptds);
+    else if (c[0] > 1 || c[1] > 1 || c[2] > 1)
         r = glw_glLaunchCluster(f, g[0], g[1], g[2], b[0], b[1], b[2], s->shared, s->stream,
                                 c[0], c[1], c[2], buf, size, ptds);
     else
@@ -140,8 +191,19 @@ CUresult gls_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gr
                             void **extra, int ptds)
 {
     const launch_shape s = {{gridDimX, gridDimY, gridDimZ}, {blockDimX, blockDimY, blockDimZ},
-                            {0, 0, 0}, sharedMemBytes, hStream};
+                            {0, 0, 0}, sharedMemBytes, hStream, 0};
     return launch(f, &s, kernelParams, extra, ptds);
+}
+
+CUresult gls_cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
+                                       unsigned int gridDimY, unsigned int gridDimZ,
+                                       unsigned int blockDimX, unsigned int blockDimY,
+                                       unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                       CUstream hStream, void **kernelParams, int ptds)
+{
+    const launch_shape s = {{gridDimX, gridDimY, gridDimZ}, {blockDimX, blockDimY, blockDimZ},
+                            {0, 0, 0}, sharedMemBytes, hStream, 1};
+    return launch(f, &s, kernelParams, NULL, ptds);
 }
 
 /* Launch attributes that change nothing a program can observe on gleam's
@@ -154,7 +216,8 @@ CUresult gls_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gr
  * predecessor, which is always correct (its griddepcontrol.wait then returns
  * at once). Scheduling policies, memory-sync domains and preferred cluster
  * shapes are hints. */
-static CUresult check_attribute(const CUlaunchAttribute *a, unsigned cluster[3])
+static CUresult check_attribute(const CUlaunchAttribute *a, unsigned cluster[3],
+                                int *cooperative)
 {
     switch (a->id) {
     case GL_CU_LAUNCH_ATTRIBUTE_IGNORE:
@@ -171,9 +234,8 @@ static CUresult check_attribute(const CUlaunchAttribute *a, unsigned cluster[3])
     case GL_CU_LAUNCH_ATTRIBUTE_PORTABLE_CLUSTER_SIZE_MODE:
         return CUDA_SUCCESS;
     case GL_CU_LAUNCH_ATTRIBUTE_COOPERATIVE:
-        if (a->value.cooperative == 0)
-            return CUDA_SUCCESS;
-        break;
+        *cooperative = a->value.cooperative != 0; /* the last one stands */
+        return CUDA_SUCCESS;
     case GL_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
         /* The last one stands. A shape with a zero beside a larger extent goes
          * to the serving driver, which says what is wrong with it. */
@@ -187,16 +249,24 @@ static CUresult check_attribute(const CUlaunchAttribute *a, unsigned cluster[3])
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-/* The cluster a configuration gives ({0, 0, 0}: none), or why not. */
-static CUresult config_cluster(const CUlaunchConfig *config, unsigned cluster[3])
+/* The cluster a configuration gives ({0, 0, 0}: none) and whether it is
+ * cooperative, or why not. A cooperative grid of clusters is not forwarded. */
+static CUresult config_cluster(const CUlaunchConfig *config, unsigned cluster[3],
+                               int *cooperative)
 {
     cluster[0] = cluster[1] = cluster[2] = 0;
+    *cooperative = 0;
     if (config == NULL || (config->numAttrs > 0 && config->attrs == NULL))
         return CUDA_ERROR_INVALID_VALUE;
     for (unsigned int i = 0; i < config->numAttrs; i++) {
-        CUresult r = check_attribute(&config->attrs[i], cluster);
+        CUresult r = check_attribute(&config->attrs[i], cluster, cooperative);
         if (r != CUDA_SUCCESS)
             return r;
+    }
+    if (*cooperative && (cluster[0] > 1 || cluster[1] > 1 || cluster[2] > 1)) {
+        gl_log(GL_LOG_ERROR, "cuLaunchKernelEx", "cuLaunchKernelEx: a cooperative launch in "
+               "thread-block clusters is not supported");
+        return CUDA_ERROR_NOT_SUPPORTED;
     }
     return CUDA_SUCCESS;
 }
@@ -205,7 +275,8 @@ CUresult gli_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void *
                               void **extra, int ptds)
 {
     unsigned c[3];
-    CUresult r = config_cluster(config, c);
+    int coop;
+    CUresult r = config_cluster(config, c, &coop);
 
     if (r != CUDA_SUCCESS || (r = gl_ready()) != CUDA_SUCCESS)
         return r;
@@ -213,7 +284,8 @@ CUresult gli_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void *
                             {config->blockDimX, config->blockDimY, config->blockDimZ},
                             {c[0], c[1], c[2]},
                             config->sharedMemBytes,
-                            config->hStream};
+                            config->hStream,
+                            coop};
     return launch(f, &s, kernelParams, extra, ptds);
 }
 
@@ -225,9 +297,11 @@ static CUresult cluster_query(int *value, CUfunction func, unsigned query,
                               const CUlaunchConfig *config, int ptds)
 {
     unsigned c[3];
+    int coop;
     uint64_t fh;
-    CUresult r = config_cluster(config, c);
+    CUresult r = config_cluster(config, c, &coop);
 
+    (void)coop; /* occupancy does not depend on it */
     if (r != CUDA_SUCCESS)
         return r;
     if (value == NULL)

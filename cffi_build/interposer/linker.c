@@ -1,31 +1,46 @@
 /*
  * linker.c — cuLinkCreate / AddData / AddFile / Complete / Destroy, answered
- * in the interposer. A link of exactly one image (PTX, cubin or fatbin)
- * completes to that image, unchanged: loading it (cuModuleLoadData,
- * cuLibraryLoadData) then does on the serving device what the driver's link
- * would have done, the JIT of its PTX included, on either backend. numba-cuda
- * links this way when nvJitLink is absent (cuda.core falls back to cuLink*):
- * one PTX module per kernel. Linking two or more images needs a real linker
- * and is CUDA_ERROR_NOT_SUPPORTED with one stderr line that says so. JIT
- * options are accepted and ignored, except the outputs they ask for: the
- * log buffers come back empty and the wall time as 0.
+ * in the interposer: the device that will run the code is the serving one,
+ * so the link happens there, when the result is loaded. A link of exactly
+ * one PTX, cubin or fatbin image completes to that image, unchanged (loading
+ * it then does on the serving device what the driver's link would have done,
+ * the JIT of its PTX included). Any other link (several inputs, or an object
+ * or library) completes to a *link image* (gl_linkimage.h) that keeps every
+ * input and the options the serving linker may take: the host device links
+ * their PTX itself, the cuda backend runs the real driver's linker on them
+ * (docs/cuda-forwarding.md, "Linking"). Errors a link can have (an undefined
+ * or twice-defined name, an input the device cannot run) are therefore
+ * reported by the load of the image, with the server's line on stderr. LTO
+ * IR (CU_JIT_INPUT_NVVM) is refused with a line. The other JIT options are
+ * accepted and ignored; the log buffers come back empty, the wall time 0.
  *
  * Ownership: a CUlinkState is a gl_link that this file mallocs; it owns its
- * input copy and the completed image, which stays valid until cuLinkDestroy
- * (as the driver's does). No global state.
+ * inputs' copies and the completed image, which stays valid until
+ * cuLinkDestroy (as the driver's does). No global state.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gl_client_gen.h"
+#include "gl_linkimage.h"
 #include "internal.h"
 
 typedef struct {
-    unsigned inputs;  /* images added so far */
-    CUjitInputType type;
-    uint8_t *image;   /* the first input; NUL-terminated when PTX */
+    uint32_t type; /* CUjitInputType */
+    uint8_t *data;
     size_t size;
+    char *name;
+} gl_link_part;
+
+typedef struct {
+    gl_link_part parts[GL_LINK_MAX_INPUTS];
+    unsigned nparts;
+    uint32_t opts[GL_LINK_MAX_OPTIONS][2]; /* what the serving linker takes */
+    unsigned nopts;
+    uint8_t *image; /* the completed image: the one part's data, or a link image */
+    size_t size;
+    int image_owned;
 } gl_link;
 
 /* Writes what the driver would write into its output options. */
@@ -62,6 +77,17 @@ static void answer_options(unsigned int n, const CUjit_option *options, void **v
     }
 }
 
+/* Keeps the options of cuLinkCreate that change the code the serving linker
+ * makes (gl_link_option_kept), with their integer values. */
+static void keep_options(gl_link *l, unsigned int n, const CUjit_option *options, void **values)
+{
+    for (unsigned int i = 0; i < n && options != NULL && values != NULL; i++)
+        if (gl_link_option_kept((uint32_t)options[i]) && l->nopts < GL_LINK_MAX_OPTIONS) {
+            l->opts[l->nopts][0] = (uint32_t)options[i];
+            l->opts[l->nopts++][1] = (uint32_t)(uintptr_t)values[i];
+        }
+}
+
 CUresult gli_cuLinkCreate(unsigned int numOptions, CUjit_option *options, void **optionValues,
                           CUlinkState *stateOut, int ptds)
 {
@@ -71,35 +97,44 @@ CUresult gli_cuLinkCreate(unsigned int numOptions, CUjit_option *options, void *
     gl_link *l = calloc(1, sizeof *l);
     if (l == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    keep_options(l, numOptions, options, optionValues);
     answer_options(numOptions, options, optionValues);
     *stateOut = (CUlinkState)l;
     return CUDA_SUCCESS;
 }
 
 static CUresult add(gl_link *l, CUjitInputType type, const void *data, size_t size,
-                    const char *name)
+                    const char *name, const char *entry)
 {
-    if (type != GL_CU_JIT_INPUT_PTX && type != GL_CU_JIT_INPUT_CUBIN
-        && type != GL_CU_JIT_INPUT_FATBINARY) {
-        gl_log(GL_LOG_ERROR, "cuLinkAddData", "cuLinkAdd%s: input kind %d (%s) is not "
-               "supported; gleam links one PTX, cubin or fatbin image", name ? "Data" : "File",
-               type, name ? name : "?");
+    if ((unsigned)type > GL_CU_JIT_INPUT_LIBRARY) {
+        gl_log(GL_LOG_ERROR, entry, "%s: input kind %d (%s) is not supported; gleam links "
+               "PTX, cubin, fatbin, object and library inputs (not LTO IR)", entry, type, name);
         return CUDA_ERROR_NOT_SUPPORTED;
     }
-    if (l->inputs > 0) {
-        l->inputs++; /* refused at cuLinkComplete, which can say why */
-        return CUDA_SUCCESS;
+    if (l->image != NULL)
+        return CUDA_ERROR_INVALID_VALUE; /* completed already */
+    if (l->nparts == GL_LINK_MAX_INPUTS) {
+        gl_log(GL_LOG_ERROR, entry, "%s: more than %d inputs to one link", entry,
+               GL_LINK_MAX_INPUTS);
+        return CUDA_ERROR_NOT_SUPPORTED;
     }
-    l->image = malloc(size + 1);
-    if (l->image == NULL)
+    if (type == GL_CU_JIT_INPUT_PTX) /* the text, without what follows its NUL */
+        size = strnlen((const char *)data, size);
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    gl_link_part *p = &l->parts[l->nparts];
+    p->data = malloc(size + 1);
+    p->name = strndup(name, GL_LINK_MAX_NAME);
+    if (p->data == NULL || p->name == NULL) {
+        free(p->data);
+        free(p->name);
         return CUDA_ERROR_OUT_OF_MEMORY;
-    memcpy(l->image, data, size);
-    l->image[size] = 0;
-    l->inputs = 1;
-    l->type = type;
-    l->size = size;
-    if (type == GL_CU_JIT_INPUT_PTX)
-        l->size = strlen((const char *)l->image) + 1; /* the text and its NUL */
+    }
+    memcpy(p->data, data, size);
+    p->data[size] = 0;
+    p->size = size;
+    p->type = (uint32_t)type;
+    l->nparts++;
     return CUDA_SUCCESS;
 }
 
@@ -111,7 +146,7 @@ CUresult gli_cuLinkAddData(CUlinkState state, CUjitInputType type, void *data, s
     if (state == NULL || data == NULL || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     answer_options(numOptions, options, optionValues);
-    return add((gl_link *)state, type, data, size, name != NULL ? name : "");
+    return add((gl_link *)state, type, data, size, name != NULL ? name : "", "cuLinkAddData");
 }
 
 CUresult gli_cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path,
@@ -146,10 +181,17 @@ CUresult gli_cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *p
     CUresult r = CUDA_ERROR_FILE_NOT_FOUND;
     if (!failed && len > 0) {
         answer_options(numOptions, options, optionValues);
-        r = add((gl_link *)state, type, buf, len, NULL);
+        r = add((gl_link *)state, type, buf, len, path, "cuLinkAddFile");
     }
     free(buf);
     return r;
+}
+
+/* One PTX, cubin or fatbin image is its own link; anything else is kept
+ * whole for the serving device's linker. */
+static int links_to_itself(const gl_link *l)
+{
+    return l->nparts == 1 && l->parts[0].type <= GL_CU_JIT_INPUT_FATBINARY;
 }
 
 CUresult gli_cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut, int ptds)
@@ -157,14 +199,22 @@ CUresult gli_cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut,
     gl_link *l = (gl_link *)state;
 
     (void)ptds;
-    if (l == NULL || cubinOut == NULL || sizeOut == NULL)
+    if (l == NULL || cubinOut == NULL || sizeOut == NULL || l->nparts == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    if (l->inputs == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (l->inputs > 1) {
-        gl_log(GL_LOG_ERROR, "cuLinkComplete", "cuLinkComplete: linking %u images is not "
-               "supported; gleam links one PTX, cubin or fatbin image", l->inputs);
-        return CUDA_ERROR_NOT_SUPPORTED;
+    if (l->image == NULL && links_to_itself(l)) {
+        l->image = l->parts[0].data;
+        /* PTX: the text and its NUL, as the driver's loaders read it */
+        l->size = l->parts[0].size + (l->parts[0].type == GL_CU_JIT_INPUT_PTX);
+    } else if (l->image == NULL) {
+        gl_link_input in[GL_LINK_MAX_INPUTS];
+        for (unsigned k = 0; k < l->nparts; k++)
+            in[k] = (gl_link_input){l->parts[k].type, 0, l->parts[k].data, l->parts[k].size,
+                                    l->parts[k].name, (uint32_t)strlen(l->parts[k].name)};
+        l->size = gl_link_image_build(in, l->nparts, &l->opts[0][0], l->nopts,
+                                      GL_LINK_ORIGIN_LINKER, &l->image);
+        if (l->size == 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        l->image_owned = 1;
     }
     *cubinOut = l->image;
     *sizeOut = l->size;
@@ -178,7 +228,12 @@ CUresult gli_cuLinkDestroy(CUlinkState state, int ptds)
     (void)ptds;
     if (l == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    free(l->image);
+    if (l->image_owned)
+        free(l->image);
+    for (unsigned k = 0; k < l->nparts; k++) {
+        free(l->parts[k].data);
+        free(l->parts[k].name);
+    }
     free(l);
     return CUDA_SUCCESS;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gl_client_gen.h"
+#include "graph.h"
 #include "internal.h"
 
 CUresult gls_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize, int ptds)
@@ -37,6 +38,12 @@ CUresult gls_cuMemFree(CUdeviceptr dptr, int ptds)
      * cudart statically (cuBLAS) start it with cudaFree(0). */
     if (dptr == 0)
         return CUDA_SUCCESS;
+    if (gl_graphmem_program_free(dptr))
+        return CUDA_SUCCESS; /* a graph's memory: freed, its address kept for the graph */
+    gl_mirror_info m;
+    if (gl_mirror_by_dev(dptr, &m)) /* managed memory is freed here; mapped host memory not */
+        return m.kind == GL_MIRROR_MANAGED && m.dev == dptr
+                   ? gl_mirror_free(GL_MIRROR_MANAGED, m.view) : CUDA_ERROR_INVALID_VALUE;
     if (!gl_va_is_base(dptr))
         return CUDA_ERROR_INVALID_VALUE;
     /* The free record goes out before the range can be handed out again, so
@@ -144,6 +151,36 @@ static CUresult host_attribute(void *data, CUpointer_attribute attribute, uint64
     }
 }
 
+/* Mapped and managed memory (mirror.c). Registered memory has two
+ * addresses, and which one was asked about says which range to answer; the
+ * rest is what device or host memory answers. */
+static CUresult mirror_attribute(void *data, CUpointer_attribute attribute, uint64_t ptr,
+                                 const gl_mirror_info *m)
+{
+    int by_dev = ptr - m->dev < m->size;
+    uint64_t base = by_dev ? m->dev : (uint64_t)(uintptr_t)m->view;
+
+    switch (attribute) {
+    case GL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = m->kind == GL_MIRROR_MANAGED ? GL_CU_MEMORYTYPE_DEVICE
+                                                             : GL_CU_MEMORYTYPE_HOST;
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = m->dev + (ptr - base);
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        *(void **)data = m->view + (ptr - base);
+        return CUDA_SUCCESS;
+    case GL_CU_POINTER_ATTRIBUTE_IS_MANAGED: /* CUDA documents it as a bool */
+        *(bool *)data = m->kind == GL_MIRROR_MANAGED;
+        return CUDA_SUCCESS;
+    default: {
+        CUresult r = device_attribute(data, attribute, ptr, base, m->size);
+        return r == CUDA_ERROR_NOT_SUPPORTED ? CUDA_ERROR_INVALID_VALUE : r;
+    }
+    }
+}
+
 CUresult gls_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr,
                                    int ptds)
 {
@@ -151,12 +188,22 @@ CUresult gls_cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CU
     uintptr_t hbase;
     size_t hsize;
 
-    (void)ptds;
     if (data == NULL)
         return CUDA_ERROR_INVALID_VALUE;
+    gl_mirror_info m;
+    const void *p = (const void *)(uintptr_t)ptr;
+    unsigned int flags = 0;
+    /* Mapped registered memory has its device address once asked for (pinned.c). */
+    if (attribute == GL_CU_POINTER_ATTRIBUTE_DEVICE_POINTER && !gl_va_find(ptr, NULL, NULL)
+        && !gl_mirror_by_view(p, &m)
+        && gli_cuMemHostGetFlags(&flags, (void *)p, ptds) == CUDA_SUCCESS
+        && (flags & GL_CU_MEMHOSTREGISTER_DEVICEMAP))
+        gl_pinned_map(p);
+    if (gl_mirror_by_dev(ptr, &m) || gl_mirror_by_view(p, &m))
+        return mirror_attribute(data, attribute, ptr, &m);
     if (gl_va_find(ptr, &base, &size))
         return device_attribute(data, attribute, ptr, base, size);
-    if (!gl_pinned_find((const void *)(uintptr_t)ptr, &hbase, &hsize))
+    if (!gl_pinned_find(p, &hbase, &hsize))
         return CUDA_ERROR_INVALID_VALUE;
     return host_attribute(data, attribute, ptr, hbase, hsize);
 }

@@ -17,6 +17,7 @@
 
 #include "gl_calls.h"
 #include "gl_client_gen.h"
+#include "graph.h"
 #include "internal.h"
 
 #define GL_POOL_DEVICES 64
@@ -264,6 +265,9 @@ static CUresult alloc_from(CUdeviceptr *dptr, size_t bytesize, uint64_t pool_han
         return r;
     if (dptr == NULL)
         return CUDA_ERROR_INVALID_VALUE;
+    /* Allocated in a capture: a memory alloc node, its address fixed now. */
+    if (gl_capture_alloc(hStream, ptds, dptr, bytesize, &r))
+        return r;
     pthread_mutex_lock(&g_lock);
     if (g_owner == NULL)
         g_owner = gl_hmap_new();
@@ -316,6 +320,10 @@ CUresult gls_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream, int ptds)
 
     if ((r = gl_check_handle(GL_H_STREAM, (uint64_t)(uintptr_t)hStream)) != CUDA_SUCCESS)
         return r;
+    if (gl_capture_free(hStream, ptds, dptr, &r))
+        return r; /* a memory free node */
+    if (gl_graphmem_program_free(dptr))
+        return CUDA_SUCCESS; /* a graph's memory: freed, its address kept for the graph */
     if (!gl_va_is_base(dptr) || !gl_va_find(dptr, &base, &size))
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = gli_cuMemFree(dptr, ptds)) != CUDA_SUCCESS)

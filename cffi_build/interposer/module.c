@@ -12,16 +12,24 @@
 #include "gl_calls.h"
 #include "gl_client_gen.h"
 #include "internal.h"
+#include "ptx_devrt.h"
 
 typedef struct {
     pthread_mutex_t lock; /* guards known/layout while fetching */
     int known;
     gl_layout layout;
+    char *name; /* the entry's (cuFuncGetName) */
 } func;
+
+typedef struct {
+    int known;
+    gl_layout layout;
+    char *name; /* the entry's (cuKernelGetName) */
+} kernel_entry;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static gl_hmap *g_images;  /* module/library -> gl_entries* (PTX only) */
-static gl_hmap *g_kernels; /* CUkernel -> gl_layout* (NULL: unknown) */
+static gl_hmap *g_kernels; /* CUkernel -> kernel_entry* */
 static gl_hmap *g_funcs;   /* CUfunction -> func* */
 
 static void make_maps(void)
@@ -37,12 +45,12 @@ static int maps(void)
     return g_images && g_kernels && g_funcs ? 0 : -1;
 }
 
-/* Registers a new handle's layout (a copy; NULL: unknown). */
-static CUresult add_func(uint64_t h, const gl_layout *layout)
+/* Registers a new handle's layout (a copy; NULL: unknown) and entry name. */
+static CUresult add_func(uint64_t h, const gl_layout *layout, const char *name)
 {
     func *f = calloc(1, sizeof *f);
 
-    if (f == NULL || maps() != 0)
+    if (f == NULL || maps() != 0 || (f->name = strdup(name)) == NULL)
         goto oom;
     pthread_mutex_init(&f->lock, NULL);
     if (layout != NULL) {
@@ -54,6 +62,10 @@ static CUresult add_func(uint64_t h, const gl_layout *layout)
         goto oom;
     return CUDA_SUCCESS;
 oom:
+    if (f != NULL) {
+        gl_layout_free(&f->layout);
+        free(f->name);
+    }
     free(f);
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -62,6 +74,17 @@ oom:
 /* One image at a time may be in parts on the wire: the parts of two images
  * loaded by two threads must not interleave (exec_images.c keeps one stage). */
 static pthread_mutex_t g_stage_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Graph descriptions are staged the same way (graph_exec.c). */
+void gl_stage_lock(void)
+{
+    pthread_mutex_lock(&g_stage_lock);
+}
+
+void gl_stage_unlock(void)
+{
+    pthread_mutex_unlock(&g_stage_lock);
+}
 
 /* An image of more than one copy chunk goes as parts, then a staged load. */
 static CUresult send_image(void **handle, const void *image, size_t size, int is_lib, int ptds)
@@ -85,16 +108,21 @@ static CUresult send_image(void **handle, const void *image, size_t size, int is
 static CUresult load(void **handle, const void *image, int is_lib, int ptds)
 {
     size_t size;
-    int is_ptx;
+    int is_ptx = 0;
     gl_entries *e = NULL;
+    uint8_t *linked = NULL; /* a registration of relocatable code, as a link image */
     CUresult r = gl_ready();
 
     if (r != CUDA_SUCCESS)
         return r;
     if (handle == NULL || image == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    image = gl_image_unwrap(image);
-    if ((r = gl_image_size(image, &size, &is_ptx)) != CUDA_SUCCESS)
+    r = gl_rdc_image(image, &linked, &size);
+    if (r == CUDA_SUCCESS)
+        image = linked;
+    else if (r != CUDA_ERROR_NOT_FOUND)
+        return r;
+    else if ((r = gl_image_size(image = gl_image_unwrap(image), &size, &is_ptx)) != CUDA_SUCCESS)
         return r;
     if (is_ptx && (e = calloc(1, sizeof *e)) != NULL && gl_ptx_entries(image, e) != 0) {
         free(e); /* unparsable PTX: the server will say what is wrong with it */
@@ -108,6 +136,7 @@ static CUresult load(void **handle, const void *image, int is_lib, int ptds)
         gl_entries_free(e);
         free(e);
     }
+    free(linked);
     return r;
 }
 
@@ -151,27 +180,31 @@ CUresult gli_cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *n
 
     if (r != CUDA_SUCCESS)
         return r;
-    return add_func((uint64_t)(uintptr_t)*hfunc, image_layout((uint64_t)(uintptr_t)hmod, name));
+    return add_func((uint64_t)(uintptr_t)*hfunc, image_layout((uint64_t)(uintptr_t)hmod, name),
+                    name);
 }
 
 CUresult gli_cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name, int ptds)
 {
     CUresult r = glw_cuLibraryGetKernel(pKernel, library, name, ptds);
-    const gl_layout *l;
-    gl_layout *copy = NULL;
+    kernel_entry *k;
 
     if (r != CUDA_SUCCESS)
         return r;
-    l = image_layout((uint64_t)(uintptr_t)library, name);
-    if (l != NULL && ((copy = malloc(sizeof *copy)) == NULL || gl_layout_copy(copy, l) != 0)) {
-        free(copy);
+    if (maps() != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    const gl_layout *l = image_layout((uint64_t)(uintptr_t)library, name);
+    if ((k = calloc(1, sizeof *k)) == NULL || (k->name = strdup(name)) == NULL
+        || (l != NULL && gl_layout_copy(&k->layout, l) != 0)
+        || gl_hmap_put(g_kernels, (uint64_t)(uintptr_t)*pKernel, k) != 0) {
+        if (k != NULL) {
+            gl_layout_free(&k->layout);
+            free(k->name);
+        }
+        free(k);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (copy != NULL && gl_hmap_put(g_kernels, (uint64_t)(uintptr_t)*pKernel, copy) != 0) {
-        gl_layout_free(copy);
-        free(copy);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    k->known = l != NULL;
     return CUDA_SUCCESS;
 }
 
@@ -181,8 +214,45 @@ CUresult gli_cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel, int ptds)
 
     if (r != CUDA_SUCCESS)
         return r;
-    const gl_layout *l = maps() == 0 ? gl_hmap_get(g_kernels, (uint64_t)(uintptr_t)kernel) : NULL;
-    return add_func((uint64_t)(uintptr_t)*pFunc, l);
+    const kernel_entry *k = maps() == 0 ? gl_hmap_get(g_kernels, (uint64_t)(uintptr_t)kernel) : NULL;
+    if (k == NULL) /* the server minted it, so the client made it: cannot happen */
+        return CUDA_ERROR_INVALID_HANDLE;
+    return add_func((uint64_t)(uintptr_t)*pFunc, k->known ? &k->layout : NULL, k->name);
+}
+
+/* The entry names, kept when the handles were made (CUDA 12.3). A CUkernel
+ * may stand for its function here too, as in launches. */
+CUresult gls_cuKernelGetName(const char **name, CUkernel hfunc, int ptds)
+{
+    (void)ptds;
+    CUresult r = gl_check_handle(GL_H_KERNEL, (uint64_t)(uintptr_t)hfunc);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (name == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    const kernel_entry *k = maps() == 0 ? gl_hmap_get(g_kernels, (uint64_t)(uintptr_t)hfunc) : NULL;
+    if (k == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *name = k->name;
+    return CUDA_SUCCESS;
+}
+
+CUresult gls_cuFuncGetName(const char **name, CUfunction hfunc, int ptds)
+{
+    uint64_t h = (uint64_t)(uintptr_t)hfunc;
+
+    if (gl_check_handle(GL_H_KERNEL, h) == CUDA_SUCCESS)
+        return gls_cuKernelGetName(name, (CUkernel)hfunc, ptds);
+    CUresult r = gl_check_handle(GL_H_FUNC, h);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (name == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    const func *f = maps() == 0 ? gl_hmap_get(g_funcs, h) : NULL;
+    if (f == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *name = f->name;
+    return CUDA_SUCCESS;
 }
 
 /* CUDA 12 lets a CUkernel stand for the CUfunction of the current context in
@@ -218,17 +288,35 @@ CUresult gl_launchable(uint64_t h, uint64_t *func)
     return r;
 }
 
-/* Asks the server for parameters 0, 1, 2 … until it answers INVALID_VALUE
- * (the end of the list). Any other error is returned and nothing cached, so
- * a deferred error of earlier work surfaces here and the next call retries. */
+/* The bits of glFuncDevrt's answer that need the device heap. */
+#define USES_HEAP ((1u << PTX_BI_MALLOC) | (1u << PTX_BI_FREE))
+
+/* Asks the server for the function's threads per block (its launch bounds,
+ * which launch.c checks), then for parameters 0, 1, 2 … until it answers
+ * INVALID_VALUE (the end of the list), then which of the device runtime's
+ * built-ins the function calls. Any other error is returned and nothing
+ * cached, so a deferred error of earlier work surfaces here and the next call
+ * retries. */
 static CUresult fetch(uint64_t h, gl_layout *out)
 {
+    int max_threads = 0;
     memset(out, 0, sizeof *out);
+    CUresult r = glw_cuFuncGetAttribute(&max_threads, GL_FUNC_ATTR_MAX_THREADS_PER_BLOCK,
+                                        (CUfunction)(uintptr_t)h, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
     for (size_t i = 0;; i++) {
         size_t off = 0, size = 0;
-        CUresult r = glw_cuFuncGetParamInfo((CUfunction)(uintptr_t)h, i, &off, &size, 0);
-        if (r == CUDA_ERROR_INVALID_VALUE)
-            return CUDA_SUCCESS;
+        r = glw_cuFuncGetParamInfo((CUfunction)(uintptr_t)h, i, &off, &size, 0);
+        if (r == CUDA_ERROR_INVALID_VALUE) {
+            unsigned uses = 0;
+            r = glw_glFuncDevrt(&uses, (CUfunction)(uintptr_t)h, 0);
+            if (r != CUDA_SUCCESS)
+                gl_layout_free(out);
+            out->max_threads = max_threads > 0 ? (uint32_t)max_threads : 0;
+            out->heap = (uses & USES_HEAP) != 0;
+            return r;
+        }
         if (r != CUDA_SUCCESS || off > UINT32_MAX || size > UINT32_MAX) {
             gl_layout_free(out);
             return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;

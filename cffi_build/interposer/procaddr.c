@@ -45,9 +45,15 @@ CUresult gl_unsupported_call(int slot)
     if (slot < g_used)
         name = g_names[slot];
     pthread_mutex_unlock(&g_lock);
-    if (atomic_exchange(&g_warned[slot], 1) == 0)
-        gl_log(GL_LOG_ERROR, name, "%s is not forwarded; returning CUDA_ERROR_NOT_SUPPORTED",
-               name);
+    if (atomic_exchange(&g_warned[slot], 1) == 0) {
+        const char *why = gl_refusal_reason(name);
+        if (why != NULL)
+            gl_log(GL_LOG_ERROR, name, "%s is not supported because %s; returning "
+                   "CUDA_ERROR_NOT_SUPPORTED", name, why);
+        else
+            gl_log(GL_LOG_ERROR, name, "%s is not forwarded; returning CUDA_ERROR_NOT_SUPPORTED",
+                   name);
+    }
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 

@@ -1,32 +1,27 @@
 /*
- * profiler.c — cuProfilerStart and cuProfilerStop. NVIDIA's driver hands them
- * to "the active profiling tool for the current context"; a forwarded context
- * has none (a profiler would have to run beside the serving device), so, as
- * the driver does without a tool, they have no effect. They still answer
- * CUDA_ERROR_INVALID_CONTEXT without a current context, the one error the
- * documentation gives them. No state.
+ * profiler.c — cuProfilerStart / cuProfilerStop (and cudart's
+ * cudaProfilerStart/Stop, which call them). They turn collection on and off
+ * for the active profiling tool; a program through gleam has none attached
+ * to its device (the device is another machine's), so each has nothing to do
+ * and succeeds, as NVIDIA's do without a tool. Documented errors kept: no
+ * current context is CUDA_ERROR_INVALID_CONTEXT. No state.
  */
-#include "gl_calls.h"
 #include "gl_client_gen.h"
 #include "internal.h"
 
-static CUresult profiler_control(void)
+static CUresult profiler_switch(void)
 {
-    uint64_t ctx = gl_ctx_current();
-
-    if (ctx == 0 || gl_check_handle(GL_H_CTX, ctx) != CUDA_SUCCESS)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    return CUDA_SUCCESS;
+    return gl_ctx_current() != 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 CUresult gls_cuProfilerStart(int ptds)
 {
     (void)ptds;
-    return profiler_control();
+    return profiler_switch();
 }
 
 CUresult gls_cuProfilerStop(int ptds)
 {
     (void)ptds;
-    return profiler_control();
+    return profiler_switch();
 }

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gl_launch_bounds.h"
+#include "gl_linkimage.h"
 #include "internal.h"
 
 #define FATBIN_MAGIC 0xBA55ED50u
@@ -61,6 +63,13 @@ CUresult gl_image_size(const void *image, size_t *size, int *is_ptx)
     if (le32(p) == FATBIN_MAGIC) {
         *size = (size_t)(le16(p + 6) + le64(p + 8));
         return CUDA_SUCCESS;
+    }
+    uint64_t linked; /* cuLinkComplete's image of several inputs (linker.c) */
+    if (gl_link_image_sniff(p, GL_LINK_HEADER, &linked)) {
+        *size = (size_t)linked;
+        return linked >= GL_LINK_HEADER + GL_LINK_TRAILER && linked <= SIZE_MAX / 2
+                   ? CUDA_SUCCESS
+                   : CUDA_ERROR_INVALID_IMAGE;
     }
     if (strstr(text, ".entry") == NULL && strstr(text, ".version") == NULL)
         return CUDA_ERROR_INVALID_IMAGE;
@@ -203,14 +212,73 @@ static int params(lexer *l, gl_layout *out)
     }
 }
 
+/* The launch bounds after an entry's parameters (.maxntid, .reqntid,
+ * .maxnreg: their numbers) give its threads per block; other performance
+ * directives are skipped. */
+static uint32_t bounds(lexer *l)
+{
+    const char *t;
+    size_t n;
+    uint32_t bound = 0, maxnreg = 0;
+
+    for (;;) {
+        lexer save = *l;
+        n = token(l, &t);
+        int threads = is(t, n, ".maxntid") || is(t, n, ".reqntid"), regs = is(t, n, ".maxnreg");
+        if (!threads && !regs && !is(t, n, ".minnctapersm") && !is(t, n, ".maxclusterrank")
+            && !is(t, n, ".reqnctapercluster") && !is(t, n, ".explicitcluster")
+            && !is(t, n, ".noreturn")) {
+            *l = save;
+            return gl_kernel_max_threads(bound, maxnreg);
+        }
+        uint64_t product = 1;
+        int extents = 0;
+        for (;;) {
+            save = *l;
+            n = token(l, &t);
+            if (n == 0 || !isdigit((unsigned char)*t)) {
+                *l = save;
+                break;
+            }
+            uint64_t v = strtoull(t, NULL, 0);
+            if (extents++ < 3)
+                product = v > GL_BLOCK_THREADS_MAX || product * v > GL_BLOCK_THREADS_MAX
+                              ? GL_BLOCK_THREADS_MAX + 1 : product * v;
+            save = *l;
+            if ((n = token(l, &t)) == 0 || !is(t, n, ",")) {
+                *l = save;
+                break;
+            }
+        }
+        if (threads && extents > 0 && (bound == 0 || product < bound))
+            bound = (uint32_t)product;
+        if (regs && extents > 0)
+            maxnreg = (uint32_t)product;
+    }
+}
+
+/* The device runtime's heap built-ins as PTX names them (src/ptx_builtin.c):
+ * a module that names one needs the device heap. */
+static int heap_name(const char *t, size_t n)
+{
+    static const char *const names[] = {"malloc", "free", "_Znwm", "_Znam", "_ZdlPv",
+                                        "_ZdaPv", "_ZdlPvm", "_ZdaPvm"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (is(t, n, names[i]))
+            return 1;
+    return 0;
+}
+
 int gl_ptx_entries(const char *ptx, gl_entries *out)
 {
     lexer l = {ptx};
     const char *t;
     size_t n;
+    int heap = 0;
 
     memset(out, 0, sizeof *out);
     while ((n = token(&l, &t)) > 0) {
+        heap |= heap_name(t, n);
         if (!is(t, n, ".entry"))
             continue;
         if ((n = token(&l, &t)) == 0 || !ident_char(*t))
@@ -225,7 +293,10 @@ int gl_ptx_entries(const char *ptx, gl_entries *out)
         out->count++;
         if (e->name == NULL || params(&l, &e->layout) != 0)
             goto fail;
+        e->layout.max_threads = bounds(&l);
     }
+    for (uint32_t i = 0; i < out->count; i++)
+        out->entries[i].layout.heap = heap;
     return 0;
 fail:
     gl_entries_free(out);
@@ -269,5 +340,7 @@ int gl_layout_copy(gl_layout *dst, const gl_layout *src)
         dst->size[i] = src->size[i];
     }
     dst->total = src->total;
+    dst->max_threads = src->max_threads;
+    dst->heap = src->heap;
     return 0;
 }

@@ -107,13 +107,15 @@ CUresult gli_cuCtxGetFlags(unsigned int *flags, int ptds)
 
 /* CUlimit values 0..6 with the defaults NVIDIA's driver reports: stack
  * size, printf FIFO, malloc heap, device-runtime sync depth and pending
- * launches, L2 fetch granularity, persisting L2 size. The host device has
- * none of these resources; the numbers only have to be sane. 9, the CIG
+ * launches, L2 fetch granularity, persisting L2 size. The first three are
+ * sent to the serving device too (devheap.c); the others it does not have,
+ * so their numbers only have to be sane. 9, the CIG
  * shared-memory fallback, is on by default. 7 and 8 (CUDA 12.8's CIG
  * limits) can only be read: a context that is not CIG (none here is) has
  * the device's opt-in shared memory per block and is not CIG-enabled;
  * cuBLASLt reads 7 as it starts. */
 #define GL_LIMITS 10
+#define GL_LIMIT_MALLOC_HEAP_SIZE 2
 #define GL_LIMIT_SHMEM_SIZE 7
 #define GL_LIMIT_CIG_ENABLED 8
 static size_t g_limits[GL_LIMITS] = {1024, 1 << 20, 8 << 20, 2, 2048, 32, 0, 0, 0, 1};
@@ -143,13 +145,27 @@ CUresult gls_cuCtxGetLimit(size_t *pvalue, CUlimit limit, int ptds)
     return CUDA_SUCCESS;
 }
 
+size_t gl_limit_value(CUlimit limit)
+{
+    pthread_mutex_lock(&g_lock);
+    size_t v = limit >= 0 && limit < GL_LIMITS ? g_limits[limit] : 0;
+    pthread_mutex_unlock(&g_lock);
+    return v;
+}
+
 CUresult gls_cuCtxSetLimit(CUlimit limit, size_t value, int ptds)
 {
-    (void)ptds;
     if (limit < 0 || limit >= GL_LIMITS)
         return CUDA_ERROR_UNSUPPORTED_LIMIT;
     if (limit == GL_LIMIT_SHMEM_SIZE || limit == GL_LIMIT_CIG_ENABLED)
         return CUDA_ERROR_INVALID_VALUE; /* read-only */
+    /* The stack, the printf FIFO and the malloc heap are the serving
+     * device's (devheap.c); the others are only numbers here. */
+    if (limit <= GL_LIMIT_MALLOC_HEAP_SIZE) {
+        CUresult r = gl_limit_send(limit, value, ptds);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
     pthread_mutex_lock(&g_lock);
     g_limits[limit] = value;
     pthread_mutex_unlock(&g_lock);

@@ -17,7 +17,11 @@
 
 #include "internal.h"
 
-enum { ST_NONE, ST_READY, ST_LOST };
+/* ST_FORKED: a child forked after the session was attached. The session is
+ * the parent's (its socket, its server, its memory): the child answers every
+ * call CUDA_ERROR_NOT_INITIALIZED, as NVIDIA's driver does in a child forked
+ * after cuInit, and never touches the socket. */
+enum { ST_NONE, ST_READY, ST_LOST, ST_FORKED };
 
 static atomic_int g_state = ST_NONE;
 static int g_fd = -1;
@@ -30,13 +34,14 @@ CUresult gl_ready(void)
     switch (atomic_load(&g_state)) {
     case ST_READY: return CUDA_SUCCESS;
     case ST_LOST: return CUDA_ERROR_DEVICE_UNAVAILABLE;
-    default: return CUDA_ERROR_NOT_INITIALIZED;
+    default: return CUDA_ERROR_NOT_INITIALIZED; /* ST_NONE, ST_FORKED */
     }
 }
 
 const gl_session_hello *gl_session(void)
 {
-    return atomic_load(&g_state) == ST_NONE ? NULL : &g_hello;
+    int state = atomic_load(&g_state);
+    return state == ST_NONE || state == ST_FORKED ? NULL : &g_hello;
 }
 
 void gl_lost(const char *why)
@@ -377,6 +382,21 @@ static void say_where(void)
         fprintf(stderr, "gleam: %s\n", g_hello.line);
 }
 
+/* In the child of a fork: the parent's session is not the child's. The
+ * socket is closed here (the parent's copy stays open), so nothing the child
+ * does (its exit included) can write into the parent's stream. Only
+ * async-signal-safe calls: the child may have been forked by any thread. */
+static void forked_child(void)
+{
+    int state = atomic_load(&g_state);
+    if (state != ST_READY && state != ST_LOST)
+        return;
+    atomic_store(&g_state, ST_FORKED);
+    close(g_fd);
+    g_fd = -1;
+    g_init_result = CUDA_ERROR_NOT_INITIALIZED;
+}
+
 static void attach_once(void)
 {
     char why[512];
@@ -389,6 +409,13 @@ static void attach_once(void)
     }
     g_fd = fd;
     gl_va_init(g_hello.va_base, g_hello.va_size);
+    if (pthread_atfork(NULL, NULL, forked_child) != 0) {
+        gl_log(GL_LOG_ERROR, "cuInit", "cannot watch for fork()");
+        close(fd);
+        g_fd = -1;
+        g_init_result = CUDA_ERROR_OPERATING_SYSTEM;
+        return;
+    }
     atomic_store(&g_state, ST_READY);
     gl_batch_start();
     g_init_result = CUDA_SUCCESS;

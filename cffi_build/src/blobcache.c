@@ -24,6 +24,10 @@ static int cacheable(const gl_record *rec, const gl_cache_policy *pol)
     if (rec->call_id == GL_CALL_glModuleLoad || rec->call_id == GL_CALL_glLibraryLoad
         || rec->call_id == GL_CALL_glImagePart)
         return n >= pol->image_min;
+    /* A graph's description, like an image: a program instantiates the same
+     * graph in every run (and a captured step again after each capture). */
+    if (rec->call_id == GL_CALL_glGraphInstantiate)
+        return n >= pol->image_min;
     return 0;
 }
 

@@ -9,7 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudadev_link.h"
+#include "cudadev_graphs.h"
+#include "cudadev_arrays.h"
 #include "executor.h"
+#include "gl_linkimage.h"
 #include "gl_tensormap.h"
 #include "imagevars.h"
 #include "vaband.h"
@@ -78,11 +82,24 @@ typedef struct {
     uint64_t ngran;
     void **varcode; /* modules and libraries whose image may have variables */
     size_t nvarcode, capvarcode;
+    void **kept;    /* what loaded registrations point to (cudadev_link.c) */
+    size_t nkept;
+    void *arrays; /* the session's arrays and texture objects (cudadev_arrays.c) */
 } gl_csess;
 
 static gl_cuda *cuda_of(gl_exec *x)
 {
     return x->be->priv;
+}
+
+const gl_cuda_extra *gl_cuda_fns(gl_exec *x)
+{
+    return &cuda_of(x)->fn;
+}
+
+void **gl_cuda_arrays(gl_exec *x)
+{
+    return &((gl_csess *)x->priv)->arrays;
 }
 
 static gl_cu_alloc_prop device_prop(int device)
@@ -186,6 +203,28 @@ CUresult cb_glMemFree(CUdeviceptr dptr)
 
 /* -------------------------------------------------------- custom calls */
 
+/* The host device's heap is a range of session memory (hostdev_devrt.c); a
+ * GPU's driver keeps its own, sized by cuCtxSetLimit, which glCtxSetLimit
+ * reaches. The interposer names no range to a cuda backend. */
+CUresult cb_glDeviceHeap(CUdeviceptr base, size_t size)
+{
+    (void)base, (void)size;
+    return CUDA_SUCCESS;
+}
+
+CUresult cb_glDeviceHeapBase(CUdeviceptr *base)
+{
+    *base = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cb_glFuncDevrt(unsigned int *uses, CUfunction func)
+{
+    (void)func;
+    *uses = 0; /* the driver's own runtime: nothing for the interposer to make */
+    return CUDA_SUCCESS;
+}
+
 CUresult cb_glMemcpyDtoH(void *dst, CUdeviceptr src, size_t n, CUstream stream)
 {
     gl_cuda *c = cuda_of(gl_exec_current());
@@ -238,26 +277,12 @@ CUresult cb_glMemcpy2DDtoD(CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size
     return copy2d(&p, stream, 0);
 }
 
-/* The record's payload is only 8-byte aligned and a PTX image may lack its
- * NUL: the driver gets an aligned, terminated copy. */
-static void *image_copy(const void *image, size_t size)
-{
-    uint8_t *p = aligned_alloc(64, (size + 1 + 63) / 64 * 64);
-    if (p != NULL) {
-        memcpy(p, image, size);
-        p[size] = 0;
-    }
-    return p;
-}
-
 /* Remembers a loaded module or library whose image may have variables. A
  * handle value the driver hands out again stays listed: the error is on the
  * side of "not movable", never of a wrong result. */
-static CUresult note_vars(void *handle, const void *image, size_t size)
+static CUresult remember_varcode(void *handle)
 {
     gl_csess *s = gl_exec_current()->priv;
-    if (!gl_image_may_have_vars(image, size))
-        return CUDA_SUCCESS;
     if (s->nvarcode == s->capvarcode) {
         size_t cap = s->capvarcode ? s->capvarcode * 2 : 8;
         void **grown = realloc(s->varcode, cap * sizeof *grown);
@@ -270,12 +295,55 @@ static CUresult note_vars(void *handle, const void *image, size_t size)
     return CUDA_SUCCESS;
 }
 
+static CUresult note_vars(void *handle, const void *image, size_t size)
+{
+    return gl_image_may_have_vars(image, size) ? remember_varcode(handle) : CUDA_SUCCESS;
+}
+
+static CUresult load_module(void *arg, void **handle, const void *image)
+{
+    return ((fn_modload)arg)((CUmodule *)handle, image);
+}
+
+static CUresult load_library(void *arg, void **handle, const void *image)
+{
+    return ((fn_libload)arg)((CUlibrary *)handle, image, NULL, NULL, 0, NULL, NULL, 0);
+}
+
+/* A link image: the real driver links its inputs (cudadev_link.c). What a
+ * registration points to stays until the session ends; a linked image may
+ * have variables, as far as a checkpoint can tell. */
+static CUresult load_linked(void **handle, const void *image, size_t size, gl_cuda_load load,
+                            void *fp)
+{
+    gl_csess *s = gl_exec_current()->priv;
+    void **kept;
+    size_t nkept;
+    CUresult r = gl_cuda_load_linked(&cuda_of(gl_exec_current())->fn, image, size, load, fp,
+                                     handle, &kept, &nkept);
+    if (kept != NULL) {
+        void **grown = realloc(s->kept, (s->nkept + nkept) * sizeof *grown);
+        if (grown == NULL) { /* the driver has it: leak it rather than free it under it */
+            free(kept);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(grown + s->nkept, kept, nkept * sizeof *kept);
+        s->kept = grown;
+        s->nkept += nkept;
+        free(kept);
+    }
+    return r == CUDA_SUCCESS ? remember_varcode(*handle) : r;
+}
+
 CUresult cb_glModuleLoad(CUmodule *module, const void *image, size_t size)
 {
     gl_cuda *c = cuda_of(gl_exec_current());
+    uint64_t linked;
     if (c->fn.cuModuleLoadData == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
-    void *copy = image_copy(image, size);
+    if (gl_link_image_sniff(image, size, &linked))
+        return load_linked((void **)module, image, size, load_module, c->fn.cuModuleLoadData);
+    void *copy = gl_cuda_image_copy(image, size);
     if (copy == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = ((fn_modload)c->fn.cuModuleLoadData)(module, copy);
@@ -286,9 +354,13 @@ CUresult cb_glModuleLoad(CUmodule *module, const void *image, size_t size)
 CUresult cb_glLibraryLoad(CUlibrary *library, const void *image, size_t size)
 {
     gl_cuda *c = cuda_of(gl_exec_current());
+    uint64_t linked;
     if (c->fn.cuLibraryLoadData == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
-    void *copy = image_copy(image, size);
+    if (gl_link_image_sniff(image, size, &linked))
+        return load_linked((void **)library, image, size, load_library,
+                           c->fn.cuLibraryLoadData);
+    void *copy = gl_cuda_image_copy(image, size);
     if (copy == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = ((fn_libload)c->fn.cuLibraryLoadData)(library, copy, NULL, NULL, 0, NULL, NULL,
@@ -432,6 +504,30 @@ CUresult cb_glLaunchCluster(CUfunction f, unsigned int gridDimX, unsigned int gr
     if (c->fn.cuLaunchKernelEx == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
     CUlaunchConfig config = cluster_config(&attr, grid, block, sharedMemBytes, hStream, cluster);
+    void *extra[] = {GL_CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)params,
+                     GL_CU_LAUNCH_PARAM_BUFFER_SIZE, &size, GL_CU_LAUNCH_PARAM_END};
+    return ((fn_launch_ex)c->fn.cuLaunchKernelEx)(&config, f, NULL, extra);
+}
+
+/* A cooperative launch is the driver's cuLaunchKernelEx with the COOPERATIVE
+ * attribute: cuLaunchCooperativeKernel takes no `extra`, and the packed
+ * parameter buffer is what the record carries. The driver checks the size. */
+CUresult cb_glLaunchCooperative(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                unsigned int gridDimZ, unsigned int blockDimX,
+                                unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream hStream,
+                                const void *params, size_t size)
+{
+    gl_cuda *c = cuda_of(gl_exec_current());
+    CUlaunchAttribute attr;
+
+    if (c->fn.cuLaunchKernelEx == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    memset(&attr, 0, sizeof attr);
+    attr.id = GL_CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attr.value.cooperative = 1;
+    CUlaunchConfig config = {gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                             sharedMemBytes, hStream, &attr, 1};
     void *extra[] = {GL_CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)params,
                      GL_CU_LAUNCH_PARAM_BUFFER_SIZE, &size, GL_CU_LAUNCH_PARAM_END};
     return ((fn_launch_ex)c->fn.cuLaunchKernelEx)(&config, f, NULL, extra);
@@ -673,7 +769,9 @@ static void cuda_close(gl_exec *x)
     gl_csess *s = x->priv;
     ((fn_ctx)c->fn.cuCtxSetCurrent)(s->primary);
     ((fn_void)c->fn.cuCtxSynchronize)();
-    /* Streams and events before the code they ran, contexts last. */
+    /* Texture objects and arrays, streams and events before the code they
+     * ran, contexts last. */
+    gl_cuda_arrays_close(x);
     gl_exec_each_handle(x, release_streams);
     gl_exec_each_handle(x, release_code);
     gl_exec_each_handle(x, release_ctxs);
@@ -688,6 +786,9 @@ static void cuda_close(gl_exec *x)
     free(s->uses);
     free(s->mem);
     free(s->varcode);
+    for (size_t i = 0; i < s->nkept; i++)
+        free(s->kept[i]);
+    free(s->kept);
     free(s);
 }
 
@@ -702,7 +803,20 @@ static void cuda_run_begin(gl_exec *x)
     ((fn_ctx)cuda_of(x)->fn.cuCtxSetCurrent)(((gl_csess *)x->priv)->current);
 }
 
-const gl_backend_ops gl_cuda_ops = {cuda_open, cuda_close, cuda_unmap, cuda_run_begin};
+const gl_backend_ops gl_cuda_ops = {cuda_open, cuda_close, cuda_unmap, cuda_run_begin,
+                                    &gl_cuda_graph_ops};
+
+/* For cudadev_graphs.c: a forwarded call's driver entry point and the
+ * session's context (gl_cuda_fns, above, the driver's other entry points). */
+void *gl_cuda_call(gl_exec *x, int call)
+{
+    return cuda_of(x)->driver[call];
+}
+
+CUcontext gl_cuda_context(gl_exec *x)
+{
+    return ((gl_csess *)x->priv)->current;
+}
 
 gl_backend *gl_backend_cuda_new(void *const *driver_fns, const gl_cuda_extra *extra, int device)
 {

@@ -25,6 +25,14 @@ typedef struct gl_backend gl_backend;
 #define GL_CALL_COUNT_MAX 256
 #define GL_KERNEL_MAX_PARAMS 64
 
+/* What the host device keeps resident per multiprocessor (a core): an 8.0
+ * device's limits, which its occupancy answers and cooperative grids (every
+ * block resident at once) follow (hostdev_attrs.c); host_identity.py reports
+ * them as the device's attributes. */
+#define GL_HOST_THREADS_PER_SM 2048
+#define GL_HOST_BLOCKS_PER_SM 32
+#define GL_HOST_SHARED_PER_SM 167936
+
 /* Malformed batches: gl_exec_run returns a gl_batch_reader code or one of these. */
 enum {
     GL_EXEC_E_REF = -100,     /* a blob reference that was not resolved */

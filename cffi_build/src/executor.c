@@ -9,8 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec_graphs.h"
 #include "executor.h"
+#include "gl_error_names.h"
 #include "gl_session.h"
+#include "ptx_devrt.h"
 
 #define GL_MINT_TAG 0x67u
 
@@ -121,13 +124,21 @@ void gl_exec_each_handle(gl_exec *x, void (*fn)(gl_exec *x, uint64_t key, void *
 
 /* --------------------------------------------------------- allocations */
 
-CUresult gl_exec_check_dptr(gl_exec *x, uint64_t ptr, uint64_t size)
+/* Session memory: one of its allocations, or a module global it was given. */
+static int in_session(const gl_exec *x, uint64_t ptr, uint64_t size)
 {
     if (gl_ranges_find(&x->allocs, ptr, size) != NULL)
-        return CUDA_SUCCESS;
+        return 1;
     for (size_t g = 0; g < x->globals.n; g++)
         if (gl_range_holds(&x->globals.r[g], ptr, size))
-            return CUDA_SUCCESS;
+            return 1;
+    return 0;
+}
+
+CUresult gl_exec_check_dptr(gl_exec *x, uint64_t ptr, uint64_t size)
+{
+    if (in_session(x, ptr, size))
+        return CUDA_SUCCESS;
     gl_exec_note(x, "%s: device memory 0x%llx (%llu bytes) is not inside the session's "
                  "allocations", gl_call_name(x->call), (unsigned long long)ptr,
                  (unsigned long long)size);
@@ -136,10 +147,12 @@ CUresult gl_exec_check_dptr(gl_exec *x, uint64_t ptr, uint64_t size)
 
 void *gl_exec_host_ptr(gl_exec *x, uint64_t dptr, uint64_t size)
 {
-    /* Host backend only: device addresses are the host mapping's addresses. */
+    /* Host backend only: device addresses are the host mapping's addresses,
+     * and a module global's address is its storage's (memsets of globals that
+     * cuModuleGetGlobal/cuLibraryGetGlobal handed out land there). */
     if (x == NULL || x->be->kind != GL_BACKEND_HOST || dptr == 0)
         return NULL;
-    return gl_ranges_find(&x->allocs, dptr, size) != NULL ? (void *)(uintptr_t)dptr : NULL;
+    return in_session(x, dptr, size) ? (void *)(uintptr_t)dptr : NULL;
 }
 
 CUresult gx_glMemAlloc(gl_exec *x, CUdeviceptr dptr, size_t bytesize)
@@ -278,6 +291,7 @@ gl_exec *gl_exec_new_at(gl_backend *be, uint64_t va_base, uint64_t va_size, char
         return NULL;
     }
     x->be = be;
+    x->devrt = ptx_devrt_new();
     x->va_base = va_base;
     x->va_size = va_size;
     /* A peer's request, so bounded: user space ends at 2^47 on x86-64 and arm64
@@ -287,10 +301,14 @@ gl_exec *gl_exec_new_at(gl_backend *be, uint64_t va_base, uint64_t va_size, char
         gl_set_err(err, err_len, "bad address range request: base 0x%llx size 0x%llx (both "
                    "64 KiB multiples, size 1 TiB at most, all below 2^47)",
                    (unsigned long long)va_base, (unsigned long long)va_size);
+        ptx_devrt_delete(x->devrt);
         free(x);
         return NULL;
     }
-    if (be->ops->open(x, err, err_len) != 0) {
+    if (x->devrt == NULL || be->ops->open(x, err, err_len) != 0) {
+        if (x->devrt == NULL)
+            gl_set_err(err, err_len, "out of memory");
+        ptx_devrt_delete(x->devrt);
         free(x);
         return NULL;
     }
@@ -313,12 +331,14 @@ void gl_exec_free(gl_exec *x)
         return;
     gl_exec *prev = gl_cur;
     gl_cur = x;
+    gl_exec_graphs_free(x); /* (the cuda backend's graphs need its context) */
     x->be->ops->close(x);
     gl_cur = prev;
     gl_htable_free(&x->handles);
     gl_ranges_free(&x->allocs);
     gl_ranges_free(&x->globals);
     gl_staged_free(&x->staged);
+    ptx_devrt_delete(x->devrt);
     free(x);
 }
 
@@ -361,6 +381,16 @@ static int validate(const uint8_t *batch, size_t len, const gl_blob_slot *slots,
             return GL_EXEC_E_ORDER;
     }
     return rc;
+}
+
+static void note_failed_call(gl_exec *x, int call, CUresult r)
+{
+    const char *name = gl_cuda_error_name((int)r);
+    if (name != NULL)
+        gl_exec_note(x, "%s failed with %s; a later call reports it", gl_call_name(call), name);
+    else
+        gl_exec_note(x, "%s failed with CUresult %d; a later call reports it", gl_call_name(call),
+                     (int)r);
 }
 
 static void put32(uint8_t *p, uint32_t v)
@@ -413,6 +443,9 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
         gl_reply_out o = {.bytes = reply + GL_REPLY_HEADER_SIZE,
                           .cap = reply_cap - GL_REPLY_HEADER_SIZE};
         x->call = rec.call_id;
+        size_t noted = x->notes.len + x->notes.dropped;
+        if (gl_call_flushes_output(rec.call_id))
+            ptx_devrt_flush(x->devrt);
         CUresult r = gl_dispatch(x, &rec, &o);
         x->stats.records++;
         x->stats.per_call[rec.call_id]++;
@@ -424,8 +457,13 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
             x->stats.bytes_h2d += rec.payload_len;
         if (!gl_call_waiting[rec.call_id]) {
             x->stats.oneway++;
-            if (r != CUDA_SUCCESS && x->deferred == CUDA_SUCCESS)
+            if (r != CUDA_SUCCESS && x->deferred == CUDA_SUCCESS) {
                 x->deferred = r;
+                /* The program sees this error at a later call; say which call
+                 * it was, unless the call said why itself. */
+                if (x->notes.len + x->notes.dropped == noted)
+                    note_failed_call(x, rec.call_id, r);
+            }
             continue;
         }
         x->stats.waiting++;
@@ -441,12 +479,8 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
             memcpy(reply + 16 + 8 * k, &v, 8);
         }
         *reply_len = GL_REPLY_HEADER_SIZE + o.len;
-        /* The reply that reports an error carries the reasons after its bytes. */
-        if (r != CUDA_SUCCESS || x->deferred != CUDA_SUCCESS) {
-            size_t room = reply_cap - *reply_len;
-            *reply_len += gl_notes_take(&x->notes, reply + *reply_len,
-                                        room < GL_REPLY_NOTES_MAX ? room : GL_REPLY_NOTES_MAX);
-        }
+        *reply_len += gl_reply_trailer(x, reply + *reply_len, reply_cap - *reply_len,
+                                       r != CUDA_SUCCESS || x->deferred != CUDA_SUCCESS);
         x->deferred = CUDA_SUCCESS;
         replied = 1;
     }

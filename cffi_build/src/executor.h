@@ -44,12 +44,15 @@ void *gl_exec_slot(gl_exec *x, int call);
 
 enum { GL_BACKEND_HOST = 1, GL_BACKEND_CUDA = 2 };
 
+typedef struct gl_graph_backend gl_graph_backend; /* exec_graphs.h */
+
 /* What a backend does besides the per-call slots. */
 typedef struct {
     int (*open)(gl_exec *x, char *err, size_t err_len);  /* reserve the range */
     void (*close)(gl_exec *x);                            /* release everything */
     CUresult (*unmap)(gl_exec *x, uint64_t p, uint64_t size); /* after a free */
     void (*run_begin)(gl_exec *x);                        /* before a batch */
+    const gl_graph_backend *graphs; /* NULL: graphs run node by node (exec_graphs.c) */
 } gl_backend_ops;
 
 struct gl_backend {
@@ -83,6 +86,7 @@ struct gl_exec {
     gl_staged_image staged; /* parts of an image being sent (exec_images.c) */
     int call;               /* the call id of the record being dispatched */
     gl_notes notes;         /* reasons waiting for the program (notes.h) */
+    struct ptx_devrt *devrt; /* printf FIFO, output queue, device heap (ptx_devrt.h) */
 };
 
 /* The session whose batch runs on this thread (the slots find it here). */
@@ -97,6 +101,12 @@ void gl_set_err(char *err, size_t err_len, const char *fmt, ...)
 /* Why the server faulted or refused, in one line: logged at once, and kept
  * for the program's next error reply (notes.h). x NULL: log only. */
 void gl_exec_note(gl_exec *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Output of the session's kernels (exec_output.c): whether CALL is one of
+ * CUDA's printf flush points, and a reply's trailer (gl_session.h) written
+ * into out (at most cap bytes): notes when ERROR, then queued output. */
+int gl_call_flushes_output(int call);
+size_t gl_reply_trailer(gl_exec *x, uint8_t *out, size_t cap, int error);
 
 extern const gl_backend_ops gl_host_ops;
 extern const gl_backend_ops gl_cuda_ops;

@@ -12,6 +12,7 @@ int gl_native_abi_version(void);
 #include "journal.h"
 #include "exec_api.h"
 #include "fatbin.h"
+#include "gl_linkimage.h"
 #include "ptx.h"
 #include "dpstream.h"
 #include "spares.h"
@@ -19,4 +20,5 @@ int gl_native_abi_version(void);
 #include "pump.h"
 #include "serve.h"
 #include "dpcrypto.h"
+#include "gl_mirror_diff.h"
 #endif

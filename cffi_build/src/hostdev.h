@@ -76,6 +76,9 @@ int gl_himage_scan(gl_hmod *m);
  * in err, or CUDA_ERROR_OUT_OF_MEMORY. */
 CUresult gl_himage_load_ptx(gl_hmod *m, char *err, size_t err_len);
 int gl_himage_has(const gl_hmod *m, const char *name);
+/* A link image's inputs linked for the interpreter into m->ptx (hostdev_link.c):
+ * CUDA_SUCCESS, or an error with the reason (naming the input) in err. */
+CUresult gl_hlink_load(gl_hmod *m, char *err, size_t err_len);
 void gl_himage_free(gl_hmod *m);
 
 #endif /* GLEAM_HOSTDEV_H */

@@ -6,9 +6,13 @@
  * state of its own; on the host device a kernel handle is the same object as
  * a function (hostdev_kernels.c).
  *
- * Occupancy: the host device runs one block per core at a time (a core is
- * what it reports as a multiprocessor), so a block that fits is 1 active
- * block per multiprocessor and one that does not fit is 0.
+ * Occupancy: a core (what the host device reports as a multiprocessor) runs
+ * one block at a time, but keeps resident what an 8.0 device does
+ * (GL_HOST_*_PER_SM: threads in whole warps, blocks, shared memory), and a
+ * cooperative grid uses exactly that: all its blocks resident at once, taking
+ * turns (ptx_launch.c). So the answer is an 8.0 device's, without the
+ * register file (the interpreter has none to run out of): 0 for a block that
+ * does not fit at all.
  */
 #include "executor.h"
 
@@ -35,16 +39,30 @@ CUresult hb_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks,
                                                                  size_t dynamicSMemSize,
                                                                  unsigned int flags)
 {
-    int max_threads = 0, max_dynamic = 0;
+    int max_threads = 0, max_dynamic = 0, static_shared = 0;
 
     if (blockSize <= 0 || flags > 1) /* CU_OCCUPANCY_DEFAULT, _DISABLE_CACHING_OVERRIDE */
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = hb_cuFuncGetAttribute(&max_threads, GL_FUNC_ATTR_MAX_THREADS_PER_BLOCK, func);
     if (r == CUDA_SUCCESS)
         r = hb_cuFuncGetAttribute(&max_dynamic, FUNC_ATTR_MAX_DYNAMIC_SHARED, func);
+    if (r == CUDA_SUCCESS)
+        r = hb_cuFuncGetAttribute(&static_shared, GL_FUNC_ATTR_SHARED_SIZE_BYTES, func);
     if (r != CUDA_SUCCESS)
         return r;
-    *numBlocks = blockSize <= max_threads && dynamicSMemSize <= (size_t)max_dynamic ? 1 : 0;
+    if (blockSize > max_threads || dynamicSMemSize > (size_t)max_dynamic) {
+        *numBlocks = 0;
+        return CUDA_SUCCESS;
+    }
+    uint64_t threads = ((uint64_t)blockSize + 31) / 32 * 32;
+    uint64_t blocks = GL_HOST_THREADS_PER_SM / threads;
+    uint64_t shared = (uint64_t)static_shared + dynamicSMemSize;
+    if (shared > 0 && GL_HOST_SHARED_PER_SM / shared < blocks)
+        blocks = GL_HOST_SHARED_PER_SM / shared;
+    if (blocks > GL_HOST_BLOCKS_PER_SM)
+        blocks = GL_HOST_BLOCKS_PER_SM;
+    /* a block larger than a multiprocessor's shared memory still runs here, alone */
+    *numBlocks = blocks > 0 ? (int)blocks : 1;
     return CUDA_SUCCESS;
 }
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "fatbin.h"
+#include "gl_linkimage.h"
 #include "hostdev.h"
 
 #define FATBIN_MAGIC 0xBA55ED50u
@@ -145,7 +146,10 @@ int gl_himage_scan(gl_hmod *m)
 {
     const uint8_t *p = m->image;
     size_t n = m->size;
+    uint64_t linked;
     int rc;
+    if (gl_link_image_sniff(p, n, &linked))
+        return 0; /* its entries are the linked module's (gl_hlink_load) */
     if (n >= 4 && memcmp(p, "\177ELF", 4) == 0)
         rc = scan_elf(m, p, n);
     else if (n >= 4 && rd(p, 4) == FATBIN_MAGIC)
@@ -193,7 +197,10 @@ CUresult gl_himage_load_ptx(gl_hmod *m, char *err, size_t err_len)
     size_t n = m->size;
     uint8_t *text = NULL;
     size_t len = 0;
+    uint64_t linked;
     err[0] = 0;
+    if (gl_link_image_sniff(p, n, &linked))
+        return gl_hlink_load(m, err, err_len);
     if (n >= 4 && memcmp(p, "\177ELF", 4) == 0) {
         uint32_t flags = n >= 0x34 ? (uint32_t)rd(p + 0x30, 4) : 0;
         if ((flags & 0xff) >= 10)

@@ -14,8 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "gl_launch_bounds.h"
 #include "hostdev.h"
+#include "hostdev_arrays.h"
+#include "ptx_devrt.h"
 
 /* ------------------------------------------------------------- builtins */
 
@@ -53,10 +57,12 @@ static CUresult ensure_loaded(gl_hmod *m)
     if (m->loaded)
         return m->load_error;
     m->loaded = 1;
-    char err[256];
+    char err[1024];
     CUresult r = gl_himage_load_ptx(m, err, sizeof err);
     if (r == CUDA_ERROR_INVALID_PTX)
         gl_exec_note(gl_exec_current(), "the module's PTX is refused: %s", err);
+    else if (r != CUDA_SUCCESS && err[0]) /* a link image's input (hostdev_link.c) */
+        gl_exec_note(gl_exec_current(), "the link is refused: %s", err);
     if (r == CUDA_SUCCESS && m->ptx != NULL) {
         /* module variables: copies to them (cudaMemcpyToSymbol) pass the
          * executor's pointer checks, and kernels may touch them */
@@ -222,6 +228,22 @@ static int registry_enabled(void)
     return v == NULL || strcmp(v, "0") != 0;
 }
 
+/* Why the host device cannot run kernel NAME of a machine-code-only image:
+ * the targets it carries and the nvcc flag that adds PTX. */
+static void note_machine_code_only(gl_exec *x, const gl_hmod *m, const char *name)
+{
+    /* Name the flag for the image's own architecture: "sm_80,..." -> 80. */
+    const char *sm = strstr(m->targets, "sm_");
+    int arch = sm != NULL ? atoi(sm + 3) : 0;
+    char flag[64];
+    if (arch > 0)
+        snprintf(flag, sizeof flag, "-gencode arch=compute_%d,code=compute_%d", arch, arch);
+    else
+        snprintf(flag, sizeof flag, "-gencode arch=compute_XX,code=compute_XX");
+    gl_exec_note(x, "no host implementation for kernel %s, and its image carries no PTX "
+                 "(only %s); rebuild it with %s to add PTX", name, m->targets, flag);
+}
+
 static CUresult resolve(int kind, gl_hmod *m, const char *name, void **out)
 {
     if (m->unloaded)
@@ -229,8 +251,12 @@ static CUresult resolve(int kind, gl_hmod *m, const char *name, void **out)
     CUresult r = ensure_loaded(m);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!gl_himage_has(m, name))
+    if (!gl_himage_has(m, name)) {
+        /* Compressed machine code hides its names; the reason is the same. */
+        if (m->ptx == NULL && m->targets[0] != 0)
+            note_machine_code_only(gl_exec_current(), m, name);
         return CUDA_ERROR_NOT_FOUND;
+    }
     gl_kernel_impl impl = {.native = -1};
     gl_exec *x = gl_exec_current();
     if (registry_enabled() && gl_py_kernel_resolve(x->be->user, name, &impl) == 1
@@ -239,19 +265,9 @@ static CUresult resolve(int kind, gl_hmod *m, const char *name, void **out)
         return make_func(kind, name, &impl, NULL, NULL, out);
     const ptx_kernel *k = m->ptx != NULL ? ptx_module_kernel(m->ptx, name) : NULL;
     if (k == NULL) {
-        if (m->ptx == NULL && m->targets[0] != 0) {
-            /* Name the flag for the image's own architecture: "sm_80,..." -> 80. */
-            const char *sm = strstr(m->targets, "sm_");
-            int arch = sm != NULL ? atoi(sm + 3) : 0;
-            char flag[64];
-            if (arch > 0)
-                snprintf(flag, sizeof flag, "-gencode arch=compute_%d,code=compute_%d", arch,
-                         arch);
-            else
-                snprintf(flag, sizeof flag, "-gencode arch=compute_XX,code=compute_XX");
-            gl_exec_note(x, "no host implementation for kernel %s, and its image carries no PTX "
-                         "(only %s); rebuild it with %s to add PTX", name, m->targets, flag);
-        } else
+        if (m->ptx == NULL && m->targets[0] != 0)
+            note_machine_code_only(x, m, name);
+        else
             gl_exec_note(x, "no host implementation for kernel %s", name);
         return CUDA_ERROR_NOT_FOUND;
     }
@@ -288,10 +304,23 @@ CUresult hb_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction 
     if (f->ptx != NULL)
         ptx_kernel_get_info(f->ptx, &info);
     switch ((int)attrib) {
-    case GL_FUNC_ATTR_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    /* From the PTX's launch bounds and declared registers (gl_launch_bounds.h). */
+    case GL_FUNC_ATTR_MAX_THREADS_PER_BLOCK:
+        *pi = (int)gl_kernel_max_threads(info.max_threads, info.maxnreg);
+        break;
     case GL_FUNC_ATTR_SHARED_SIZE_BYTES: *pi = (int)info.static_shared; break;
+    case 2: /* CONST_SIZE_BYTES: the module's .const variables, which the kernel can read */
+        *pi = info.const_size > INT32_MAX ? INT32_MAX : (int)info.const_size;
+        break;
     case 3: /* LOCAL_SIZE_BYTES */ *pi = (int)info.local_size; break;
-    case GL_FUNC_ATTR_NUM_REGS: *pi = info.nregs > 255 ? 255 : (int)info.nregs; break;
+    case GL_FUNC_ATTR_NUM_REGS:
+        if (f->ptx == NULL) { /* a host implementation has no PTX registers */
+            *pi = 0;
+            break;
+        }
+        *pi = (int)gl_kernel_num_regs(ptx_kernel_live_registers(f->ptx), info.max_threads,
+                                      info.maxnreg);
+        break;
     case GL_FUNC_ATTR_PTX_VERSION: { /* the PTX's own .target: CUB sizes its tiles by it */
         unsigned target = f->ptx != NULL ? ptx_module_target(f->mod->ptx) : 0;
         *pi = f->ptx == NULL ? 0 : target != 0 ? (int)target : 80;
@@ -351,10 +380,14 @@ static uint64_t layout_size(const gl_kernel_impl *k)
     return (uint64_t)k->offsets[k->nparams - 1] + k->sizes[k->nparams - 1];
 }
 
-static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s)
+static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s, int cooperative)
 {
     char err[1024];
+    ptx_kernel_info info;
+    ptx_kernel_get_info(fn->ptx, &info);
+    ptx_devrt_launch(l->x->devrt, info.devrt_uses);
     ptx_launch_args a = {
+        .cooperative = cooperative,
         .grid = {l->grid[0], l->grid[1], l->grid[2]},
         .block = {l->block[0], l->block[1], l->block[2]},
         .dynamic_shared = l->shared,
@@ -362,10 +395,18 @@ static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s)
         .params_len = l->params_len,
         .allocs = &l->x->allocs,
         .extra = &l->x->globals,
+        .texture = gl_host_texture,
+        .texture_ctx = l->x,
+        .rt = l->x->devrt,
         .err = err,
         .err_len = sizeof err,
     };
     int rc = ptx_launch(fn->mod->ptx, fn->ptx, &a);
+    uint64_t dropped = ptx_devrt_take_dropped(l->x->devrt);
+    if (dropped > 0) /* as a GPU's full FIFO loses them; said in the log and, with an error, to the program */
+        gl_exec_note(l->x, "kernel %s: device printf lost %llu record%s: they did not fit the "
+                     "printf FIFO (CU_LIMIT_PRINTF_FIFO_SIZE; cudaDeviceSetLimit raises it)",
+                     fn->name, (unsigned long long)dropped, dropped == 1 ? "" : "s");
     if (rc == PTX_OK)
         return CUDA_SUCCESS;
     gl_exec_note(l->x, "kernel %s: %s", fn->name, err);
@@ -373,16 +414,38 @@ static CUresult launch_ptx(const gl_hfunc *fn, const gl_launch *l, gl_hsess *s)
         return CUDA_ERROR_INVALID_VALUE;
     if (rc == PTX_E_OUT_OF_MEMORY)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == PTX_E_OUT_OF_RESOURCES) /* it did not start: the context is not lost */
+        return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
     s->sticky = (CUresult)rc;
     return (CUresult)rc;
 }
 
-CUresult hb_glLaunch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                     const void *params, size_t size)
+/* A cooperative grid must fit at once: at most the active blocks of its
+ * shape per multiprocessor (a core) times the cores, as on a GPU. */
+static CUresult cooperative_fits(CUfunction f, const gl_launch *l)
 {
-    (void)hStream;
+    int per_sm = 0;
+    uint64_t threads = (uint64_t)l->block[0] * l->block[1] * l->block[2];
+    uint64_t blocks = (uint64_t)l->grid[0] * l->grid[1] * l->grid[2];
+    long cores = sysconf(_SC_NPROCESSORS_ONLN); /* the multiprocessors it reports */
+    CUresult r = hb_cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, (int)threads,
+                                                                 l->shared);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (blocks > (uint64_t)per_sm * (uint64_t)(cores > 0 ? cores : 1)) {
+        gl_exec_note(l->x, "a cooperative grid of %llu blocks of %llu threads does not fit at "
+                     "once (at most %d per multiprocessor, %ld multiprocessors)",
+                     (unsigned long long)blocks, (unsigned long long)threads, per_sm, cores);
+        return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult launch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                       unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                       unsigned int blockDimZ, unsigned int sharedMemBytes, const void *params,
+                       size_t size, int cooperative)
+{
     const gl_hfunc *fn = (const gl_hfunc *)f;
     gl_hsess *s = gl_hsess_of();
     if (s->sticky != CUDA_SUCCESS)
@@ -399,10 +462,46 @@ CUresult hb_glLaunch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
         .params = params,
         .params_len = size,
     };
-    if (fn->ptx != NULL)
-        return launch_ptx(fn, &l, s);
+    CUresult r = cooperative ? cooperative_fits(f, &l) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (fn->ptx != NULL) {
+        ptx_kernel_info info;
+        ptx_kernel_get_info(fn->ptx, &info);
+        uint32_t most = gl_kernel_max_threads(info.max_threads, info.maxnreg);
+        if (threads > most) { /* the interposer refuses it first when it knows the bounds */
+            gl_exec_note(l.x, "kernel %s: a block of %llu threads is over its launch bounds "
+                         "(%u)", fn->name, (unsigned long long)threads, most);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        return launch_ptx(fn, &l, s, cooperative);
+    }
+    /* a host implementation computes the whole grid's result at once */
     if (fn->impl.native >= 0)
         return builtins[fn->impl.native].fn(&l);
-    int r = gl_py_kernel_run(fn->impl.handle, &l);
-    return r == 0 ? CUDA_SUCCESS : (CUresult)r;
+    int rc = gl_py_kernel_run(fn->impl.handle, &l);
+    return rc == 0 ? CUDA_SUCCESS : (CUresult)rc;
+}
+
+CUresult hb_glLaunch(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                     const void *params, size_t size)
+{
+    (void)hStream;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                  sharedMemBytes, params, size, 0);
+}
+
+/* Every block of the grid resident at once, so that a grid-wide barrier
+ * works (cooperative groups' grid.sync(), ptx_launch.c). */
+CUresult hb_glLaunchCooperative(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                unsigned int gridDimZ, unsigned int blockDimX,
+                                unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream hStream,
+                                const void *params, size_t size)
+{
+    (void)hStream;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                  sharedMemBytes, params, size, 1);
 }

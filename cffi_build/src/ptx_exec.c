@@ -1407,7 +1407,12 @@ H(shfl)
         }
         if (!ok || j < 0 || j > 31)
             j = l;
-        out[l] = (uint32_t)A[j];
+        /* A source lane that does not run this shfl with us (inactive,
+         * exited, or beyond a partial warp) gives 0, as GPUs do: PTX leaves
+         * it undefined, and the cuda-samples reduction's last warp (a
+         * membermask of its first lanes, offsets up to 16) sums right only
+         * so. Its register here holds the lane's earlier value. */
+        out[l] = m >> j & 1 ? (uint32_t)A[j] : 0;
         pv |= (uint32_t)ok << l;
     });
     LANES(m, D[l] = out[l]);
@@ -1416,45 +1421,55 @@ H(shfl)
     return 0;
 }
 
+/* The lanes a warp-wide .sync instruction combines for lane L: those of L's
+ * membermask that run it with L. Lanes may name different masks (cooperative
+ * groups' labeled_partition gives each bucket its own, from match.any), and
+ * each group then gets its own answer: a mask is never widened to the warp.
+ * A lane outside its own mask is undefined in PTX; it counts itself here. */
+static inline uint32_t sync_group(const uint64_t *mask, int l, uint32_t m)
+{
+    return ((uint32_t)mask[l] | 1u << l) & m;
+}
+
+/* vote: S0 the predicate (MODE 1: negated), S1 the membermask. */
 static inline uint32_t vote_bits(ptx_warp *w, const ptx_insn *i, uint32_t m)
 {
     uint32_t p = w->p[i->s[0]];
     return (i->mode ? ~p : p) & m;
 }
-H(vote_all)
-{
-    uint32_t r = vote_bits(w, i, m) == m ? m : 0;
-    w->p[i->d[0]] = (w->p[i->d[0]] & ~m) | r;
-    return 0;
-}
-H(vote_any)
-{
-    uint32_t r = vote_bits(w, i, m) ? m : 0;
-    w->p[i->d[0]] = (w->p[i->d[0]] & ~m) | r;
-    return 0;
-}
-H(vote_uni)
-{
-    uint32_t v = vote_bits(w, i, m), r = (v == 0 || v == m) ? m : 0;
-    w->p[i->d[0]] = (w->p[i->d[0]] & ~m) | r;
-    return 0;
-}
+#define VOTE(name, lane_true)                                                                \
+    H(name)                                                                                   \
+    {                                                                                         \
+        const uint64_t *M = RS(1);                                                            \
+        uint32_t v = vote_bits(w, i, m), r = 0;                                               \
+        LANES(m, {                                                                            \
+            uint32_t g = sync_group(M, l, m), in = v & g;                                     \
+            r |= (uint32_t)(lane_true) << l;                                                  \
+        });                                                                                   \
+        w->p[i->d[0]] = (w->p[i->d[0]] & ~m) | r;                                             \
+        return 0;                                                                             \
+    }
+VOTE(vote_all, in == g)
+VOTE(vote_any, in != 0)
+VOTE(vote_uni, in == 0 || in == g)
+#undef VOTE
 H(vote_ballot)
 {
-    uint64_t *D = RD(0), v = vote_bits(w, i, m);
-    LANES(m, D[l] = v);
+    uint64_t *D = RD(0);
+    const uint64_t *M = RS(1);
+    uint32_t v = vote_bits(w, i, m), out[PTX_LANES];
+    LANES(m, out[l] = v & sync_group(M, l, m));
+    LANES(m, D[l] = out[l]);
     return 0;
 }
-/* redux.sync: MODE 0 add 1 min 2 max 3 and 4 or 5 xor, | 8 signed. */
-H(redux)
+/* redux.sync: MODE 0 add 1 min 2 max 3 and 4 or 5 xor, | 8 signed; S1 the
+ * membermask. */
+static uint32_t redux_over(int op, int sg, const uint64_t *A, uint32_t g)
 {
-    uint64_t *D = RD(0);
-    const uint64_t *A = RS(0);
-    int op = i->mode & 7, sg = i->mode & 8;
     uint32_t acc = op == 1 ? (sg ? (uint32_t)INT32_MAX : UINT32_MAX)
                    : op == 2 ? (sg ? (uint32_t)INT32_MIN : 0) : op == 3 ? UINT32_MAX : 0;
-    LANES(m, {
-        uint32_t v = (uint32_t)A[l];
+    for (; g; g &= g - 1) {
+        uint32_t v = (uint32_t)A[__builtin_ctz(g)];
         switch (op) {
         case 0: acc += v; break;
         case 1: acc = sg ? ((int32_t)v < (int32_t)acc ? v : acc) : (v < acc ? v : acc); break;
@@ -1463,8 +1478,16 @@ H(redux)
         case 4: acc |= v; break;
         default: acc ^= v; break;
         }
-    });
-    LANES(m, D[l] = acc);
+    }
+    return acc;
+}
+H(redux)
+{
+    uint64_t *D = RD(0);
+    const uint64_t *A = RS(0), *M = RS(1);
+    uint32_t out[PTX_LANES];
+    LANES(m, out[l] = redux_over(i->mode & 7, i->mode & 8, A, sync_group(M, l, m)));
+    LANES(m, D[l] = out[l]);
     return 0;
 }
 H(activemask)
@@ -1473,14 +1496,15 @@ H(activemask)
     LANES(m, D[l] = m);
     return 0;
 }
+/* match: S0 the value (MODE 1: 64 bits), S1 the membermask. */
 H(match_any)
 {
     uint64_t *D = RD(0), mk = i->mode ? ~U64(0) : 0xffffffffu;
-    const uint64_t *A = RS(0);
+    const uint64_t *A = RS(0), *M = RS(1);
     uint64_t out[PTX_LANES];
     LANES(m, {
         uint32_t same = 0;
-        for (uint32_t q = m; q; q &= q - 1) {
+        for (uint32_t q = sync_group(M, l, m); q; q &= q - 1) {
             int k = __builtin_ctz(q);
             if ((A[k] & mk) == (A[l] & mk))
                 same |= 1u << k;
@@ -1493,17 +1517,25 @@ H(match_any)
 H(match_all)
 {
     uint64_t *D = RD(0), mk = i->mode ? ~U64(0) : 0xffffffffu;
-    const uint64_t *A = RS(0);
-    int first = __builtin_ctz(m), all = 1;
-    LANES(m, all &= (A[l] & mk) == (A[first] & mk));
-    LANES(m, D[l] = all ? m : 0);
+    const uint64_t *A = RS(0), *M = RS(1);
+    uint64_t out[PTX_LANES];
+    uint32_t pv = 0;
+    LANES(m, {
+        uint32_t g = sync_group(M, l, m), all = 1;
+        for (uint32_t q = g; q; q &= q - 1)
+            all &= (A[__builtin_ctz(q)] & mk) == (A[l] & mk);
+        out[l] = all ? g : 0;
+        pv |= all << l;
+    });
+    LANES(m, D[l] = out[l]);
     if (i->fk >> (2 * PTX_F_D1) & 3)
-        w->p[i->d[1]] = (w->p[i->d[1]] & ~m) | (all ? m : 0);
+        w->p[i->d[1]] = (w->p[i->d[1]] & ~m) | pv;
     return 0;
 }
 
 /* ----------------------------------------------------------------- table */
 
+#define h_devcall ptx_h_devcall /* in ptx_builtin.c */
 #define PTX_HANDLER(n) h_##n,
 const ptx_fn ptx_handlers[PTX_NOPS] = {PTX_OPS(PTX_HANDLER)};
 #define PTX_NAME(n) #n,
@@ -1711,8 +1743,19 @@ int ptx_warp_run(ptx_warp *w)
         switch (i->ctl) {
         case PTX_C_BRA: {
             uint32_t t = i->aux;
-            if (t <= pc && (++w->b->backedges & 0xfff) == 0 && (rc = ptx_deadline_check(w->b)))
-                goto out;
+            if (t <= pc) {
+                uint64_t be = ++w->b->backedges;
+                if ((be & 0xfff) == 0 && (rc = ptx_deadline_check(w->b)))
+                    goto out;
+                /* a loop lets the block's other warps, and in a cooperative
+                 * grid the other blocks, run now and then: one may wait
+                 * for another (a grid barrier spins on memory). The branch
+                 * runs again when the warp resumes. */
+                if ((be & w->b->yield_mask) == 0) {
+                    rc = PTX_WARP_YIELD;
+                    goto out;
+                }
+            }
             if (em == 0 || t == pc + 1) {
                 pc++;
                 continue;
@@ -1792,7 +1835,7 @@ int ptx_warp_run(ptx_warp *w)
     }
 out:
     w->pc = pc;
-    w->mask = rc ? 0 : m;
+    w->mask = rc && rc != PTX_WARP_YIELD ? 0 : m;
     w->merge_pc = mpc;
     w->insns += n;
     return rc;

@@ -18,12 +18,16 @@
 #ifndef GLEAM_PTX_INT_H
 #define GLEAM_PTX_INT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ptx.h"
 #include "ptx_ops.h"
 
 #define PTX_LANES 32
+/* A cooperative grid's workspace: the words its grid barrier counts in
+ * (cooperative groups keep the count at byte 4), zero when the grid starts. */
+#define PTX_GRID_WORKSPACE 64u
 #define PTX_FULL 0xffffffffu
 
 /* Fixed register slots, the same in every kernel (filled per warp). */
@@ -33,6 +37,9 @@ enum {
     PTX_R_LANEID, PTX_R_WARPID, PTX_R_NWARPID, PTX_R_LM_EQ, PTX_R_LM_LE, PTX_R_LM_LT,
     PTX_R_LM_GE, PTX_R_LM_GT, PTX_R_SMID, PTX_R_NSMID, PTX_R_GRIDID, PTX_R_DYN_SMEM,
     PTX_R_TOTAL_SMEM, PTX_R_WARPSZ,
+    /* %envreg1:%envreg2, the grid's workspace of a cooperative launch (high
+     * and low halves; 0 otherwise): cooperative groups' grid barrier */
+    PTX_R_ENVREG1, PTX_R_ENVREG2,
     PTX_NSREG = 32
 };
 /* Fixed predicate slots: always false, always true. */
@@ -87,6 +94,16 @@ typedef struct {
     uint64_t value;
 } ptx_const;
 
+/* A call of one of the device runtime's built-ins (vprintf, __assertfail,
+ * malloc, free: ptx_devrt.h), after linking: which one, and its return and
+ * argument slots in the caller's frame (frame-relative), returns first. */
+#define PTX_DCALL_MAX_ARGS 6
+typedef struct {
+    uint8_t builtin; /* PTX_BI_* */
+    uint32_t nret, nargs;
+    uint32_t off[PTX_DCALL_MAX_ARGS], size[PTX_DCALL_MAX_ARGS];
+} ptx_dcall;
+
 /* One call site before inlining: the caller-local offsets of its arguments. */
 typedef struct {
     uint32_t callee;
@@ -123,6 +140,7 @@ typedef struct {
     ptx_const *consts;
     uint32_t nconsts, capconsts;
     uint32_t local_size;    /* own .local variables and call parameters */
+    uint32_t local_align;   /* the largest .align of its .local variables */
     uint32_t shared_top, shared_align; /* an entry's own .shared variables: size, alignment */
     ptx_callsite *calls;
     uint32_t ncalls, capcalls;
@@ -130,6 +148,13 @@ typedef struct {
     uint32_t param_offsets[PTX_MAX_PARAMS], param_sizes[PTX_MAX_PARAMS];
     uint32_t params_size;
     uint32_t line;
+    uint8_t linkage;   /* PTX_LK_*: how it was declared (ptx_linkage.c) */
+    uint8_t hidden;    /* a weak definition that lost: kept, never a kernel */
+    uint8_t signed_;   /* its parameters are known (declared or defined) */
+    uint32_t rets_sig; /* its return parameters' sizes, folded: declarations must agree */
+    uint16_t src;      /* the input of a link it comes from */
+    uint32_t max_threads;   /* threads .maxntid or .reqntid allow (their product); 0: none */
+    uint32_t maxnreg;       /* .maxnreg; 0: none */
 } ptx_func;
 
 struct ptx_kernel {
@@ -146,17 +171,53 @@ struct ptx_kernel {
     ptx_const *consts;
     uint32_t nconsts;
     uint32_t local_size;
+    uint32_t local_align;   /* each thread's frame starts at a multiple of this */
+    ptx_dcall *dcalls;      /* calls of the device runtime's built-ins */
+    uint32_t ndcalls;
+    uint32_t devrt_uses;    /* 1 << PTX_BI_* of the built-ins it calls */
     uint32_t static_shared; /* the module's .shared variables and its entry's own */
     uint32_t dyn_base;      /* where dynamic (extern) shared memory starts */
     uint32_t nparams, params_size;
     uint32_t param_offsets[64], param_sizes[64];
     struct ptxc_kernel *ptxc; /* the compile tier's state (ptxc_tier.c), from the first launch */
+    uint32_t max_threads, maxnreg; /* the entry's launch bounds (ptx_func) */
+    uint64_t const_size;           /* the module's */
 };
 
+/* Linking directives (PTX ISA, "Linking Directives"): none is local to its
+ * input; .extern declares, .visible defines for every input, .weak and
+ * .common define unless a .visible definition (or a larger .common) wins. */
+enum { PTX_LK_NONE, PTX_LK_EXTERN, PTX_LK_VISIBLE, PTX_LK_WEAK, PTX_LK_COMMON };
+
+/* A module-scope .global/.const declaration. Code names a variable by its
+ * index in m->globals (PTX_GREF), resolved when kernels are linked: an
+ * .extern declaration has no storage of its own and binds, like every
+ * declaration with a linking directive, to the definition the link chose
+ * (target). */
 typedef struct {
     char *name;
     uint64_t offset, size;
+    int32_t target;   /* the definition references bind to; -1: none (unresolved) */
+    uint8_t defined;  /* has storage */
+    uint8_t linkage;  /* PTX_LK_* */
+    uint8_t has_init;
+    uint16_t src;
 } ptx_var;
+
+/* A reference to module variable I plus a displacement in (-2^31, 2^31): what
+ * an instruction's immediate (reloc PTX_RL_GLOBAL) or an initialiser's
+ * address holds until the link knows where every variable lies. */
+#define PTX_GREF(i) ((uint64_t)((uint64_t)(i) + 1) << 32)
+#define PTX_GREF_MAX_DISP 0x7fffffffll
+static inline int ptx_gref_split(uint64_t v, uint32_t nglobals, uint32_t *index, int64_t *disp)
+{
+    uint64_t hi = (v + 0x80000000ull) >> 32;
+    if (hi == 0 || hi > nglobals)
+        return -1;
+    *index = (uint32_t)(hi - 1);
+    *disp = (int64_t)(v - (hi << 32));
+    return 0;
+}
 
 struct ptx_module {
     ptx_func *funcs;
@@ -171,8 +232,11 @@ struct ptx_module {
     uint32_t dyn_align;     /* the largest alignment an extern .shared declaration asks */
     int has_dyn_shared;
     uint32_t target; /* .target sm_XX as XX (100 for sm_100); 0 when absent */
+    uint64_t const_size; /* bytes of module-scope .const variables */
     uint32_t *taken; /* functions whose address an initialiser holds */
     uint32_t ntaken;
+    char **srcnames; /* the inputs of a link, for messages (NULL: one input) */
+    uint32_t nsrcs;
 };
 
 /* Linking (ptx_link.c): builds m->kernels from m->funcs. */
@@ -195,6 +259,9 @@ typedef struct ptx_block {
     uint64_t c_lo, c_len;  /* the last two ranges an access hit */
     uint64_t c2_lo, c2_len;
     uint64_t backedges;
+    uint64_t yield_mask;   /* a warp yields when backedges & yield_mask is 0 */
+    struct ptx_devrt *rt;  /* the session's device runtime (ptx_devrt.h), or NULL */
+    char why[160];         /* what a built-in said about its fault ("" if nothing) */
     uint32_t red_popc;     /* bar.red of the barrier being gathered */
     int red_all, red_any;
     int err;
@@ -225,17 +292,40 @@ typedef struct ptx_warp {
 } ptx_warp;
 
 extern const ptx_fn ptx_handlers[PTX_NOPS];
+/* The handlers that live outside ptx_exec.c (ptx_exec_tex.c). */
+int h_tex(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_tld4(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_txq(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_suq(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_suld(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_sust(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 extern const char *const ptx_op_names[PTX_NOPS];
 
-/* Runs W until its lanes have all exited or wait at a barrier: 0 or PTX_E_*. */
+/* ptx_warp_run's answer when the warp stopped at a loop's back edge to let
+ * others run (ptx_block.yield_mask); it resumes there. */
+#define PTX_WARP_YIELD (-2)
+
+/* Runs W until its lanes have all exited or wait at a barrier (0), it yields
+ * (PTX_WARP_YIELD), or it fails (PTX_E_*; -1: another block failed). */
 int ptx_warp_run(ptx_warp *w);
 /* Picks the next group of lanes (lowest pc); 0 when none can run. */
 int ptx_warp_select(ptx_warp *w);
 /* Lanes EM arrive at barrier I (at PC): they wait, a bar.red gathers. */
 void ptx_bar_arrive(ptx_warp *w, const struct ptx_insn *i, uint32_t em, uint32_t pc);
 
+/* The device runtime's built-ins (ptx_builtin.c): the handler of
+ * PTX_OP_devcall, and the check of a call of NAME against the built-in's
+ * signature: 0 and *d (its slots as the call site gives them), -1 with a
+ * message (a built-in called wrongly), -2 (NAME is no built-in). */
+int ptx_h_devcall(ptx_warp *w, const ptx_insn *i, uint32_t m);
+int ptx_builtin_resolve(const char *name, const ptx_callsite *cs, ptx_dcall *d, char *err,
+                        size_t err_len);
+
 /* Memory classification for generic/global accesses (ptx_launch.c). */
 uint8_t *ptx_gaddr_slow(ptx_block *b, uint64_t a, uint64_t size);
+/* The launch's texture (surface != 0: surface) object of this value, or NULL
+ * (ptx_tex.h: the launch's resolver; none resolves without one). */
+const struct ptx_texref *ptx_texture_of(ptx_block *b, uint64_t value, int surface);
 int ptx_deadline_check(ptx_block *b);
 
 static inline uint8_t *ptx_gaddr(ptx_block *b, uint64_t a, uint64_t size)

@@ -33,18 +33,45 @@ typedef struct {
     uint64_t ownbase; /* the kernel's own .shared variables, above the module's */
     uint32_t *queue; /* functions whose out-of-line body is wanted */
     uint32_t nqueue;
+    uint32_t capdcalls;
+    uint64_t falign; /* frames of out-of-line calls, and each thread's, start at multiples of this */
     char *err;
     size_t err_len;
     int failed;
+    uint16_t src; /* the input of the function being spliced, for messages */
 } lk;
 
 static int lfail(lk *L, uint32_t line, const char *msg, const char *name)
 {
-    if (!L->failed && L->err != NULL && L->err_len > 0)
+    /* a link of several inputs names the one the function came from */
+    const ptx_module *m = L->m;
+    const char *src = m->srcnames != NULL && L->src < m->nsrcs ? m->srcnames[L->src] : NULL;
+    if (!L->failed && L->err != NULL && L->err_len > 0 && src != NULL)
+        snprintf(L->err, L->err_len, "input '%s' line %u: %s%s%s", src, line, msg,
+                 name ? " " : "", name ? name : "");
+    else if (!L->failed && L->err != NULL && L->err_len > 0)
         snprintf(L->err, L->err_len, "line %u: %s%s%s", line, msg, name ? " " : "",
                  name ? name : "");
     L->failed = 1;
     return -1;
+}
+
+/* Where module variable reference V (PTX_GREF plus a displacement) lies. */
+static uint64_t global_address(lk *L, uint64_t v)
+{
+    const ptx_module *m = L->m;
+    uint32_t gi;
+    int64_t disp;
+    if (ptx_gref_split(v, m->nglobals, &gi, &disp) != 0) {
+        lfail(L, 0, "a bad reference to a module variable", NULL);
+        return 0;
+    }
+    int32_t t = m->globals[gi].target;
+    if (t < 0) {
+        lfail(L, 0, "undefined reference to variable", m->globals[gi].name);
+        return 0;
+    }
+    return (uint64_t)(uintptr_t)m->storage + m->globals[t].offset + (uint64_t)disp;
 }
 
 static ptx_insn *append(lk *L, const ptx_insn *src)
@@ -92,6 +119,46 @@ static int32_t body_for(lk *L, uint32_t fi)
     return (int32_t)k->nbodies++;
 }
 
+static uint64_t alignup(uint64_t v, uint64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+/* A call of a function without a body that is one of the device runtime's
+ * built-ins (ptx_builtin.c) becomes one devcall instruction; -2: CALLEE is
+ * no built-in (the call is refused as before). */
+static int emit_builtin(lk *L, const ptx_insn *call, const ptx_callsite *cs,
+                        const ptx_func *callee, uint64_t fbase)
+{
+    ptx_kernel *k = L->k;
+    ptx_dcall d;
+    char why[96];
+    int r = ptx_builtin_resolve(callee->name, cs, &d, why, sizeof why);
+    if (r == -2)
+        return -2;
+    if (r != 0)
+        return lfail(L, call->line, why, callee->name);
+    for (uint32_t a = 0; a < d.nret + d.nargs; a++)
+        d.off[a] = (uint32_t)(fbase + d.off[a]);
+    if (k->ndcalls == L->capdcalls) {
+        uint32_t cap = L->capdcalls ? L->capdcalls * 2 : 8;
+        ptx_dcall *nd = realloc(k->dcalls, cap * sizeof *nd);
+        if (nd == NULL)
+            return lfail(L, call->line, "out of memory", NULL);
+        k->dcalls = nd;
+        L->capdcalls = cap;
+    }
+    k->dcalls[k->ndcalls] = d;
+    ptx_insn in = *call;
+    in.op = PTX_OP_devcall;
+    in.fn = ptx_handlers[PTX_OP_devcall];
+    in.ctl = PTX_C_NONE;
+    in.aux = k->ndcalls++;
+    in.fk = 0;
+    k->devrt_uses |= 1u << d.builtin;
+    return append(L, &in) != NULL ? 0 : -1;
+}
+
 static uint64_t relocate(lk *L, uint64_t v, int reloc, int arg, uint64_t fbase,
                          const uint32_t *argoff, const uint32_t *retoff)
 {
@@ -99,7 +166,7 @@ static uint64_t relocate(lk *L, uint64_t v, int reloc, int arg, uint64_t fbase,
     case PTX_RL_LOCAL: return v + fbase;
     case PTX_RL_ARG: return v + (argoff ? argoff[arg] : 0);
     case PTX_RL_RET: return v + (retoff ? retoff[arg] : 0);
-    case PTX_RL_GLOBAL: return v + (uint64_t)(uintptr_t)L->m->storage;
+    case PTX_RL_GLOBAL: return global_address(L, v);
     case PTX_RL_DYNSH: return v + L->dynbase;
     case PTX_RL_OWNSH: return v + L->ownbase;
     case PTX_RL_FUNC:
@@ -145,6 +212,8 @@ static int splice(lk *L, uint32_t fi, uint64_t fbase, const uint32_t *argoff,
 {
     const ptx_func *f = &L->m->funcs[fi];
     ptx_kernel *k = L->k;
+    uint16_t caller_src = L->src;
+    L->src = f->src;
     if (!f->defined)
         return lfail(L, f->line, "call of a function without a body:", f->name);
     if ((uint64_t)k->nregs + f->nregs - PTX_NSREG > PTX_MAX_REGS
@@ -180,7 +249,7 @@ static int splice(lk *L, uint32_t fi, uint64_t fbase, const uint32_t *argoff,
         return lfail(L, f->line, "out of memory", NULL);
     }
     int rc = L->failed ? -1 : 0;
-    uint64_t callee_base = (fbase + f->local_size + 15) / 16 * 16;
+    uint64_t frame_end = fbase + f->local_size;
     for (uint32_t j = 0; j < f->ncode && rc == 0; j++) {
         pcmap[j] = k->ncode;
         ptx_insn in = f->code[j];
@@ -190,12 +259,22 @@ static int splice(lk *L, uint32_t fi, uint64_t fbase, const uint32_t *argoff,
         if (in.op == PTX_OP_ctl && in.ctl == PTX_C_CALL) {
             const ptx_callsite *cs = &f->calls[in.aux];
             const ptx_func *callee = cs->indirect ? NULL : &L->m->funcs[cs->callee];
+            if (callee != NULL && !callee->defined) {
+                int b = emit_builtin(L, &in, cs, callee, fbase);
+                if (b == 0)
+                    continue;
+                if (b == -1) {
+                    rc = -1;
+                    break;
+                }
+            }
             if (callee != NULL && (cs->nargs != callee->nparams || cs->nret != callee->nrets)) {
                 rc = lfail(L, in.line, "call does not match the parameters of", callee->name);
                 break;
             }
             if (cs->indirect || L->onstack[cs->callee]) { /* out of line */
                 int32_t bi = cs->indirect ? -1 : body_for(L, cs->callee);
+                uint64_t callee_base = alignup(frame_end, L->falign);
                 int oc = L->failed ? -1 : add_ocall(L, cs, fbase, callee_base, bi);
                 if (oc < 0) {
                     rc = -1;
@@ -230,6 +309,10 @@ static int splice(lk *L, uint32_t fi, uint64_t fbase, const uint32_t *argoff,
                 }
                 skip_at = k->ncode - 1;
             }
+            /* the callee's frame at its variables' alignment (numba's local
+             * arrays ask for 64 and 256), relative to the thread's frame,
+             * which starts at a multiple of L->falign */
+            uint64_t callee_base = alignup(frame_end, callee->local_align > 16 ? callee->local_align : 16);
             L->onstack[cs->callee] = 1;
             rc = splice(L, cs->callee, callee_base, aoff, roff, depth + 1, -1);
             L->onstack[cs->callee] = 0;
@@ -282,6 +365,7 @@ static int splice(lk *L, uint32_t fi, uint64_t fbase, const uint32_t *argoff,
     }
     free(pcmap);
     free(fix);
+    L->src = caller_src;
     return L->failed ? -1 : rc;
 }
 
@@ -310,6 +394,7 @@ static int bodies(lk *L, uint64_t *need)
             rofs[a] = top;
             top += 16; /* return values are scalars or small vectors */
         }
+        top = (uint32_t)alignup(top, L->falign); /* the body's own variables */
         uint32_t rb = k->nregs, pb = k->npreds, entry = k->ncode, oc0 = k->nocalls;
         uint64_t saved_stack = L->stack;
         L->stack = top;
@@ -330,7 +415,7 @@ static int bodies(lk *L, uint64_t *need)
         uint64_t frame = (uint64_t)b->save + 8ull * b->nr + b->np;
         if (frame > OUTLINE_STACK_MAX)
             return lfail(L, f->line, "frame too large for an out-of-line call:", f->name);
-        b->frame = align16(frame);
+        b->frame = (uint32_t)alignup(frame, L->falign);
         /* calls made from this body put their frames above all of it */
         for (uint32_t o = oc0; o < k->nocalls; o++)
             k->ocalls[o].k = b->frame;
@@ -350,7 +435,7 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
 {
     uint32_t n = 0;
     for (uint32_t f = 0; f < m->nfuncs; f++)
-        n += m->funcs[f].is_entry && m->funcs[f].defined;
+        n += m->funcs[f].is_entry && m->funcs[f].defined && !m->funcs[f].hidden;
     m->kernels = calloc(n ? n : 1, sizeof *m->kernels);
     uint8_t *onstack = calloc(m->nfuncs ? m->nfuncs : 1, 1);
     if (m->kernels == NULL || onstack == NULL) {
@@ -359,11 +444,15 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
             snprintf(err, err_len, "out of memory");
         return -1;
     }
-    lk L = {.m = m, .onstack = onstack, .err = err, .err_len = err_len};
+    lk L = {.m = m, .onstack = onstack, .err = err, .err_len = err_len, .falign = 16};
+    for (uint32_t f = 0; f < m->nfuncs; f++)
+        if (m->funcs[f].local_align > L.falign)
+            L.falign = m->funcs[f].local_align;
     for (uint32_t fi = 0; fi < m->nfuncs && !L.failed; fi++) {
         const ptx_func *f = &m->funcs[fi];
-        if (!f->is_entry || !f->defined)
+        if (!f->is_entry || !f->defined || f->hidden)
             continue;
+        L.src = f->src;
         ptx_kernel *k = &m->kernels[m->nkernels++];
         k->name = strdup(f->name);
         k->body_of = malloc((m->nfuncs ? m->nfuncs : 1) * sizeof *k->body_of);
@@ -392,10 +481,13 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
         }
         k->dyn_base = (uint32_t)L.dynbase;
         k->params_size = f->params_size;
+        k->max_threads = f->max_threads;
+        k->maxnreg = f->maxnreg;
+        k->const_size = m->const_size;
         memcpy(k->param_offsets, f->param_offsets, sizeof k->param_offsets);
         memcpy(k->param_sizes, f->param_sizes, sizeof k->param_sizes);
         L.k = k;
-        L.capcode = L.capconsts = L.capocalls = 0;
+        L.capcode = L.capconsts = L.capocalls = L.capdcalls = 0;
         L.stack = 0;
         L.nqueue = 0;
         memset(onstack, 0, m->nfuncs);
@@ -414,7 +506,8 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
         uint64_t need = L.stack;
         if (bodies(&L, &need) != 0)
             break;
-        k->local_size = align16(need);
+        k->local_align = (uint32_t)L.falign;
+        k->local_size = (uint32_t)alignup(need, L.falign);
     }
     free(onstack);
     free(L.queue);

@@ -64,7 +64,11 @@
     X(atom_g) X(atom_s) X(fence) X(cpasync)                                                              \
     /* warp-wide */                                                                           \
     X(shfl) X(redux) X(vote_all) X(vote_any) X(vote_uni) X(vote_ballot) X(activemask) X(match_any)     \
-    X(match_all)
+    X(match_all)                                                                              \
+    /* textures and surfaces (handlers in ptx_exec_tex.c) */                                  \
+    X(tex) X(tld4) X(txq) X(suq) X(suld) X(sust)                                              \
+    /* a call of the device runtime (printf, assert, malloc, free: ptx_builtin.c) */          \
+    X(devcall)
 
 #define PTX_OP_ENUM(n) PTX_OP_##n,
 enum { PTX_OPS(PTX_OP_ENUM) PTX_NOPS };

@@ -32,9 +32,11 @@ void px_fail(ps *s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (s->err != NULL && s->err_len > 0)
-        snprintf(s->err, s->err_len, "line %u: %s",
-                 s->in_insn ? s->iline : s->t.line ? s->t.line : s->line, msg);
+    unsigned line = s->in_insn ? s->iline : s->t.line ? s->t.line : s->line;
+    if (s->err != NULL && s->err_len > 0 && s->src_name != NULL)
+        snprintf(s->err, s->err_len, "input '%.120s' line %u: %s", s->src_name, line, msg);
+    else if (s->err != NULL && s->err_len > 0)
+        snprintf(s->err, s->err_len, "line %u: %s", line, msg);
 }
 
 static int isid0(int c)
@@ -391,7 +393,7 @@ static uint64_t place(uint64_t *top, uint64_t align, uint64_t size)
 }
 
 typedef struct {
-    int space; /* 0 global/const, 1 shared, 2 local, 3 param */
+    int space; /* 0 global, 1 shared, 2 local, 3 param, 4 module-scope const */
     int align;
     int type;
     int vec;
@@ -427,8 +429,12 @@ static void decl_attrs(ps *s, declspec *d)
         } else if (parse_type(s) != T_NONE) {
             d->type = parse_type(s);
             px_next(s);
-        } else
+        } else {
+            if (is_dir(s, ".texref") || is_dir(s, ".samplerref") || is_dir(s, ".surfref"))
+                px_fail(s, "unsupported: texture, sampler and surface references (%.*s; "
+                           "texture and surface objects are supported)", (int)s->t.n, s->t.s);
             return;
+        }
     }
 }
 
@@ -483,7 +489,12 @@ static int init_address(ps *s, stage *g, uint64_t at, int es, uint64_t *v)
     int64_t off = 0;
     if (px_is_p(s, '+')) {
         px_next(s);
-        off = (int64_t)px_expect_int(s);
+        uint64_t u = px_expect_int(s);
+        if (u > PTX_GREF_MAX_DISP) {
+            px_fail(s, "address offset too large in an initialiser");
+            return -1;
+        }
+        off = (int64_t)u;
     }
     if (y != NULL && y->kind == S_FUNC && !generic && off == 0) {
         ptx_module *m = s->m;
@@ -588,9 +599,15 @@ static void initialiser(ps *s, stage *g, uint64_t base, uint64_t size, int type)
     } while (depth > 0 && !s->failed && s->t.kind != K_EOF);
 }
 
-static int add_global(ps *s, const char *name, uint32_t n, uint64_t off, uint64_t size)
+/* A module variable's declaration: its index in m->globals, or -1. */
+static int add_global(ps *s, const char *name, uint32_t n, uint64_t off, uint64_t size,
+                      int linkage)
 {
     ptx_module *m = s->m;
+    if (m->nglobals >= (1u << 20)) {
+        px_fail(s, "too many module variables");
+        return -1;
+    }
     ptx_var *nv = grow_one(s, m->globals, m->nglobals, sizeof *nv);
     if (nv == NULL)
         return -1;
@@ -602,15 +619,22 @@ static int add_global(ps *s, const char *name, uint32_t n, uint64_t off, uint64_
     }
     memcpy(c, name, n);
     c[n] = 0;
-    m->globals[m->nglobals++] = (ptx_var){c, off, size};
-    return 0;
+    m->globals[m->nglobals] = (ptx_var){.name = c, .offset = off, .size = size, .target = -1,
+                                        .defined = linkage != PTX_LK_EXTERN,
+                                        .linkage = (uint8_t)linkage, .src = s->src};
+    return (int)m->nglobals++;
 }
 
 
 /* A variable declaration after its state space directive; s->t is the first
  * token after it. Works at module and function scope. */
-static void var_decl(ps *s, int sp, int is_extern, stage *g, uint64_t *gtop)
+/* var_decl's state space of a module-scope .const (0 is .global; both live in
+ * the module's storage). */
+#define SP_MODULE_CONST 4
+
+static void var_decl(ps *s, int sp, int linkage, stage *g, uint64_t *gtop)
 {
+    int is_extern = linkage == PTX_LK_EXTERN;
     declspec d = {.space = sp, .align = 0};
     decl_attrs(s, &d);
     if (d.type == T_NONE || d.type == T_PRED) {
@@ -677,16 +701,32 @@ static void var_decl(ps *s, int sp, int is_extern, stage *g, uint64_t *gtop)
                 return;
             }
             s->f->local_size = (uint32_t)top;
+            if (align > s->f->local_align) /* where its frame must start (ptx_link.c) */
+                s->f->local_align = (uint32_t)align;
             y = add_sym(s, name.s, name.n, S_LVAR);
             if (y) {
                 y->val = at;
                 y->idx = (uint32_t)size; /* call arguments copy this many bytes */
             }
-        } else if (sp == 0) {
+        } else if ((sp == 0 || sp == SP_MODULE_CONST) && is_extern) {
+            /* declared here, defined by another input: no storage of its own */
+            if (px_is_p(s, '=')) {
+                px_fail(s, "an .extern variable cannot be initialised");
+                return;
+            }
+            int gi = add_global(s, name.s, name.n, 0, unsized ? 0 : size, linkage);
+            if (gi < 0 || px_xvar(s, (uint32_t)gi) != 0)
+                return;
+            y = add_sym(s, name.s, name.n, S_GVAR);
+            if (y)
+                y->val = PTX_GREF(gi);
+        } else if (sp == 0 || sp == SP_MODULE_CONST) {
             if (unsized) {
                 px_fail(s, "unsized global variable");
                 return;
             }
+            if (sp == SP_MODULE_CONST) /* the constant bank's bytes, as a GPU lays them out */
+                place(&s->m->const_size, align, size);
             uint64_t at = place(gtop, align < 16 ? 16 : align, size);
             if (*gtop > (256u << 20)) {
                 px_fail(s, "module variables too large");
@@ -705,15 +745,21 @@ static void var_decl(ps *s, int sp, int is_extern, stage *g, uint64_t *gtop)
                 g->data = nd;
                 g->size = cap;
             }
+            /* code names the declaration; the link binds it (PTX_GREF) */
+            int gi = add_global(s, name.s, name.n, at, size,
+                                s->f != NULL ? PTX_LK_NONE : linkage);
+            if (gi < 0)
+                return;
             y = add_sym(s, name.s, name.n, S_GVAR);
             if (y)
-                y->val = at;
-            if (add_global(s, name.s, name.n, at, size) != 0)
-                return;
+                y->val = PTX_GREF(gi);
             if (px_is_p(s, '=')) {
                 px_next(s);
+                s->m->globals[gi].has_init = 1;
                 initialiser(s, g, at, size, d.type);
             }
+            if (s->m->globals[gi].linkage != PTX_LK_NONE && px_xvar(s, (uint32_t)gi) != 0)
+                return;
         } else {
             px_fail(s, "unsupported state space for a variable");
             return;
@@ -832,13 +878,18 @@ static void params(ps *s, ptx_func *f, int rets)
         uint64_t es = (uint64_t)tsize(d.type) * (uint64_t)(d.vec ? d.vec : 1);
         uint64_t size = n * es, align = d.align ? (uint64_t)d.align : es;
         uint32_t k = rets ? f->nrets : f->nparams;
-        if (unsized || size > 4096 || f->nrets + f->nparams >= PTX_MAX_PARAMS || s->failed) {
+        if (unsized || size > PTX_MAX_PARAM_BYTES || f->nrets + f->nparams >= PTX_MAX_PARAMS
+            || s->failed) {
             if (!s->failed)
                 px_fail(s, "unsupported parameter");
             return;
         }
         uint64_t t64 = top;
         uint64_t at = place(&t64, align, size);
+        if (t64 > PTX_MAX_PARAM_BYTES) {
+            px_fail(s, "parameters larger than %u bytes (CUDA's limit)", PTX_MAX_PARAM_BYTES);
+            return;
+        }
         top = (uint32_t)t64;
         psym *y = add_sym(s, name.s, name.n, f->is_entry ? S_KPARAM : rets ? S_FRET : S_FPARAM);
         if (y == NULL)
@@ -850,23 +901,41 @@ static void params(ps *s, ptx_func *f, int rets)
             f->param_sizes[k] = (uint32_t)size;
             f->nparams++;
             f->params_size = top;
-        } else
+        } else {
             f->nrets++;
+            f->rets_sig = f->rets_sig * 31u + (uint32_t)size;
+        }
         if (px_is_p(s, ','))
             px_next(s);
     }
     px_expect(s, ')');
 }
 
-static void skip_perf_directives(ps *s)
+/* The performance directives after a function's parameters. The launch
+ * bounds are kept: .maxntid and .reqntid (the product of their extents: a
+ * launch of more threads is refused, as on a GPU) and .maxnreg; the rest are
+ * hints the host device has no use for. */
+static void perf_directives(ps *s, ptx_func *f)
 {
     while (!s->failed && s->t.kind == K_DIR) {
-        if (is_dir(s, ".maxntid") || is_dir(s, ".reqntid") || is_dir(s, ".minnctapersm")
-            || is_dir(s, ".maxnreg") || is_dir(s, ".maxclusterrank") || is_dir(s, ".reqnctapercluster")
+        int bound = is_dir(s, ".maxntid") || is_dir(s, ".reqntid"), regs = is_dir(s, ".maxnreg");
+        if (bound || regs || is_dir(s, ".minnctapersm")
+            || is_dir(s, ".maxclusterrank") || is_dir(s, ".reqnctapercluster")
             || is_dir(s, ".explicitcluster") || is_dir(s, ".noreturn") || is_dir(s, ".pragma")) {
             px_next(s);
-            while (s->t.kind == K_INT || px_is_p(s, ',') || s->t.kind == K_STR)
+            uint64_t product = 1;
+            int extents = 0;
+            while (s->t.kind == K_INT || px_is_p(s, ',') || s->t.kind == K_STR) {
+                if (s->t.kind == K_INT && extents++ < 3) {
+                    uint64_t v = s->t.u;
+                    product = v > 1024 || product * v > 1024 ? 1025 : product * v;
+                }
                 px_next(s);
+            }
+            if (bound && extents > 0 && (f->max_threads == 0 || product < f->max_threads))
+                f->max_threads = (uint32_t)product;
+            if (regs && extents > 0)
+                f->maxnreg = (uint32_t)(product > 1024 ? 1024 : product);
             if (px_is_p(s, ';') && !px_is_p(s, '{'))
                 px_next(s);
         } else
@@ -874,16 +943,8 @@ static void skip_perf_directives(ps *s)
     }
 }
 
-static int func_slot(ps *s, const tok *name, int is_entry)
+int px_new_func(ps *s, const tok *name, int is_entry)
 {
-    psym *y = px_find(s, name->s, name->n);
-    if (y != NULL) {
-        if (y->kind != S_FUNC) {
-            px_fail(s, "'%.*s' redeclared", (int)(name->n > 60 ? 60 : name->n), name->s);
-            return -1;
-        }
-        return (int)y->idx;
-    }
     ptx_module *m = s->m;
     if (m->nfuncs >= 65536) {
         px_fail(s, "too many functions");
@@ -904,11 +965,27 @@ static int func_slot(ps *s, const tok *name, int is_entry)
     f->name[name->n] = 0;
     f->is_entry = is_entry;
     f->line = name->line;
-    y = add_sym(s, name->s, name->n, S_FUNC);
-    if (y == NULL)
-        return -1;
-    y->idx = m->nfuncs;
+    f->src = s->src;
     return (int)m->nfuncs++;
+}
+
+/* The slot of a function this input declares: its own, or with a linking
+ * directive the one every input of the link shares (ptx_linkage.c). */
+static int func_slot(ps *s, const tok *name, int is_entry, int linkage)
+{
+    psym *y = px_find(s, name->s, name->n);
+    if (y != NULL) {
+        if (y->kind != S_FUNC) {
+            px_fail(s, "'%.*s' redeclared", (int)(name->n > 60 ? 60 : name->n), name->s);
+            return -1;
+        }
+        return (int)y->idx;
+    }
+    int fi = linkage != PTX_LK_NONE ? px_xfunc(s, name, is_entry) : px_new_func(s, name, is_entry);
+    if (fi < 0 || (y = add_sym(s, name->s, name->n, S_FUNC)) == NULL)
+        return -1;
+    y->idx = (uint32_t)fi;
+    return fi;
 }
 
 static void body(ps *s, stage *g, uint64_t *gtop)
@@ -1033,7 +1110,18 @@ static void body(ps *s, stage *g, uint64_t *gtop)
     f->defined = 1;
 }
 
-static void function(ps *s, int is_entry, int is_extern, stage *g, uint64_t *gtop)
+/* Every declaration of a function (in any input of a link) and its
+ * definition must agree on the parameters: a call lays its arguments out by
+ * its own declaration, the body reads them by the definition's. */
+static int same_signature(const ptx_func *f, const ptx_func *t)
+{
+    return f->nparams == t->nparams && f->nrets == t->nrets && f->rets_sig == t->rets_sig
+           && memcmp(f->param_sizes, t->param_sizes, t->nparams * sizeof *t->param_sizes) == 0
+           && memcmp(f->param_offsets, t->param_offsets,
+                     t->nparams * sizeof *t->param_offsets) == 0;
+}
+
+static void function(ps *s, int is_entry, int linkage, stage *g, uint64_t *gtop)
 {
     px_next(s); /* .entry / .func */
     ptx_func tmp = {.is_entry = is_entry};
@@ -1051,7 +1139,7 @@ static void function(ps *s, int is_entry, int is_extern, stage *g, uint64_t *gto
     px_next(s);
     if (px_is_p(s, '('))
         params(s, &tmp, 0);
-    skip_perf_directives(s);
+    perf_directives(s, &tmp);
     if (s->failed)
         return;
     /* The function's name belongs to the module scope, below its parameters:
@@ -1065,7 +1153,7 @@ static void function(ps *s, int is_entry, int is_extern, stage *g, uint64_t *gto
     if (nps > 0)
         memcpy(saved, &s->syms[s->nsyms - nps], nps * sizeof *saved);
     pop_scope(s);
-    int fi = func_slot(s, &name, is_entry);
+    int fi = func_slot(s, &name, is_entry, linkage);
     if (fi < 0)
         return;
     push_scope(s);
@@ -1083,11 +1171,19 @@ static void function(ps *s, int is_entry, int is_extern, stage *g, uint64_t *gto
         return;
     }
     (void)has_ret;
+    if (f->signed_ && !same_signature(f, &tmp)) {
+        px_fail(s, "'%s' declared with other parameters than before", f->name);
+        return;
+    }
     f->nparams = tmp.nparams;
     f->nrets = tmp.nrets;
+    f->rets_sig = tmp.rets_sig;
     f->params_size = tmp.params_size;
+    f->max_threads = tmp.max_threads;
+    f->maxnreg = tmp.maxnreg;
     memcpy(f->param_offsets, tmp.param_offsets, sizeof f->param_offsets);
     memcpy(f->param_sizes, tmp.param_sizes, sizeof f->param_sizes);
+    f->signed_ = 1;
     if (px_is_p(s, ';')) {
         px_next(s);
         pop_scope(s);
@@ -1097,10 +1193,23 @@ static void function(ps *s, int is_entry, int is_extern, stage *g, uint64_t *gto
         px_fail(s, "expected a function body");
         return;
     }
-    if (f->defined || is_extern) {
+    if (linkage == PTX_LK_EXTERN) {
+        px_fail(s, "'%s' is .extern but has a body", f->name);
+        return;
+    }
+    if (linkage == PTX_LK_COMMON) {
+        px_fail(s, "'%s': .common is for variables only", f->name);
+        return;
+    }
+    /* an input-local function defined twice clashes at once; a shared name
+     * follows the linking rules */
+    if (f->defined && f->linkage == PTX_LK_NONE && linkage == PTX_LK_NONE) {
         px_fail(s, "'%s' defined twice", f->name);
         return;
     }
+    if ((fi = px_xfunc_define(s, (uint32_t)fi, linkage)) < 0)
+        return;
+    f = &s->m->funcs[fi];
     s->f = f;
     s->fidx = (uint32_t)fi;
     body(s, g, gtop);
@@ -1141,7 +1250,9 @@ static void module(ps *s, stage *g, uint64_t *gtop)
                  * cuFuncGetAttribute(PTX_VERSION) tells: CUB picks its tile
                  * sizes on the host by it, and they must match the code's) */
                 px_next(s);
-                if (s->t.kind == K_ID && s->t.n > 3 && memcmp(s->t.s, "sm_", 3) == 0) {
+                /* a link's first input names it */
+                if (s->t.kind == K_ID && s->t.n > 3 && memcmp(s->t.s, "sm_", 3) == 0
+                    && s->m->target == 0) {
                     uint32_t v = 0;
                     for (size_t k = 3; k < s->t.n && s->t.s[k] >= '0' && s->t.s[k] <= '9'
                                        && v < 100000; k++)
@@ -1167,23 +1278,26 @@ static void module(ps *s, stage *g, uint64_t *gtop)
             skip_to_semi(s);
             continue;
         }
-        int is_extern = 0;
+        int linkage = PTX_LK_NONE;
         while (is_dir(s, ".visible") || is_dir(s, ".extern") || is_dir(s, ".weak")
                || is_dir(s, ".common")) {
-            if (is_dir(s, ".extern"))
-                is_extern = 1;
+            linkage = is_dir(s, ".extern")    ? PTX_LK_EXTERN
+                      : is_dir(s, ".visible") ? PTX_LK_VISIBLE
+                      : is_dir(s, ".weak")    ? PTX_LK_WEAK
+                                              : PTX_LK_COMMON;
             px_next(s);
         }
         if (is_dir(s, ".entry"))
-            function(s, 1, is_extern, g, gtop);
+            function(s, 1, linkage, g, gtop);
         else if (is_dir(s, ".func"))
-            function(s, 0, is_extern, g, gtop);
+            function(s, 0, linkage, g, gtop);
         else if (is_dir(s, ".global") || is_dir(s, ".const")) {
+            int sp = is_dir(s, ".const") ? SP_MODULE_CONST : 0;
             px_next(s);
-            var_decl(s, 0, is_extern, g, gtop);
+            var_decl(s, sp, linkage, g, gtop);
         } else if (is_dir(s, ".shared")) {
             px_next(s);
-            var_decl(s, 1, is_extern, g, gtop);
+            var_decl(s, 1, linkage == PTX_LK_EXTERN ? PTX_LK_EXTERN : PTX_LK_NONE, g, gtop);
         } else
             px_fail(s, "unsupported directive '%.*s'", (int)(s->t.n > 40 ? 40 : s->t.n), s->t.s);
     }
@@ -1212,6 +1326,7 @@ void ptx_module_free(ptx_module *m)
         free(m->kernels[k].bodies);
         free(m->kernels[k].body_of);
         ptxc_kernel_release(m->kernels[k].ptxc);
+        free(m->kernels[k].dcalls);
     }
     free(m->kernels);
     for (uint32_t k = 0; k < m->nglobals; k++)
@@ -1219,60 +1334,131 @@ void ptx_module_free(ptx_module *m)
     free(m->globals);
     free(m->taken);
     free(m->storage);
+    for (uint32_t k = 0; k < m->nsrcs; k++)
+        free(m->srcnames[k]);
+    free(m->srcnames);
     free(m);
 }
 
-int ptx_module_load(const char *text, size_t len, ptx_module **out, char *err, size_t err_len)
+/* One input of a link into the shared module: its own symbols and labels,
+ * the link's functions, variables and names. */
+static int parse_source(ps *proto, const ptx_source *src, stage *g, uint64_t *gtop)
 {
-    *out = NULL;
-    if (err != NULL && err_len > 0)
-        err[0] = 0;
-    if (len > PTX_MAX_TEXT) {
-        if (err != NULL && err_len > 0)
-            snprintf(err, err_len, "PTX text larger than %u bytes", PTX_MAX_TEXT);
-        return -1;
-    }
-    ps s = {.p = text, .end = text + len, .line = 1, .err = err, .err_len = err_len};
-    s.m = calloc(1, sizeof *s.m);
+    ps s = *proto;
+    s.p = src->text;
+    s.end = src->text + src->len;
+    s.line = 1;
     s.head = calloc(NBUCKETS, sizeof *s.head);
     s.lhead = calloc(NBUCKETS, sizeof *s.lhead);
-    stage g = {0};
-    uint64_t gtop = 0;
-    if (s.m == NULL || s.head == NULL || s.lhead == NULL)
+    if (s.head == NULL || s.lhead == NULL)
         px_fail(&s, "out of memory");
     else
-        module(&s, &g, &gtop);
-    if (!s.failed) {
-        /* the storage of module variables: one block, registered as a whole */
-        s.m->storage_size = gtop;
-        if (gtop > 0) {
-            s.m->storage = aligned_alloc(256, (gtop + 255) / 256 * 256);
-            if (s.m->storage == NULL)
-                px_fail(&s, "out of memory");
-            else {
-                memset(s.m->storage, 0, (gtop + 255) / 256 * 256);
-                memcpy(s.m->storage, g.data, gtop);
-                for (uint32_t r = 0; r < g.nrelocs; r++) {
-                    uint64_t v = (uint64_t)(uintptr_t)s.m->storage + g.relocs[r].target;
-                    if (g.relocs[r].at + 8 <= gtop)
-                        memcpy(s.m->storage + g.relocs[r].at, &v, 8);
-                }
-            }
-        }
-    }
+        module(&s, g, gtop);
     free_sym_names(&s, 0);
     free(s.syms);
     free(s.head);
     free(s.labels);
     free(s.lhead);
-    free(g.data);
-    free(g.relocs);
-    if (!s.failed && ptx_link(s.m, err, err_len) != 0)
-        s.failed = 1;
-    if (s.failed) {
-        ptx_module_free(s.m);
+    return s.failed ? -1 : 0;
+}
+
+/* The storage of module variables: one block, registered as a whole, with
+ * the addresses initialisers hold patched in once every variable is bound. */
+static int build_storage(ptx_module *m, const stage *g, uint64_t gtop, char *err, size_t err_len)
+{
+    m->storage_size = gtop;
+    if (gtop == 0)
+        return 0;
+    m->storage = aligned_alloc(256, (gtop + 255) / 256 * 256);
+    if (m->storage == NULL) {
+        snprintf(err, err_len, "out of memory");
         return -1;
     }
-    *out = s.m;
+    memset(m->storage, 0, (gtop + 255) / 256 * 256);
+    memcpy(m->storage, g->data, gtop);
+    for (uint32_t r = 0; r < g->nrelocs; r++) {
+        uint32_t gi;
+        int64_t disp;
+        if (ptx_gref_split(g->relocs[r].target, m->nglobals, &gi, &disp) != 0)
+            continue;
+        int32_t t = m->globals[gi].target;
+        if (t < 0) {
+            snprintf(err, err_len, "undefined reference to variable '%.200s' in an initialiser",
+                     m->globals[gi].name);
+            return -1;
+        }
+        uint64_t v = (uint64_t)(uintptr_t)m->storage + m->globals[t].offset + (uint64_t)disp;
+        if (g->relocs[r].at + 8 <= gtop)
+            memcpy(m->storage + g->relocs[r].at, &v, 8);
+    }
     return 0;
+}
+
+static int keep_names(ptx_module *m, const ptx_source *src, size_t n)
+{
+    m->srcnames = calloc(n, sizeof *m->srcnames);
+    if (m->srcnames == NULL)
+        return -1;
+    m->nsrcs = (uint32_t)n;
+    for (size_t k = 0; k < n; k++) {
+        const char *name = src[k].name != NULL ? src[k].name : "?";
+        if ((m->srcnames[k] = strndup(name, 200)) == NULL)
+            return -1;
+    }
+    return 0;
+}
+
+int ptx_module_link(const ptx_source *src, size_t n, ptx_module **out, char *err,
+                    size_t err_len)
+{
+    char scratch[8];
+    *out = NULL;
+    if (err == NULL || err_len == 0) {
+        err = scratch;
+        err_len = sizeof scratch;
+    }
+    err[0] = 0;
+    size_t total = 0;
+    for (size_t k = 0; k < n; k++)
+        total += src[k].len <= PTX_MAX_TEXT ? src[k].len : (size_t)PTX_MAX_TEXT + 1;
+    if (n == 0 || n > PTX_MAX_SOURCES || total > PTX_MAX_TEXT) {
+        snprintf(err, err_len, n == 0 ? "nothing to link"
+                 : n > PTX_MAX_SOURCES ? "more than %u inputs to link"
+                 : "PTX text larger than %u bytes", n > PTX_MAX_SOURCES ? PTX_MAX_SOURCES
+                 : PTX_MAX_TEXT);
+        return -1;
+    }
+    ptx_module *m = calloc(1, sizeof *m);
+    struct ptx_xtab *x = px_xtab_new();
+    stage g = {0};
+    uint64_t gtop = 0;
+    int failed = m == NULL || x == NULL || (n > 1 && keep_names(m, src, n) != 0);
+    if (failed)
+        snprintf(err, err_len, "out of memory");
+    ps proto = {.m = m, .x = x, .err = err, .err_len = err_len};
+    for (size_t k = 0; k < n && !failed; k++) {
+        proto.src = (uint16_t)k;
+        proto.src_name = n > 1 ? m->srcnames[k] : NULL;
+        failed = parse_source(&proto, &src[k], &g, &gtop) != 0;
+    }
+    if (!failed)
+        failed = px_xresolve(m, x, err, err_len) != 0
+                 || build_storage(m, &g, gtop, err, err_len) != 0;
+    px_xtab_free(x);
+    free(g.data);
+    free(g.relocs);
+    if (!failed && ptx_link(m, err, err_len) != 0)
+        failed = 1;
+    if (failed) {
+        ptx_module_free(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+int ptx_module_load(const char *text, size_t len, ptx_module **out, char *err, size_t err_len)
+{
+    const ptx_source one = {text, len, NULL};
+    return ptx_module_link(&one, 1, out, err, err_len);
 }

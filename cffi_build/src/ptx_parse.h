@@ -85,10 +85,15 @@ typedef struct {
     uint32_t line;
 } tok;
 
+struct ptx_xtab; /* the names a link shares between its inputs (ptx_linkage.c) */
+
 typedef struct {
     const char *p, *end;
     uint32_t line;
     ptx_module *m;
+    struct ptx_xtab *x;
+    uint16_t src;         /* this input's index in the link */
+    const char *src_name; /* named in messages when the link has several inputs */
     char *err;
     size_t err_len;
     int failed;
@@ -180,9 +185,50 @@ ptx_insn *px_emit(ps *s, int op, uint32_t guard);
 void px_setf(ptx_insn *i, int field, int kind, uint32_t v);
 uint32_t px_new_reg(ps *s);
 uint32_t px_cst(ps *s, uint64_t v, int reloc, int arg);
+/* A new function slot named NAME (no symbol entered): its index, or -1. */
+int px_new_func(ps *s, const tok *name, int is_entry);
+
+/* ptx_linkage.c: declarations with a linking directive, shared by the inputs
+ * of one link. Each returns -1 after px_fail. */
+struct ptx_xtab *px_xtab_new(void);
+void px_xtab_free(struct ptx_xtab *x);
+/* The function slot every input shares for NAME (created unset when new):
+ * its index, or -1. */
+int px_xfunc(ps *s, const tok *name, int is_entry);
+/* Where the body of function FI, declared with LINKAGE, is parsed: FI, or a
+ * hidden slot for a .weak body that loses (or that a .visible one displaces,
+ * moved there); -1 when two definitions clash. */
+int px_xfunc_define(ps *s, uint32_t fi, int linkage);
+/* Enters module variable GI (just added to m->globals) in the link. */
+int px_xvar(ps *s, uint32_t gi);
+/* After every input: binds each variable declaration to its definition
+ * (target) and checks .common initialisers. 0, or -1 with a message. */
+int px_xresolve(ptx_module *m, struct ptx_xtab *x, char *err, size_t err_len);
+
+/* An instruction's mnemonic split at its dots: p[0] is the opcode, the
+ * others its modifiers, each marked used once a builder consumed it. */
+typedef struct {
+    const char *full;
+    uint32_t nfull;
+    const char *p[16];
+    uint8_t n[16];
+    uint8_t used[16];
+    int cnt;
+} px_mods;
 
 /* ptx_translate.c */
 void px_parse_operand(ps *s, opnd *o);
+/* Consumes modifier w (1), or 0 when absent; the first unused type (T_NONE). */
+int px_take(px_mods *m, const char *w);
+int px_take_type(px_mods *m);
+/* 0 when every modifier was consumed, else the instruction is refused by name. */
+int px_finish(ps *s, const px_mods *m);
+int px_unsupported(ps *s, const px_mods *m);
+
+/* ptx_translate_tex.c: tex, tld4, txq, suld, sust, suq (their operands
+ * follow: the mnemonic token was consumed). */
+int px_is_texture(const char *opcode);
+int px_texture(ps *s, px_mods *m, uint32_t guard);
 /* Translates the instruction at s->t (its guard already read): 0 or -1. */
 int px_instruction(ps *s, uint32_t guard);
 

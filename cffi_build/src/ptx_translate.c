@@ -28,7 +28,23 @@ static const struct {
     {"%gridid", PTX_R_GRIDID}, {"%dynamic_smem_size", PTX_R_DYN_SMEM},
     {"%total_smem_size", PTX_R_TOTAL_SMEM}, {"WARP_SZ", PTX_R_WARPSZ},
     {"%clock", -1}, {"%clock64", -2}, {"%globaltimer", -3}, {"%globaltimer_lo", -3},
+    {"%envreg1", PTX_R_ENVREG1}, {"%envreg2", PTX_R_ENVREG2},
 };
+
+/* %envreg0..31 are the driver's: 1 and 2 hold a cooperative grid's workspace
+ * (what cooperative groups' grid barrier reads), the others read 0 here. */
+static int other_envreg(const tok *t)
+{
+    if (t->n < 8 || t->n > 9 || memcmp(t->s, "%envreg", 7) != 0)
+        return 0;
+    unsigned v = 0;
+    for (uint32_t k = 7; k < t->n; k++) {
+        if (t->s[k] < '0' || t->s[k] > '9')
+            return 0;
+        v = v * 10 + (unsigned)(t->s[k] - '0');
+    }
+    return v < 32;
+}
 
 /* A name used as a value: register, predicate, special register, or the
  * address of a variable. */
@@ -47,6 +63,12 @@ static void name_operand(ps *s, opnd *o, const tok *t)
             o->rtype = T_U32;
             return;
         }
+    if (other_envreg(t)) {
+        o->kind = O_REG;
+        o->idx = PTX_R_ZERO;
+        o->rtype = T_U32;
+        return;
+    }
     psym *y = px_find(s, t->s, t->n);
     o->name = t->s;
     o->nname = t->n;
@@ -220,6 +242,11 @@ void px_parse_operand(ps *s, opnd *o)
                 }
                 uint64_t v = px_expect_int(s);
                 o->off = (int64_t)((sub ^ neg) ? (uint64_t)0 - v : v);
+                /* a module variable's reference keeps its displacement in 32 bits */
+                if (o->reloc == PTX_RL_GLOBAL && v > PTX_GREF_MAX_DISP) {
+                    px_fail(s, "address offset too large");
+                    return;
+                }
             }
         } else if (s->t.kind == K_INT) {
             o->off = (int64_t)s->t.u;
@@ -344,14 +371,7 @@ static uint32_t pdst(ps *s, const opnd *o)
 
 /* ------------------------------------------------------------ modifiers */
 
-typedef struct {
-    const char *full;
-    uint32_t nfull;
-    const char *p[16];
-    uint8_t n[16];
-    uint8_t used[16];
-    int cnt;
-} mods;
+typedef px_mods mods;
 
 static int take(mods *m, const char *w)
 {
@@ -1549,6 +1569,12 @@ static int b_call(ps *s, mods *m, uint32_t guard)
     return 0;
 }
 
+/* The modifier helpers, for ptx_translate_tex.c. */
+int px_take(px_mods *m, const char *w) { return take(m, w); }
+int px_take_type(px_mods *m) { return take_type(m); }
+int px_finish(ps *s, const px_mods *m) { return finish(s, m); }
+int px_unsupported(ps *s, const px_mods *m) { return unsupported(s, m); }
+
 static int instruction_(ps *s, uint32_t guard);
 
 int px_instruction(ps *s, uint32_t guard)
@@ -1589,6 +1615,10 @@ static int instruction_(ps *s, uint32_t guard)
     int is_known = 0;
     for (size_t k = 0; k < sizeof known / sizeof known[0] && !is_known; k++)
         is_known = !strcmp(base, known[k]);
+    if (px_is_texture(base)) { /* addresses with coordinate vectors: their own parser */
+        px_next(s);
+        return px_texture(s, &m, guard);
+    }
     if (!is_known) /* refuse by name before its operands can confuse the message */
         return unsupported(s, &m);
     px_next(s);

@@ -20,7 +20,9 @@
 #include <stdint.h>
 
 /* Bumped when a declaration below changes meaning without changing its text. */
-#define PTXC_ABI_VERSION 1
+#define PTXC_ABI_VERSION 2
+/* What a compiled kernel returns when its warp yields (ptx_int.h PTX_WARP_YIELD). */
+#define PTXC_YIELD (-2)
 
 #define PTXC_ABI_DECLS                                                                       \
     typedef struct ptxc_warp {                                                               \
@@ -43,6 +45,7 @@
         uint32_t ntid[3], nctaid[3], nwarps, dyn_smem, total_smem;                           \
         const uint32_t *tid[3];                                                              \
         uint64_t backedges;                                                                  \
+        uint64_t yield_mask;                                                                 \
         const uint8_t *zero;                                                                 \
         void *rt;                                                                            \
         int (*gaddr)(struct ptxc_block *b, uint64_t a, uint64_t size);                       \
@@ -63,6 +66,10 @@
  *              k-th coordinate of each thread of the block (nwarps * 32)
  *   backedges  branches back; every 4096th asks deadline (0, or the launch
  *              must stop: the code to return)
+ *   yield_mask a branch back with backedges & yield_mask == 0 yields the warp
+ *              (returns PTXC_YIELD, the branch runs again on resume) as the
+ *              interpreter's does, so that a warp spinning on another's write
+ *              lets it run
  *   zero       32 zero bytes: what a speculative load that would fault reads
  *              (a pointer the compiler cannot see through, so that the load
  *              stays a plain load and the loop vectorises)

@@ -229,19 +229,32 @@ static void emit_call(ptxc_emitter *c, uint32_t pc)
 
 /* ------------------------------------------------------------- control */
 
+/* A branch back: where a warp may yield (ptxc_abi.h yield_mask) and resume. */
+static int resumes_at(const ptxc_plan *p, uint32_t pc)
+{
+    const ptx_insn *i = &p->k->code[pc];
+    return i->op == PTX_OP_ctl && i->ctl == PTX_C_BRA && i->aux <= pc;
+}
+
 static void emit_control(ptxc_emitter *c, uint32_t pc)
 {
     const ptx_insn *i = &c->p->k->code[pc];
     ptxc_text *t = c->t;
     uint32_t next = pc + 1;
+    /* a warp that yielded at a branch back resumes here and runs the branch
+     * again, counted again, as the interpreter does */
+    if (resumes_at(c->p, pc) && c->bb->start != pc)
+        ptxc_put(t, "R%u: n += (uint64_t)__builtin_popcount(m) * %u;\n", pc, i->guard == 0);
     ptxc_put(t, "{ /* %u */ ", pc);
     ptxc_put_em(t, i);
     switch (i->ctl) {
     case PTX_C_BRA: {
         uint32_t to = i->aux;
         if (to <= pc)
-            ptxc_put(t, " if ((++B->backedges & 0xfff) == 0 && (rc = B->deadline(B)) != 0)"
-                        " goto out;");
+            ptxc_put(t, " { uint64_t be = ++B->backedges;"
+                        " if ((be & 0xfff) == 0 && (rc = B->deadline(B)) != 0) goto out;"
+                        " if ((be & B->yield_mask) == 0) { pc = %u; rc = %d; goto out; } }",
+                     pc, PTXC_YIELD);
         if (to == next) {
             ptxc_put(t, " goto L%u; }\n", next);
             return;
@@ -376,6 +389,9 @@ int ptxc_emit(const ptx_kernel *k, ptxc_text *out, ptxc_needs *needs, char *why,
     ptxc_put(out, "dispatch:\nswitch (pc) {\n");
     for (uint32_t b = 0; b < p.nbb; b++)
         ptxc_put(out, "case %u: goto L%u;\n", p.bb[b].start, p.bb[b].start);
+    for (uint32_t b = 0; b < p.nbb; b++)
+        if (p.bb[b].end > p.bb[b].start + 1 && resumes_at(&p, p.bb[b].end - 1))
+            ptxc_put(out, "case %u: goto R%u;\n", p.bb[b].end - 1, p.bb[b].end - 1);
     ptxc_put(out, "default: FAULT(pc, 0, %d);\n}\n", PTX_E_LAUNCH_FAILED);
     int rc = 0;
     for (uint32_t b = 0; b < p.nbb && rc == 0; b++)
@@ -385,9 +401,10 @@ int ptxc_emit(const ptx_kernel *k, ptxc_text *out, ptxc_needs *needs, char *why,
     ptxc_put(out, "reselect:\n"
                   "if (!B->select(B, WV, &pc, &m, &mpc)) goto out;\n"
                   "goto dispatch;\n"
-                  "out:\n"
-                  "*WV->pc = pc; *WV->mask = rc ? 0 : m; *WV->merge_pc = mpc; *WV->insns += n;\n"
-                  "return rc;\n}\n");
+                  "out: /* a yield keeps the lanes that run */\n"
+                  "*WV->pc = pc; *WV->mask = rc && rc != %d ? 0 : m; *WV->merge_pc = mpc;"
+                  " *WV->insns += n;\n"
+                  "return rc;\n}\n", PTXC_YIELD);
     if (needs != NULL) {
         needs->fill_sregs = p.calls_read_sregs;
         needs->fill_consts = p.calls_read_consts;

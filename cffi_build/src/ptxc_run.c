@@ -108,7 +108,7 @@ static int bind(ptx_block *b, ptx_warp *warps, uint32_t nwarps, const ptx_launch
         .local_size = b->local_size, .params = b->params, .params_len = b->params_len,
         .ctaid = b->ctaid, .nwarps = nwarps, .dyn_smem = a->dynamic_shared,
         .total_smem = (uint32_t)b->shared_size, .tid = {x->tid, x->tid + nt, x->tid + 2 * nt},
-        .zero = zero32, .rt = b, .gaddr = rt_gaddr, .deadline = rt_deadline, .call = rt_call,
+        .yield_mask = b->yield_mask, .zero = zero32, .rt = b, .gaddr = rt_gaddr, .deadline = rt_deadline, .call = rt_call,
         .fault = rt_fault, .select = rt_select, .bar = rt_bar,
     };
     for (int d = 0; d < 3; d++) {
@@ -134,6 +134,8 @@ int ptxc_worker_bind(ptx_block *b, ptx_warp *warps, uint32_t nwarps, const ptx_l
         return b->ptxc->code == code ? 0 : -1;
     return bind(b, warps, nwarps, a, code);
 }
+
+_Static_assert(PTXC_YIELD == PTX_WARP_YIELD, "a compiled warp yields as an interpreted one");
 
 int ptxc_warp_run(ptx_block *b, uint32_t wi)
 {

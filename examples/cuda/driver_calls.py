@@ -2,12 +2,11 @@
 
 Primary-context state and flags, memory pools (default and created, their
 attributes) with stream-ordered allocation, ``cuMemGetAddressRange``,
-registered host memory, stream-capture queries (begin capture is refused on
-gleam: CUDA graphs are not supported), the thread's capture mode, events with
+registered host memory, stream-capture queries, the thread's capture mode, events with
 flags (an untimed event in ``cuEventElapsedTime``), ``cuStreamWaitEvent``,
 ``cuMemcpyBatchAsync``, and the per-thread-stream twins of these calls. It
 checks each answer and prints one JSON verdict. ``--gleam`` adds the checks of what gleam answers
-differently from a GPU (capture is refused), of its own symbol table (twins, every name of
+differently from a GPU, of its own symbol table (twins, every name of
 NVIDIA's driver exported), of freeing address 0 and of the read-only CIG limits.
 """
 
@@ -140,9 +139,6 @@ def batch_copies(checks: dict[str, bool], stream: Any) -> None:
 
 def gleam_only(checks: dict[str, bool], stream: Any) -> None:
     """What gleam answers that a GPU would not, and its exported twins."""
-    checks["begin_capture_refused"] = code(cu.cuStreamBeginCapture(
-        stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)) \
-        == int(cu.CUresult.CUDA_ERROR_NOT_SUPPORTED)
     lib = ctypes.CDLL("libcuda.so.1")
     for name in ("cuMemAllocAsync_ptsz", "cuMemFreeAsync_ptsz", "cuMemAllocFromPoolAsync_ptsz",
                  "cuStreamIsCapturing_ptsz", "cuStreamGetCaptureInfo_v3_ptsz",
@@ -165,10 +161,10 @@ def gleam_only(checks: dict[str, bool], stream: Any) -> None:
         == int(cu.CUresult.CUDA_ERROR_INVALID_VALUE)
     # cuBLASLt finds its entry points with dlsym: every driver name is there,
     # and one gleam does not forward answers CUDA_ERROR_NOT_SUPPORTED.
-    graph_create = lib.cuGraphCreate
-    graph_create.argtypes = [ctypes.c_void_p, ctypes.c_uint]
+    array_create = lib.cuArrayCreate
+    array_create.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     checks["unforwarded_exported"] = \
-        graph_create(None, 0) == int(cu.CUresult.CUDA_ERROR_NOT_SUPPORTED)
+        array_create(None, None) == int(cu.CUresult.CUDA_ERROR_NOT_SUPPORTED)
 
 
 def main() -> None:

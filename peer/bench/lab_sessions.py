@@ -4,12 +4,14 @@
 host's namespace (pinned with ``--peer`` or left to the agent's scheduler),
 waits for every program, and keeps each one's time from the common start, its
 exit status, whether it printed ``"ok": true`` (the examples check their
-results against the CPU), and the server its client agent says it ran on.
+results against the CPU), and the server it ran on, from the line ``gleam-peer
+run`` prints when the program's session opens.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -28,6 +30,9 @@ from gleam.peer.state import StateDir
 
 SESSION_TIMEOUT = 240.0
 DRAIN_TIMEOUT = 20.0
+# The open line the interposer prints under `gleam-peer run` (cuda/runs.py's
+# open_line): the server's name, then its device, why it was chosen, the link.
+OPEN_LINE = re.compile(r"^gleam: running on (\S+) \((.*)$")
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,7 @@ class SessionRun:
     verified: bool = False
     rc: int | None = None
     error: str = ""
-    reason: str = ""  # the client agent's: why that server, by which demand
+    reason: str = ""  # the open line's: the device, why that server, the link
 
     def as_dict(self) -> dict[str, Any]:
         return {"session": self.name, "host": self.host, "kind": self.kind,
@@ -103,29 +108,7 @@ class Lab:
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
-        self._servers(runs, procs)
         return runs
-
-    def _servers(self, runs: list[SessionRun], procs: Sequence[subprocess.Popen[str]]) -> None:
-        """Which server each session ran on, from its client agent's finished sessions."""
-        deadline = time.monotonic() + 10.0
-        while True:
-            rows: dict[int, tuple[str, str]] = {}
-            for host in self.clients:
-                entry = self.record.host(host)
-                try:
-                    doc = control.request(StateDir(entry.state_dir or "").control_socket,
-                                          "cuda_sessions", timeout=5)
-                except (control.AgentNotRunning, control.ControlError, OSError):
-                    continue
-                for row in doc.get("finished", []):
-                    rows[int(row.get("pid") or 0)] = (str(row.get("peer")),
-                                                      str(row.get("reason") or ""))
-            for run, proc in zip(runs, procs, strict=False):
-                run.server, run.reason = rows.get(proc.pid, (run.server, run.reason))
-            if all(r.server for r in runs) or time.monotonic() > deadline:
-                return
-            time.sleep(0.2)
 
     def drain(self) -> None:
         """Wait until no server agent has a session left (the previous batch's)."""
@@ -156,8 +139,18 @@ def _collect(proc: subprocess.Popen[str], run: SessionRun, start: float) -> None
     run.rc = proc.returncode
     result = _last_json(out)
     run.verified = proc.returncode == 0 and bool(result and result.get("ok") is True)
+    said = [line for line in err.splitlines() if line.strip()]
+    for line in said:
+        opened = OPEN_LINE.match(line)
+        if opened and run.server is None:  # the first session's server
+            run.server, run.reason = opened[1], opened[2][:300]
     if not run.verified and not run.error:
-        run.error = (err.strip().splitlines() or ["no output"])[-1][:300]
+        # The program's own last word: run's closing account of its sessions
+        # (the last line, "gleam: ...") says what they did, not what failed.
+        own = [line for line in said if not OPEN_LINE.match(line)]
+        if len(own) > 1 and own[-1].startswith("gleam: "):
+            own.pop()
+        run.error = (own or ["no output"])[-1][:300]
 
 
 def _last_json(out: str) -> dict[str, Any] | None:

@@ -2,11 +2,12 @@
 
 A build's key is a hash of everything that can change its output: the sample's
 entry in the table (sources, flags, needs; not its arguments), nvcc's version,
-the target architecture, the files of the sample's folder and of the checkout's
-``Common`` folder. The outputs (the program, any image it loads at run time,
-the log) live in ``CACHE/builds/NAME-KEY``; a later run with the same key
-reuses them, a failed build too (its log is kept), so a rerun after a merge
-rebuilds only what changed.
+the target architecture, where the libraries it links live, the files of the
+sample's folder and of the checkout's ``Common`` folder. The outputs (the
+program, any image it loads at run time, the log) live in
+``CACHE/builds/NAME-KEY``; a later run with the same key reuses them, a failed
+build too (its log is kept), so a rerun after a merge rebuilds only what
+changed.
 
 Kernels are compiled to PTX only (``compute_80``): gleam's host device runs PTX
 and reports compute capability 8.0, so this is the image cudart picks for it,
@@ -76,9 +77,17 @@ def build_key(sample: Sample, checkout: Path, toolchain: Toolchain, common: str)
     recipe = asdict(sample)
     for field in ("args", "expect", "note", "timeout", "headers"):
         recipe.pop(field)
-    digest = hashlib.sha256(json.dumps(
-        {"recipe": recipe, "nvcc": toolchain.version, "flags": COMMON_FLAGS,
-         "common": common}, sort_keys=True).encode())
+    key: dict[str, object] = {"recipe": recipe, "nvcc": toolchain.version,
+                              "flags": COMMON_FLAGS, "common": common}
+    # Where the libraries it links live: the program records their folder (an
+    # rpath), so a moved or removed toolkit or virtualenv needs a new build.
+    try:
+        links = _need_flags(sample, toolchain)
+    except BuildError as exc:
+        links = [str(exc)]
+    if links:
+        key["links"] = links
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode())
     _hash_tree(digest, checkout / sample.path)
     return digest.hexdigest()[:20]
 

@@ -92,6 +92,8 @@ CAUSES: tuple[Cause, ...] = (
        "not yet assigned: the line names the call"),
 )
 OTHER = "other"
+# Where a session runs, printed when it opens (cuda/runs.py's open_line): not an error.
+OPEN_LINE = "gleam: running on "
 
 
 def first_error_line(stdout: str, stderr: str) -> str:
@@ -102,7 +104,7 @@ def first_error_line(stdout: str, stderr: str) -> str:
         if line.startswith(SERVER_PREFIX):
             return line[:LINE_LIMIT]
     for line in lines_err + lines_out:
-        if line.startswith("gleam:") and not line.startswith("gleam: trace:"):
+        if line.startswith("gleam:") and not line.startswith(("gleam: trace:", OPEN_LINE)):
             return line[:LINE_LIMIT]
     for line in lines_err:   # GLEAM_TRACE=errors: the first call that failed
         if line.startswith("gleam: trace:") and " -> " in line:

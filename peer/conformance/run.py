@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gleam.peer.conformance.build import Built
-from gleam.peer.conformance.causes import LINE_LIMIT, cause_label, evidence, first_error_line
+from gleam.peer.conformance.causes import (
+    LINE_LIMIT,
+    OPEN_LINE,
+    cause_label,
+    evidence,
+    first_error_line,
+)
 from gleam.peer.conformance.samples import EXIT_WAIVED, FAILURE, Sample
 
 OUTPUT_LIMIT = 1 << 20   # bytes of each stream kept for the verdict
@@ -112,7 +118,9 @@ def stop_group(proc: subprocess.Popen[bytes]) -> None:
 def verdict(sample: Sample, done: Finished, timeout: float) -> Outcome:
     """What ``done`` means for ``sample`` (samples.py says what success looks like)."""
     output = done.stdout + "\n" + done.stderr
-    tail = [line for line in output.splitlines() if line.strip()][-12:]
+    # Where the session ran (its open line) says nothing of how the program did.
+    tail = [line for line in output.splitlines()
+            if line.strip() and not line.startswith(OPEN_LINE)][-12:]
     cause = first_error_line(done.stdout, done.stderr)
     found = evidence(done.stdout, done.stderr)
     if done.status is None:

@@ -192,12 +192,14 @@ class Attach(Handoff):
     def _hello_of(self, opened: CudaOpened, link: PeerLink | None) -> Hello:
         """The HELLO for an opened session, with the line saying where it runs and why."""
         device = opened.devices[0].name if opened.devices else f"{opened.backend} backend"
-        server = link.peer.name if link is not None else opened.server
+        # The display name (peer/names.py): the interposer prints it before the
+        # server's own reasons too, so two nodes called alike are told apart there.
+        server = (link.name if link is not None else self.fw.agent.display_name)[:63]
         why = why_chosen(self.where, self.program.note) if self.where is not None \
             else self.reason
         return Hello(
             session=opened.session, va_base=opened.va_base, va_size=opened.va_size,
-            driver_version=opened.driver_version, server=opened.server,
+            driver_version=opened.driver_version, server=server,
             backend=opened.backend,
             devices=[HelloDevice(d.name, d.total_mem, d.uuid, dict(d.attrs))
                      for d in opened.devices],

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from gleam.peer.cuda import envelope
+from gleam.peer.cuda import envelope, trailer
 from gleam.peer.cuda.journal import Entry
 from gleam.peer.nativelib import ffi, lib
 from gleam.peer.records import CallRecord, encode_batch
@@ -53,6 +53,14 @@ DATA_CALLS = (
     "glModuleVarsRead", "glModuleVarsWrite",  # (the snapshot holds the variables)
     "glMemcpy2DHtoD", "glMemcpy2DDtoH", "glMemcpy2DDtoD",
     "glLaunchCluster", "glClusterOccupancy",
+    "glGraphLaunch",  # (an instantiated graph is state: its glGraphInstantiate is kept)
+    # mapped and managed memory: their effect is on a mirror and its twin, both
+    # ordinary allocations that the snapshot holds
+    "glMirrorPush", "glMirrorPull",
+    # copies with an array side: on the host device an array's bytes are session
+    # memory, which the snapshot holds (a GPU's arrays make a session unmovable:
+    # journal.NOT_REPLAYABLE_ON)
+    "glMemcpyHtoA", "glMemcpyAtoH", "glMemcpyDtoA", "glMemcpyAtoD", "glMemcpyAtoA",
 )
 
 
@@ -172,37 +180,78 @@ def reply_parts(reply: bytes | bytearray | memoryview,
         return -1, None, (), 0
     result, deferred, nv, n_bytes, *values = REPLY_HEAD.unpack_from(body)
     data = None
-    # (A reply that reports an error may carry the server's notes after its bytes.)
+    # (The trailer's sections follow its bytes: gl_session.h, trailer.py.)
     if result == 0 and n_bytes == n and len(body) >= REPLY_HEAD.size + n:
         data = bytes(body[REPLY_HEAD.size:REPLY_HEAD.size + n])
     return result, data, tuple(values[:min(nv, len(values))]), deferred
 
 
-def with_owed_error(reply: bytes | bytearray | memoryview, deferred: int,
-                    notes: bytes) -> bytearray | None:
-    """``reply`` carrying the deferred error (and the server's notes on it) that a
-    snapshot read took from the program; None when the reply carries a deferred
-    error of its own (the owed one then waits for the next reply)."""
+@dataclass
+class Owed:
+    """What a checkpoint's reads took that the program is owed: a deferred error of
+    an earlier call (0: none) with the server's notes on it, and output its kernels
+    printed (the trailer's sections, in order)."""
+
+    deferred: int = 0
+    notes: bytes = b""
+    output: list[trailer.Section] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.deferred or self.output)
+
+    def take_from(self, reply: bytes | bytearray | memoryview, deferred: int) -> None:
+        """Adds what the snapshot read ``reply`` carried (its deferred error is
+        ``deferred``)."""
+        sections = reply_sections(reply)
+        if deferred and not self.deferred:
+            self.deferred = deferred
+            self.notes = trailer.notes_of(sections)
+        self.output += trailer.output_of(sections)
+
+
+def reply_sections(reply: bytes | bytearray | memoryview) -> list[trailer.Section]:
+    """The sections after a REPLY's bytes (gl_session.h); none when the bytes after
+    it are not well-formed sections (the interposer refuses such a reply)."""
     body = memoryview(reply)[envelope.HEADER_SIZE:]
-    if len(body) < REPLY_HEAD.size or REPLY_HEAD.unpack_from(body)[1] != 0:
-        return None
-    out = bytearray(reply)
-    struct.pack_into("<i", out, envelope.HEADER_SIZE + 4, deferred)
-    room = max(lib.GL_REPLY_NOTES_MAX - len(reply_notes(out)), 0)
-    out += notes[:room]
+    if len(body) < REPLY_HEAD.size:
+        return []
+    n_bytes = REPLY_HEAD.unpack_from(body)[3]
+    try:
+        return trailer.parse(body[REPLY_HEAD.size + n_bytes:])
+    except trailer.TrailerError:
+        return []
+
+
+def with_owed(reply: bytes | bytearray | memoryview, owed: Owed) -> tuple[bytearray, Owed]:
+    """``reply`` carrying what ``owed`` holds, and what is still owed after it: the
+    deferred error and its notes (after the reply's own notes) unless the reply
+    carries a deferred error of its own, then the owed output before the reply's
+    own, as much as one reply holds (its last output section says MORE when any is
+    left: the program then asks for it)."""
+    body = memoryview(reply)[envelope.HEADER_SIZE:]
+    _result, deferred, _nv, n_bytes, *_values = REPLY_HEAD.unpack_from(body)
+    sections = reply_sections(reply)
+    give_error = bool(owed.deferred) and deferred == 0
+    notes = trailer.notes_of(sections)
+    if give_error:
+        notes = (notes + owed.notes)[:trailer.NOTES_MAX]
+    output, rest = trailer.fit_output(owed.output + trailer.output_of(sections),
+                                      trailer.more_of(sections))
+    out = bytearray(reply[:envelope.HEADER_SIZE + REPLY_HEAD.size + n_bytes])
+    if give_error:
+        struct.pack_into("<i", out, envelope.HEADER_SIZE + 4, owed.deferred)
+    head = [trailer.Section(trailer.NOTES, notes)] if notes else []
+    out += trailer.pack(head + output)
     envelope.write_header(out, envelope.REPLY, envelope.session_of(out),
                           len(out) - envelope.HEADER_SIZE)
-    return out
+    still = Owed(0, b"", rest) if give_error else Owed(owed.deferred, owed.notes, rest)
+    return out, still
 
 
 def reply_notes(reply: bytes | bytearray | memoryview) -> bytes:
-    """The server's notes after a REPLY's bytes (gl_session.h): why it faulted or
-    refused, '\\n'-terminated lines; empty when there are none."""
-    body = memoryview(reply)[envelope.HEADER_SIZE:]
-    if len(body) < REPLY_HEAD.size:
-        return b""
-    n_bytes = REPLY_HEAD.unpack_from(body)[3]
-    return bytes(body[REPLY_HEAD.size + n_bytes:])
+    """The server's notes after a REPLY's bytes: why it faulted or refused,
+    '\\n'-terminated lines; empty when there are none."""
+    return trailer.notes_of(reply_sections(reply))
 
 
 def vars_request(session: int, handle: int, offset: int, n: int) -> bytearray:

@@ -118,7 +118,7 @@ class ClientSession:
         # Context consistency (docs/consistency.md): the session's range, kept
         # on every server it moves to, and the journal that rebuilds it there.
         self.va_base, self.va_size = va
-        self.journal = journal if journal is not None else Journal(limit_from_env())
+        self.journal = journal if journal is not None else Journal(limit_from_env(), backend)
         self._p = new_pump(sock.fileno(), session, self.journal.native, buffered, _H2D)
         self._route_lock = PumpLock(self._p, lib.gl_pump_route_lock, lib.gl_pump_route_unlock)
         self._send_lock = PumpLock(self._p, lib.gl_pump_reply_lock, lib.gl_pump_reply_unlock)
@@ -141,12 +141,13 @@ class ClientSession:
         self._drop = 0        # replies of replayed calls the program already had
         # Checkpoints: replies of the snapshot reads go to _capture, not the program;
         # _swallow counts those of an abandoned checkpoint still to come; a
-        # deferred error such a reply carried is owed to the program's next reply.
+        # deferred error such a reply carried (with the server's notes on it), and
+        # output the session's kernels printed that it took (gl_session.h), are
+        # owed to the program's next replies.
         self._checkpoint_at = self.journal.next_checkpoint()
         self._capture: queue.Queue[bytes | bytearray | memoryview | None] | None = None
         self._swallow = 0
-        self._owed_deferred = 0
-        self._owed_notes = b""  # the server's reasons for that error (gl_session.h)
+        self._owed = checkpoint.Owed()
         # The blob cache's side of this session (peer/cache/client.py); None
         # when the server caches nothing or serves from this agent.
         self._blobs: Any = None
@@ -215,8 +216,8 @@ class ClientSession:
                 self._drop -= 1
                 self._update_divert()
                 return
-            if self._owed_deferred:
-                buf = self._with_deferred(buf)
+            if self._owed:
+                buf, self._owed = checkpoint.with_owed(buf, self._owed)
             self.replies += 1
             self.journal.answered += 1
             self.bytes_from_server += len(buf)
@@ -227,21 +228,11 @@ class ClientSession:
 
     def _update_divert(self) -> None:
         """Whether replies must come through ``deliver`` (the send lock held): a
-        checkpoint's reads, replies to drop or swallow, or a deferred error owed.
+        checkpoint's reads, replies to drop or swallow, or an error or output owed.
         (References awaiting a reply are confirmed by the native downlink.)"""
         self._p.divert = int(
             self._capture is not None or self._swallow > 0 or self._drop > 0
-            or bool(self._owed_deferred))
-
-    def _with_deferred(self, buf: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
-        """The reply carrying the deferred error a snapshot read took, and the
-        server's notes on it (send lock held)."""
-        out = checkpoint.with_owed_error(buf, self._owed_deferred, self._owed_notes)
-        if out is None:  # it carries one of its own: ours waits for the next
-            return buf
-        self._owed_deferred = 0
-        self._owed_notes = b""
-        return out
+            or bool(self._owed))
 
     def fail(self, reason: str) -> None:
         """End the session: tell the interposer why and close its connection."""
@@ -418,9 +409,8 @@ class ClientSession:
                 taken += 1
                 self.bytes_from_server += len(reply)
                 result, data, values, deferred = checkpoint.reply_parts(reply, n)
-                if deferred and not self._owed_deferred:
-                    self._owed_deferred = deferred
-                    self._owed_notes = checkpoint.reply_notes(reply)
+                with self._send_lock:
+                    self._owed.take_from(reply, deferred)
                 got.append((result, data, values))
             return got
         finally:

@@ -35,6 +35,20 @@ NOT_REPLAYABLE = {
     # layout of the driver that wrote them: another server's device may read them otherwise.
     "glTensorMapEncode": "a tensor map is in the layout of the driver that wrote it",
 }
+# The same for sessions on one kind of server only. A GPU keeps a CUDA array's
+# contents in its driver's array, which no checkpoint reads, and gives texture
+# and surface objects values of its own (the host device keeps arrays in session
+# memory and answers the minted handle: docs/cuda-forwarding.md).
+NOT_REPLAYABLE_ON: dict[str, dict[str, str]] = {"cuda": {
+    "glArrayCreate": "a GPU's CUDA array holds its contents in the driver",
+    "glMipmapCreate": "a GPU's CUDA array holds its contents in the driver",
+    "glTexObjectCreate": "a GPU gives texture and surface objects values of its own",
+}}
+
+
+def not_replayable(backend: str = "") -> dict[str, str]:
+    """The calls that break the journal of a session on this kind of server, and why."""
+    return {**NOT_REPLAYABLE, **NOT_REPLAYABLE_ON.get(backend, {})}
 
 
 def limit_from_env() -> int:
@@ -47,18 +61,15 @@ def limit_from_env() -> int:
     return max(0, int(mb * MIB))
 
 
-def _deny_bitmap() -> bytes:
+def _deny_bitmap(backend: str = "") -> bytes:
     from gleam.peer.cuda.native import call_ids
 
     ids = call_ids()
     bits = bytearray((max(ids.values()) + 8) // 8)
-    for name in NOT_REPLAYABLE:
+    for name in not_replayable(backend):
         i = ids[name]
         bits[i // 8] |= 1 << (i % 8)
     return bytes(bits)
-
-
-_DENY = _deny_bitmap()
 _NAMES: dict[int, str] = {}
 
 
@@ -110,14 +121,17 @@ class Journal:
     the client agent's fast lane appends without Python, a move (replay) and a
     checkpoint read them here under the session's route lock."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, backend: str = "") -> None:
+        """``backend``: the kind of server the session opened on ("cuda", "host")."""
         self.limit = limit
+        self._not_replayable = not_replayable(backend)
         self.checkpoints = 0
         self.snapshot_bytes = 0  # device memory and module variables the last checkpoint read
         self.checkpoint_seconds = 0.0  # how long the last one took
         self.folded = 0  # batches the last checkpoint folded away
         self._why: str | None = None  # a reason Python gave (cannot_move)
-        self._j = ffi.gc(lib.gl_jlog_new(limit, _DENY, len(_DENY)), lib.gl_jlog_free)
+        deny = _deny_bitmap(backend)
+        self._j = ffi.gc(lib.gl_jlog_new(limit, deny, len(deny)), lib.gl_jlog_free)
         self._state = ffi.new("gl_jlog_state *")
         self._waits = ffi.new("int *")
 
@@ -158,7 +172,7 @@ class Journal:
             return None
         if state.broken == lib.GL_JLOG_DENIED:
             name = _name_of(state.denied)
-            return f"{name} cannot be replayed ({NOT_REPLAYABLE.get(name, '')})"
+            return f"{name} cannot be replayed ({self._not_replayable.get(name, '')})"
         if state.broken == lib.GL_JLOG_BOUND:
             return f"the journal passed its bound ({self.limit / MIB:g} MiB, GLEAM_JOURNAL_MB)"
         return _WHY.get(state.broken, "the journal stopped")

@@ -171,10 +171,10 @@ static int cmd_procaddr(void)
     printf("v2 %s\n", name_of(fn));
     CHECK(cuGetProcAddress_v2("cuLibraryLoadData", &fn, 11080, 0, &st) == CUDA_ERROR_NOT_FOUND);
     printf("too-old %d %s\n", st, fn == NULL ? "null" : "set");
-    CHECK(cuGetProcAddress_v2("cuGraphLaunch", &fn, 12000, 0, &st) == CUDA_SUCCESS && st == 0);
-    CHECK(cuGetProcAddress_v2("cuGraphLaunch", &again, 12000, 0, &st) == CUDA_SUCCESS);
+    CHECK(cuGetProcAddress_v2("cuArrayGetPlane", &fn, 12000, 0, &st) == CUDA_SUCCESS && st == 0);
+    CHECK(cuGetProcAddress_v2("cuArrayGetPlane", &again, 12000, 0, &st) == CUDA_SUCCESS);
     CHECK(fn == again && fn != NULL);
-    CHECK(cuGetProcAddress_v2("cuGraphCreate", &again, 12000, 0, &st) == CUDA_SUCCESS);
+    CHECK(cuGetProcAddress_v2("cuArrayDestroy", &again, 12000, 0, &st) == CUDA_SUCCESS);
     CHECK(fn != again);
     printf("unsupported %d\n", ((unsup)fn)());
     printf("unsupported %d\n", ((unsup)fn)());
@@ -300,6 +300,19 @@ static int cmd_session(void)
     return 0;
 }
 
+/* Three synchronisations, whose replies the test's fake agent fills with the
+ * trailer's sections (device output, notes, malformed ones). */
+static int cmd_output(void)
+{
+    CUcontext ctx;
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS);
+    CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
+    for (int i = 0; i < 3; i++)
+        printf("sync %d\n", cuCtxSynchronize());
+    return 0;
+}
+
 /* cuLink*: one image links to itself; the logs come back empty. */
 static int cmd_link(const char *ptx_path)
 {
@@ -325,9 +338,17 @@ static int cmd_link(const char *ptx_path)
     printf("one %zu %d\n", size, size == sizeof ptx && memcmp(out, ptx, sizeof ptx) == 0);
     printf("nvvm %d\n", cuLinkAddData_v2(st, GL_CU_JIT_INPUT_NVVM, (void *)ptx, sizeof ptx,
                                          "k.ltoir", 0, NULL, NULL));
-    CHECK(cuLinkAddData_v2(st, GL_CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx, "again", 0, NULL,
+    printf("after %d\n", cuLinkAddData_v2(st, GL_CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx,
+                                          "after", 0, NULL, NULL));
+    CHECK(cuLinkDestroy(st) == CUDA_SUCCESS);
+
+    /* two inputs: a link image the serving device links when it is loaded */
+    CHECK(cuLinkCreate_v2(0, NULL, NULL, &st) == CUDA_SUCCESS);
+    CHECK(cuLinkAddData_v2(st, GL_CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx, "a", 0, NULL,
                            NULL) == CUDA_SUCCESS);
-    printf("two %d\n", cuLinkComplete(st, &out, &size));
+    CHECK(cuLinkAddData_v2(st, GL_CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx, "b", 0, NULL,
+                           NULL) == CUDA_SUCCESS);
+    printf("two %d %d\n", cuLinkComplete(st, &out, &size), size > 0);
     CHECK(cuLinkDestroy(st) == CUDA_SUCCESS);
 
     CHECK(cuLinkCreate_v2(0, NULL, NULL, &st) == CUDA_SUCCESS);
@@ -338,7 +359,7 @@ static int cmd_link(const char *ptx_path)
     printf("file %zu %d\n", size, memcmp(out, ptx, sizeof ptx) == 0);
     CHECK(cuLinkDestroy(st) == CUDA_SUCCESS);
 
-    /* launch attributes: hints pass (to the session check), others are refused */
+    /* launch attributes: hints and COOPERATIVE pass (to the session check) */
     CUlaunchAttribute attr = {.id = GL_CU_LAUNCH_ATTRIBUTE_PRIORITY};
     CUlaunchConfig cfg = {1, 1, 1, 1, 1, 1, 0, NULL, &attr, 1};
     printf("priority %d\n", cuLaunchKernelEx(&cfg, NULL, NULL, NULL));
@@ -367,6 +388,9 @@ int main(int argc, char **argv)
         return cmd_session();
     if (argc == 3 && strcmp(argv[1], "link") == 0)
         return cmd_link(argv[2]);
-    fprintf(stderr, "usage: harness ptx|image|link FILE | alloc|procaddr|prefix|init|session\n");
+    if (argc == 2 && strcmp(argv[1], "output") == 0)
+        return cmd_output();
+    fprintf(stderr,
+            "usage: harness ptx|image|link FILE | alloc|procaddr|prefix|init|session|output\n");
     return 2;
 }

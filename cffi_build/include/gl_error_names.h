@@ -1,0 +1,14 @@
+/*
+ * gl_error_names.h — the name and message of every CUresult of CUDA's cuda.h
+ * (common/error_names.c, from the generated table gl_errors.h): the
+ * interposer's cuGetErrorName/String and the executor's notes use them.
+ */
+#ifndef GLEAM_ERROR_NAMES_H
+#define GLEAM_ERROR_NAMES_H
+
+/* "CUDA_ERROR_INVALID_VALUE" for 1; NULL for a code cuda.h does not have. */
+const char *gl_cuda_error_name(int code);
+/* "invalid argument" for 1; NULL for a code cuda.h does not have. */
+const char *gl_cuda_error_text(int code);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * ptx_builtin.c — calls of CUDA's device runtime in the interpreter. PTX
+ * declares vprintf, __assertfail, malloc and free (C++'s new and delete
+ * become malloc and free; the mangled operators are taken too) as `.extern
+ * .func` without a body: the driver's JIT links them to its own. Here the
+ * linker (ptx_link.c) turns each call into one PTX_OP_devcall instruction
+ * whose handler reads the call's arguments from each active lane's frame,
+ * calls the built-in's entry point (ptx_devrt.h: the same one a compiled
+ * kernel calls) and writes its result back. Lanes call in lane order, so a
+ * warp's printf lines come out in thread order.
+ * No global state besides the read-only table of built-ins.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ptx_devrt.h"
+#include "ptx_int.h"
+
+/* Each built-in's signature as PTX declares it: the return's size (0: none)
+ * and the arguments' sizes. */
+static const struct {
+    const char *name;
+    uint8_t builtin;
+    uint8_t ret, nargs;
+    uint8_t args[5];
+} table[] = {
+    {"vprintf", PTX_BI_VPRINTF, 4, 2, {8, 8}},
+    /* message, file, line, function, the size of a character */
+    {"__assertfail", PTX_BI_ASSERTFAIL, 0, 5, {8, 8, 4, 8, 8}},
+    {"malloc", PTX_BI_MALLOC, 8, 1, {8}},
+    {"free", PTX_BI_FREE, 0, 1, {8}},
+    {"_Znwm", PTX_BI_MALLOC, 8, 1, {8}},  /* operator new(size_t) */
+    {"_Znam", PTX_BI_MALLOC, 8, 1, {8}},  /* operator new[](size_t) */
+    {"_ZdlPv", PTX_BI_FREE, 0, 1, {8}},   /* operator delete(void *) */
+    {"_ZdaPv", PTX_BI_FREE, 0, 1, {8}},   /* operator delete[](void *) */
+    {"_ZdlPvm", PTX_BI_FREE, 0, 2, {8, 8}}, /* sized delete: the size is not needed */
+    {"_ZdaPvm", PTX_BI_FREE, 0, 2, {8, 8}},
+};
+
+int ptx_builtin_resolve(const char *name, const ptx_callsite *cs, ptx_dcall *d, char *err,
+                        size_t err_len)
+{
+    for (size_t t = 0; t < sizeof table / sizeof table[0]; t++) {
+        if (strcmp(table[t].name, name) != 0)
+            continue;
+        /* a result may be left unread (no return slot), never one of another size */
+        int ok = cs->nargs == table[t].nargs && cs->nret <= (table[t].ret ? 1u : 0u)
+                 && (cs->nret == 0 || cs->size[0] == table[t].ret);
+        for (uint32_t a = 0; ok && a < cs->nargs; a++)
+            ok = cs->size[cs->nret + a] == table[t].args[a];
+        if (!ok) {
+            snprintf(err, err_len, "call does not match the device runtime's");
+            return -1;
+        }
+        memset(d, 0, sizeof *d);
+        d->builtin = table[t].builtin;
+        d->nret = cs->nret;
+        d->nargs = cs->nargs;
+        for (uint32_t a = 0; a < cs->nret + cs->nargs; a++) {
+            d->off[a] = cs->off[a];
+            d->size[a] = cs->size[a];
+        }
+        return 0;
+    }
+    return -2;
+}
+
+/* Device memory as a thread of block B may read it (the checks of every
+ * generic access). */
+static const uint8_t *block_at(void *ctx, uint64_t addr, uint64_t size)
+{
+    return ptx_gaddr((ptx_block *)ctx, addr, size);
+}
+
+static int stop(ptx_warp *w, const ptx_insn *i, uint64_t addr, int code)
+{
+    ptx_block *b = w->b;
+    b->err = code;
+    b->err_line = i->line;
+    b->err_addr = addr;
+    snprintf(b->why, sizeof b->why, "%s", ptx_devrt_why());
+    return code;
+}
+
+int ptx_h_devcall(ptx_warp *w, const ptx_insn *i, uint32_t m)
+{
+    ptx_block *b = w->b;
+    const ptx_dcall *d = &b->k->dcalls[i->aux];
+    ptx_devmem mem = {block_at, b};
+    int asserted = 0;
+    for (uint32_t q = m; q; q &= q - 1) {
+        int l = __builtin_ctz(q);
+        uint8_t *frame = b->local + ((uint64_t)w->index * 32 + (uint64_t)l) * b->local_size;
+        uint64_t fp = w->fp[l], a[PTX_DCALL_MAX_ARGS] = {0}, ret = 0, fault = 0;
+        for (uint32_t k = 0; k < d->nargs; k++) {
+            uint32_t off = d->off[d->nret + k], size = d->size[d->nret + k];
+            if (fp + off + size > b->local_size)
+                return stop(w, i, fp + off, PTX_E_LAUNCH_FAILED);
+            memcpy(&a[k], frame + fp + off, size);
+        }
+        int rc = 0;
+        switch (d->builtin) {
+        case PTX_BI_VPRINTF: {
+            int32_t r = 0;
+            rc = ptx_devrt_vprintf(b->rt, &mem, a[0], a[1], &r, &fault);
+            ret = (uint32_t)r;
+            break;
+        }
+        case PTX_BI_ASSERTFAIL: {
+            const uint64_t (*r)[PTX_LANES] = w->r;
+            ptx_thread_pos pos = {
+                {(uint32_t)r[PTX_R_CTAID_X][l], (uint32_t)r[PTX_R_CTAID_Y][l],
+                 (uint32_t)r[PTX_R_CTAID_Z][l]},
+                {(uint32_t)r[PTX_R_TID_X][l], (uint32_t)r[PTX_R_TID_Y][l],
+                 (uint32_t)r[PTX_R_TID_Z][l]}};
+            rc = ptx_devrt_assertfail(b->rt, &mem, &pos, a[0], a[1], (uint32_t)a[2], a[3],
+                                      &fault);
+            if (rc == PTX_E_ASSERT) { /* every lane that failed says so, then the kernel stops */
+                asserted = 1;
+                rc = 0;
+            }
+            break;
+        }
+        case PTX_BI_MALLOC:
+            rc = ptx_devrt_malloc(b->rt, a[0], &ret, &fault);
+            break;
+        case PTX_BI_FREE:
+            rc = ptx_devrt_free(b->rt, a[0], &fault);
+            break;
+        default:
+            rc = PTX_E_LAUNCH_FAILED;
+        }
+        if (rc != 0)
+            return stop(w, i, fault, rc);
+        if (d->nret > 0) {
+            if (fp + d->off[0] + d->size[0] > b->local_size)
+                return stop(w, i, fp + d->off[0], PTX_E_LAUNCH_FAILED);
+            memcpy(frame + fp + d->off[0], &ret, d->size[0]);
+        }
+    }
+    if (asserted) {
+        snprintf(b->why, sizeof b->why, "%s", "");
+        b->err = PTX_E_ASSERT;
+        b->err_line = i->line;
+        b->err_addr = 0;
+        return PTX_E_ASSERT;
+    }
+    return 0;
+}
