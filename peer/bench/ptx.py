@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -37,6 +38,10 @@ from typing import Any
 from gleam.peer.bench.report import Row, positive_int, print_report
 from gleam.peer.cuda.launch import param_layout
 
+# gl_ptx_run_tier's tiers (ptxc_tier.h)
+TIER_INTERP, TIER_COMPILED = 1, 2
+# The compile tier's target (issue 26): within 3x of the C -O2 reference, one core.
+TARGET_VS_C = 3.0
 HELP = "PTX interpreter: thread-instructions/s on four kernels beside C -O2 and numpy"
 DESCRIPTION = __doc__
 
@@ -53,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", type=positive_int, default=512,
                         help="M = N = K of the SGEMM (default 512)")
     parser.add_argument("--rounds", type=positive_int, default=3,
-                        help="rounds per figure; the best is kept (default 3)")
+                        help="rounds per figure, interleaved across the tiers; the median is kept "
+                             "(default 3)")
     parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
                         help="worker threads of the all-cores runs (default: CPU count)")
     parser.add_argument("--quick", action="store_true",
@@ -146,8 +152,9 @@ class Interpreter:
         if self.module == ffi.NULL:
             raise BenchError(f"the benchmark PTX does not load: {ffi.string(err).decode()}")
 
-    def run(self, case: Case, workers: int) -> tuple[float, int]:
-        """One launch: (seconds, thread-instructions)."""
+    def run(self, case: Case, workers: int, tier: int = TIER_INTERP) -> tuple[float, int]:
+        """One launch on one tier (compiled: compiled before the clock starts):
+        (seconds, thread-instructions)."""
         ffi, lib = self.ffi, self.lib
         spans = sorted((int(ffi.cast("uintptr_t", ffi.from_buffer(b))), b.nbytes)
                        for b in case.buffers)
@@ -155,10 +162,14 @@ class Interpreter:
         params = _params(case.params)
         insns = ffi.new("uint64_t *")
         err = ffi.new("char[]", 512)
+        ran = ffi.new("int *")
         start = time.perf_counter()
-        rc = lib.gl_ptx_run(self.module, case.kernel.encode(), case.grid, case.block, 0,
-                            params, len(params), ranges, len(spans), workers, insns, err, 512)
+        rc = lib.gl_ptx_run_tier(self.module, case.kernel.encode(), case.grid, case.block, 0,
+                                 params, len(params), ranges, len(spans), workers, tier, ran,
+                                 insns, err, 512)
         elapsed = time.perf_counter() - start
+        if rc == 0 and ran[0] != tier:
+            raise BenchError(f"{case.kernel} did not run on tier {tier} (ran: {ran[0]})")
         if rc != 0:
             raise BenchError(f"{case.kernel} failed ({rc}): {ffi.string(err).decode()}")
         return elapsed, int(insns[0])
@@ -206,23 +217,29 @@ def measure(n: int, dim: int, rounds: int, workers: int) -> tuple[list[Row], dic
             name = case.kernel.removeprefix("bench_")
             one: list[float] = []
             many: list[float] = []
+            comp1: list[float] = []
+            compn: list[float] = []
             insns = 0
-            for _ in range(rounds):  # interleaved, so drift hits both alike
-                case.reset()
-                seconds, insns = vm.run(case, 1)
-                one.append(seconds)
-                if not case.check():
-                    raise BenchError(f"{case.kernel} gave a wrong result on the interpreter")
-                case.reset()
-                many.append(vm.run(case, workers)[0])
-                if not case.check():
-                    raise BenchError(f"{case.kernel} gave a wrong result with {workers} workers")
-            t1, tn = min(one), min(many)
+            vm.run(case, 1, TIER_COMPILED)  # compiles (or loads) before anything is timed
+            for _ in range(rounds):  # interleaved, so drift hits every tier alike
+                for tier, workers_, times in ((TIER_INTERP, 1, one), (TIER_INTERP, workers, many),
+                                              (TIER_COMPILED, 1, comp1),
+                                              (TIER_COMPILED, workers, compn)):
+                    case.reset()
+                    seconds, insns = vm.run(case, workers_, tier)
+                    times.append(seconds)
+                    if not case.check():
+                        raise BenchError(f"{case.kernel} gave a wrong result on tier {tier} "
+                                         f"with {workers_} workers")
+            t1, tn = statistics.median(one), statistics.median(many)
+            c1, cn = statistics.median(comp1), statistics.median(compn)
             per_core = insns / t1
             np_time = _best(rounds, case.numpy) if case.numpy else None
             kernels[name] = {
                 "thread_instructions": insns, "seconds_1_worker": t1,
                 f"seconds_{workers}_workers": tn, "per_core_per_s": per_core,
+                "compiled_seconds_1_worker": c1, f"compiled_seconds_{workers}_workers": cn,
+                "compiled_over_c_O2": c1 / reference[name],
                 "c_O2_seconds": reference[name], "numpy_seconds": np_time,
                 "numpy": case.numpy_name,
             }
@@ -235,6 +252,16 @@ def measure(n: int, dim: int, rounds: int, workers: int) -> tuple[list[Row], dic
             ))
             rows.append(Row(f"{name}: wall, {workers} workers", tn * 1e3,
                             "C -O2, 1 thread", reference[name] * 1e3, "ms"))
+            rows.append(Row(f"{name}: compiled tier wall, 1 core", c1 * 1e3,
+                            "C -O2, 1 thread", reference[name] * 1e3, "ms",
+                            target="≤ 3x C -O2",
+                            met=c1 <= TARGET_VS_C * reference[name]))
+            rows.append(Row(f"{name}: compiled tier wall, {workers} workers", cn * 1e3,
+                            "interpreter", tn * 1e3, "ms"))
+            rows.append(Row(f"{name}: compiled speedup, {workers} workers over 1", c1 / cn,
+                            "cores", float(workers), "x",
+                            target=f"≈ {workers} (all cores used)" if workers > 1 else "",
+                            met=(c1 / cn >= 0.75 * workers) if workers > 1 else None))
             if np_time is not None:
                 rows.append(Row(f"{name}: wall, {workers} workers", tn * 1e3,
                                 case.numpy_name, np_time * 1e3, "ms"))
