@@ -60,6 +60,18 @@ def test_star_fields_null_strings_and_nothing_to_print():
         assert s.stdout.endswith(b"%y %")
 
 
+def test_a_negative_star_width_ignores_the_zero_flag():
+    """C: a negative `*` width is the - flag and a positive width; - overrides 0."""
+    with ptx_only_session() as s:
+        fn = kernels(s)
+        neg = (-14) & 0xFFFFFFFF
+        err, result, _ = show(s, fn, b"[%+0*E][%0*f][%0*a][%0*d]", pack(
+            [("i", neg), ("d", 0.0), ("i", neg), ("d", 1.5), ("i", neg), ("d", 1.5),
+             ("i", neg), ("i", 5)]))
+        assert (err, result) == (0, 8)
+        assert s.stdout == b"[+0.000000E+00 ][1.500000      ][0x1.8p+0      ][5             ]"
+
+
 def test_past_32_arguments_the_conversions_print_as_written():
     """CUDA's limit: 32 arguments besides the format; the rest print as written."""
     with ptx_only_session() as s:
@@ -152,7 +164,13 @@ def conversion(draw: st.DrawFn) -> tuple[str, list[tuple[str, object]], list[obj
         ref.append(ctypes.c_int(v))
         return "*"
 
-    width = field(-40, 40)
+    # A negative `*` width with the 0 flag: C says left-justified, 0 ignored (the
+    # device does that; test_a_negative_star_width_ignores_the_zero_flag pins it).
+    # glibc's floating conversions sometimes pad such a field with nothing or
+    # with zeros on the right ('%+0*E' of -14 and 0.0 gave '+0.000000E+000' in
+    # one CI run and the right text on another machine): not a case the host can
+    # be the reference for.
+    width = field(0 if conv in "aAeEfFgG" and "0" in flags else -40, 40)
     prec = "." + field(-3, 30) if conv not in "cp" else ""
     prec = "" if prec == "." else prec
     length = ""

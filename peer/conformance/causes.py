@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gleam.peer.cuda.runs import OPEN_LINE_PREFIX
+
 LINE_LIMIT = 240
 # The serving agent's name in the run's mesh: the interposer prefixes the server's
 # reasons with it ("gleam: server: kernel ...: illegal address").
@@ -92,8 +94,8 @@ CAUSES: tuple[Cause, ...] = (
        "not yet assigned: the line names the call"),
 )
 OTHER = "other"
-# Where a session runs, printed when it opens (cuda/runs.py's open_line): not an error.
-OPEN_LINE = "gleam: running on "
+# Where a session runs, printed when it opens: not an error.
+OPEN_LINE = OPEN_LINE_PREFIX
 
 
 def first_error_line(stdout: str, stderr: str) -> str:

@@ -151,7 +151,8 @@ def lay_out(sample: Sample, built: Built, checkout: Path, root: Path,
     and the toolkit headers it reads at run time (from ``include``)."""
     (root / "Samples").mkdir(parents=True, exist_ok=True)
     common = root / "Common"
-    if not common.exists():
+    # Samples are laid out by --jobs threads at once: the first one makes the link.
+    with contextlib.suppress(FileExistsError):
         common.symlink_to(checkout / "Common")
     work = root / sample.path
     work.mkdir(parents=True, exist_ok=True)

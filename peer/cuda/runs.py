@@ -57,6 +57,11 @@ def link_words(link: PeerLink | None) -> str:
     return f"link {rtt}, " + (bits_text(rate * 8) if rate else "bandwidth not measured yet")
 
 
+# How the interposer prints the open line (with its "gleam: " prefix): readers of a
+# program's stderr (the scheduler lab, conformance) find or skip it by this.
+OPEN_LINE_PREFIX = "gleam: running on "
+
+
 def open_line(server: str, device: str, why: str, link: str) -> str:
     """The line the interposer prints when the session opens."""
     return f"running on {server} ({device}), {why}; {link}"
