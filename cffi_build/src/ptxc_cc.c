@@ -44,8 +44,9 @@ extern char **environ;
 /* -ffp-contract=off: a PTX mul and add stay two roundings (the interpreter's
  * and a GPU's meaning); -fno-strict-aliasing: device memory is read and
  * written through any type, as PTX may; -fno-math-errno only lets sqrt
- * vectorise (same result); -O3: the lane loops vectorise. */
-static const char *const cc_flags[] = {"-O3", "-march=native", "-ffp-contract=off",
+ * vectorise (same result); -O3 (cfg.opt, GLEAM_PTX_OPT may lower it: the test
+ * suite compiles at -O1, a third of the time): the lane loops vectorise. */
+static const char *const cc_flags[] = {"-march=native", "-ffp-contract=off",
                                        "-fno-strict-aliasing", "-fno-math-errno", "-fPIC",
                                        "-shared", "-std=gnu11", "-w", "-pipe", NULL};
 #define CC_TIMEOUT_MS (300 * 1000)
@@ -55,6 +56,7 @@ static struct {
     char path[512];      /* the compiler; "" when none */
     uint8_t id[32];      /* SHA-256 of its --version, the flags and the CPU */
     char dir[512];       /* the cache; "" when none */
+    char opt[4];         /* "-O3", or "-O0".."-O2" from GLEAM_PTX_OPT */
 } cfg;
 static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
 static int logged_no_cc, logged_no_cache, logged_failure, logged_corrupt;
@@ -197,6 +199,15 @@ static void cpu_identity(char *out, size_t n)
     free(info);
 }
 
+/* The optimisation level: GLEAM_PTX_OPT 0..3 (default 3). It is one of the
+ * flags, so objects of different levels never share a cache entry. */
+static void find_opt_level(void)
+{
+    const char *o = getenv("GLEAM_PTX_OPT");
+    char level = o != NULL && o[0] >= '0' && o[0] <= '3' && o[1] == 0 ? o[0] : '3';
+    snprintf(cfg.opt, sizeof cfg.opt, "-O%c", level);
+}
+
 static void find_compiler(void)
 {
     const char *cc = getenv("GLEAM_PTX_CC");
@@ -217,7 +228,7 @@ static void find_compiler(void)
     }
     char cpu[8192];
     cpu_identity(cpu, sizeof cpu);
-    size_t flen = 0;
+    size_t flen = sizeof cfg.opt + 1;
     for (int i = 0; cc_flags[i] != NULL; i++)
         flen += strlen(cc_flags[i]) + 1;
     size_t total = len + flen + strlen(cpu) + 64;
@@ -230,6 +241,7 @@ static void find_compiler(void)
     p += snprintf(p, total, "abi %d\n", PTXC_ABI_VERSION);
     memcpy(p, version, len);
     p += len;
+    p += sprintf(p, "%s ", cfg.opt);
     for (int i = 0; cc_flags[i] != NULL; i++)
         p += sprintf(p, "%s ", cc_flags[i]);
     p += sprintf(p, "\n%s", cpu);
@@ -276,6 +288,7 @@ static void find_cache(void)
 
 static void configure(void)
 {
+    find_opt_level();
     find_compiler();
     find_cache();
 }
@@ -398,6 +411,7 @@ static uint8_t *compile(const char *source, size_t len, size_t *olen, char *why,
     char *argv[32];
     int a = 0;
     argv[a++] = cfg.path;
+    argv[a++] = cfg.opt;
     for (int i = 0; cc_flags[i] != NULL; i++)
         argv[a++] = (char *)cc_flags[i];
     argv[a++] = "-o";
