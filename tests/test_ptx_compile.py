@@ -12,9 +12,11 @@ a directory others may write), no compiler, and a compile that lands while a lau
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -108,11 +110,25 @@ def run_case(case: Case, tier: int, text: str | None = None,
 
 # ----------------------------------------------------------- the corpus, both tiers
 
+def in_parallel(jobs: list[Any], run: Any) -> list[Any]:
+    """RUN over JOBS on every core: a launch on the compiled tier compiles in its caller's
+    thread (cffi lets go of the GIL), so the compiles of several kernels overlap."""
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        return list(pool.map(run, jobs))
+
+
+@functools.cache
+def compiled_corpus() -> dict[str, Outcome]:
+    """Every corpus case on the compiled tier, compiled side by side once per session."""
+    outcomes = in_parallel(list(CASES), lambda case: run_case(case, COMPILED))
+    return {case.kernel: outcome for case, outcome in zip(CASES, outcomes, strict=True)}
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.kernel)
 def test_corpus_kernel_is_identical_on_both_tiers(case):
     module = load((CORPUS / f"{case.source}.ptx").read_text())
     source, why = kernel_c(module, case.kernel)
-    interp, compiled = run_case(case, INTERP), run_case(case, COMPILED)
+    interp, compiled = run_case(case, INTERP), compiled_corpus()[case.kernel]
     assert interp.ran == RAN_INTERP
     if source is None:
         # what stays interpreted, and why: only out-of-line (recursive, indirect) calls
@@ -140,6 +156,24 @@ KERNELS = STORE + """
     cvt.u64.u32 %rd2, %r1;
     add.s64 %rd2, %rd2, %rd1;
     st.global.u32 [%rd2], %r1;
+    ret;
+}
+.visible .entry shfl_left(.param .u64 p)
+{
+    .reg .pred %p<2>; .reg .b32 %r<5>; .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [p];
+    mov.u32 %r1, %tid.x;
+    add.s32 %r2, %r1, 100;
+    and.b32 %r3, %r1, 3;
+    add.s32 %r3, %r3, 1;
+$LOOP:
+    shfl.sync.down.b32 %r4, %r2, 1, 0x1f, -1;
+    sub.s32 %r3, %r3, 1;
+    setp.ne.s32 %p1, %r3, 0;
+    @%p1 bra $LOOP;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd2, %rd1, %rd2;
+    st.global.u32 [%rd2], %r4;
     ret;
 }
 .visible .entry lane_trap(.param .u64 p)
@@ -188,6 +222,17 @@ def test_trap_in_one_lane_is_the_same_failure():
     assert compiled == interp
 
 
+def test_shfl_from_a_lane_that_left_the_loop_reads_0_on_both_tiers():
+    # lanes loop 1..4 times: in a lane's last trips its source lane (l + 1) has left,
+    # and reads 0 as in the interpreter, not the register's older value (found by the
+    # random kernels)
+    interp, compiled = both(KERNELS, "shfl_left", lambda b: struct.pack("<Q", b.ctypes.data),
+                            lambda: np.zeros(32, np.uint32))
+    assert interp.rc == 0 and compiled == interp
+    got = np.frombuffer(compiled.memory["buf"], np.uint32)
+    assert got[0] == 101 and got[3] == 0 and got[31] == 131
+
+
 def test_compiled_endless_kernel_reaches_the_time_limit(monkeypatch):
     monkeypatch.setenv("GLEAM_PTX_TIMEOUT_S", "0.3")
     rc, ran, _, err = launch(load(STORE), "spin", (1, 1, 1), (32, 1, 1), b"", [], COMPILED)
@@ -196,7 +241,8 @@ def test_compiled_endless_kernel_reaches_the_time_limit(monkeypatch):
 
 # ----------------------------------------------------------------- fuzzed kernels
 
-FUZZ_COMPILE = settings(max_examples=8, deadline=None,
+# Each example is two kernels compiled side by side (in_parallel): 4 examples, 8 kernels.
+FUZZ_COMPILE = settings(max_examples=4, deadline=None,
                         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -237,15 +283,20 @@ def both_tiers(text: str, entry: str, grid: tuple[int, int, int], block: tuple[i
     return outcomes[0], outcomes[1]
 
 
-@FUZZ_COMPILE
-@given(kernels(), st.integers(0, 2**32 - 1))
-def test_random_kernels_are_identical_on_both_tiers(kernel, seed):
+def random_kernel_both_tiers(job: tuple[Any, int]) -> tuple[Outcome, Outcome]:
+    kernel, seed = job
     inp = _inputs(kernel.threads, seed)
     out = np.zeros(kernel.threads * SLOT, np.uint8)
     params = struct.pack("<QQ", out.ctypes.data, inp.ctypes.data)
-    interp, compiled = both_tiers(kernel.text, "k", (1, 1, 1), (kernel.threads, 1, 1), params,
-                                  [out, inp])
-    assert compiled == interp, "\n".join(kernel.lines)
+    return both_tiers(kernel.text, "k", (1, 1, 1), (kernel.threads, 1, 1), params, [out, inp])
+
+
+@FUZZ_COMPILE
+@given(st.lists(st.tuples(kernels(), st.integers(0, 2**32 - 1)), min_size=2, max_size=2))
+def test_random_kernels_are_identical_on_both_tiers(jobs):
+    for (kernel, _), (interp, compiled) in zip(jobs, in_parallel(jobs, random_kernel_both_tiers),
+                                               strict=True):
+        assert compiled == interp, "\n".join(kernel.lines)
 
 
 # Instruction-level mutations of real kernels: another register of the same kind, another
@@ -290,27 +341,38 @@ def mutated_case(draw: Any) -> tuple[Case, str]:
     return case, "\n".join(lines) + "\n"
 
 
-@FUZZ_COMPILE
-@given(mutated_case())
-def test_mutated_corpus_kernels_are_identical_on_both_tiers(mutation):
+def mutation_both_tiers(mutation: tuple[Case, str]) -> tuple[Outcome, Outcome] | None:
+    """A mutated corpus kernel on both tiers, or None where the mutation is no test: PTX
+    that does not check, a kernel the tier refuses, or a time limit (not exact)."""
     case, text = mutation
-    rc, _ = _check(text)
-    assume(rc == 0)
-    module = load(text)
-    assume(kernel_c(module, case.kernel)[0] is not None)
+    if _check(text)[0] != 0 or kernel_c(load(text), case.kernel)[0] is None:
+        return None
+    # one block: a mutation may read a register nothing wrote, which holds 0 there
+    interp = run_case(case, INTERP, text, grid=(1, 1, 1))
+    compiled = run_case(case, COMPILED, text, grid=(1, 1, 1))
+    if LAUNCH_TIMEOUT in (interp.rc, compiled.rc):
+        return None
+    assert compiled.ran == RAN_COMPILED
+    return interp, compiled
+
+
+@FUZZ_COMPILE
+@given(st.lists(mutated_case(), min_size=2, max_size=2))
+def test_mutated_corpus_kernels_are_identical_on_both_tiers(mutations):
     old = os.environ.get("GLEAM_PTX_TIMEOUT_S")
     os.environ["GLEAM_PTX_TIMEOUT_S"] = "5"
-    try:  # one block: a mutation may read a register nothing wrote, which holds 0 there
-        interp = run_case(case, INTERP, text, grid=(1, 1, 1))
-        compiled = run_case(case, COMPILED, text, grid=(1, 1, 1))
+    try:
+        outcomes = in_parallel(mutations, mutation_both_tiers)
     finally:
         if old is None:
             os.environ.pop("GLEAM_PTX_TIMEOUT_S")
         else:
             os.environ["GLEAM_PTX_TIMEOUT_S"] = old
-    assume(LAUNCH_TIMEOUT not in (interp.rc, compiled.rc))  # a time limit is not exact
-    assert compiled.ran == RAN_COMPILED
-    assert compiled == interp
+    assume(any(o is not None for o in outcomes))
+    for (case, text), outcome in zip(mutations, outcomes, strict=True):
+        if outcome is not None:
+            interp, compiled = outcome
+            assert compiled == interp, f"{case.kernel}\n{text}"
 
 
 def _check(text: str) -> tuple[int, str]:
@@ -345,6 +407,49 @@ def test_lg2_of_a_negative_number_is_the_same_nan_on_both_tiers():
     assert compiled == interp
     got = np.frombuffer(interp.memory["0"], np.uint32)
     assert (got[:3] == 0x7FC00000).all()
+
+
+MIN_MAX = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry minmax(.param .u64 p, .param .u64 q)
+{
+    .reg .b64 %rd<6>; .reg .b32 %r<3>; .reg .f32 %f<5>;
+    ld.param.u64 %rd1, [p];
+    ld.param.u64 %rd2, [q];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 4;
+    xor.b32 %r2, %r1, 1;
+    mul.wide.u32 %rd4, %r2, 4;
+    add.s64 %rd5, %rd1, %rd4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.f32 %f1, [%rd4];
+    ld.global.f32 %f2, [%rd5];
+    bar.sync 0;
+    max.f32 %f3, %f1, %f2;
+    min.f32 %f4, %f1, %f2;
+    st.global.f32 [%rd4], %f3;
+    add.s64 %rd3, %rd2, %rd3;
+    st.global.f32 [%rd3], %f4;
+    ret;
+}
+"""
+
+
+def test_min_and_max_of_signed_zeros_are_the_same_on_both_tiers():
+    # C's fminf/fmaxf may answer either zero (gcc's inline code and glibc's differ): both
+    # tiers order -0.0 below +0.0, whichever operand comes first (found by the random kernels)
+    values = np.array([0.0, -0.0, -0.0, 0.0, np.nan, -0.0, 1.0, np.nan] * 4, np.float32)
+    mins = np.zeros(32, np.float32)
+    interp, compiled = both_tiers(MIN_MAX, "minmax", (1, 1, 1), (32, 1, 1),
+                                  struct.pack("<QQ", values.ctypes.data, mins.ctypes.data),
+                                  [values, mins])
+    assert interp.rc == 0 and compiled == interp
+    got_max = np.frombuffer(interp.memory["0"], np.uint32)[:8]
+    got_min = np.frombuffer(interp.memory["1"], np.uint32)[:8]
+    plus, minus, one = 0x00000000, 0x80000000, 0x3F800000
+    assert list(got_max) == [plus, plus, plus, plus, minus, minus, one, one]
+    assert list(got_min) == [minus, minus, minus, minus, minus, minus, one, one]
 
 
 SPIN_WAIT = """.version 8.0

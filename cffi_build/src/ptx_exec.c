@@ -603,12 +603,26 @@ EACH_FLT(FBIN, fadd, a + b)
 EACH_FLT(FBIN, fsub, a - b)
 EACH_FLT(FBIN, fmul, a * b)
 EACH_FLT(FBIN, fdiv, a / b)
-/* min/max return the number when one operand is NaN; .NaN (mode2 & 2) the NaN */
+/* min/max return the number when one operand is NaN; .NaN (mode2 & 2) the NaN.
+ * -0.0 is below +0.0 (IEEE 754-2019 minimum/maximumNumber): C's fminf/fmaxf may
+ * answer either zero, and gcc's inline expansion and glibc's differ, so both
+ * tiers spell it out (the compile tier's prelude has the same functions). */
+#define PTX_MINMAX(name, T)                                                              \
+    static inline T name##_min(T a, T b)                                                 \
+    {                                                                                    \
+        return isnan(a) ? b : isnan(b) ? a : a < b ? a : b < a ? b : signbit(a) ? a : b; \
+    }                                                                                    \
+    static inline T name##_max(T a, T b)                                                 \
+    {                                                                                    \
+        return isnan(a) ? b : isnan(b) ? a : a > b ? a : b > a ? b : signbit(a) ? b : a; \
+    }
+PTX_MINMAX(f32, float)
+PTX_MINMAX(f64, double)
 #define NANP(a, b) ((i->mode2 & 2) && (isnan(a) || isnan(b)))
-FBIN(f32, fmin, NANP(a, b) ? NAN : fminf(a, b))
-FBIN(f64, fmin, NANP(a, b) ? (double)NAN : fmin(a, b))
-FBIN(f32, fmax, NANP(a, b) ? NAN : fmaxf(a, b))
-FBIN(f64, fmax, NANP(a, b) ? (double)NAN : fmax(a, b))
+FBIN(f32, fmin, NANP(a, b) ? NAN : f32_min(a, b))
+FBIN(f64, fmin, NANP(a, b) ? (double)NAN : f64_min(a, b))
+FBIN(f32, fmax, NANP(a, b) ? NAN : f32_max(a, b))
+FBIN(f64, fmax, NANP(a, b) ? (double)NAN : f64_max(a, b))
 FBIN(f32, fcopysign, copysignf(b, a))
 FBIN(f64, fcopysign, copysign(b, a))
 FTER(f32, ffma, fmaf(a, b, c))
@@ -1290,12 +1304,12 @@ static uint64_t atom1(uint8_t *p, int op, int tk, uint64_t b, uint64_t c)
             case 0: nv = (uint32_t)bits32(f32of(old) + f32of(bv)); break;
             case 1:
                 nv = tk == 1 ? ((int32_t)bv < (int32_t)old ? bv : old)
-                     : tk == 4 ? (uint32_t)bits32(fminf(f32of(old), f32of(bv)))
+                     : tk == 4 ? (uint32_t)bits32(f32_min(f32of(old), f32of(bv)))
                                : (bv < old ? bv : old);
                 break;
             case 2:
                 nv = tk == 1 ? ((int32_t)bv > (int32_t)old ? bv : old)
-                     : tk == 4 ? (uint32_t)bits32(fmaxf(f32of(old), f32of(bv)))
+                     : tk == 4 ? (uint32_t)bits32(f32_max(f32of(old), f32of(bv)))
                                : (bv > old ? bv : old);
                 break;
             case 3: nv = old >= bv ? 0 : old + 1; break;
@@ -1327,11 +1341,11 @@ static uint64_t atom1(uint8_t *p, int op, int tk, uint64_t b, uint64_t c)
         case 0: nv = bits64(f64of(old) + f64of(b)); break;
         case 1:
             nv = tk == 3 ? ((int64_t)b < (int64_t)old ? b : old)
-                 : tk == 5 ? bits64(fmin(f64of(old), f64of(b))) : (b < old ? b : old);
+                 : tk == 5 ? bits64(f64_min(f64of(old), f64of(b))) : (b < old ? b : old);
             break;
         case 2:
             nv = tk == 3 ? ((int64_t)b > (int64_t)old ? b : old)
-                 : tk == 5 ? bits64(fmax(f64of(old), f64of(b))) : (b > old ? b : old);
+                 : tk == 5 ? bits64(f64_max(f64of(old), f64of(b))) : (b > old ? b : old);
             break;
         case 3: nv = old >= b ? 0 : old + 1; break;
         default: nv = (old == 0 || old > b) ? b : old - 1; break;

@@ -80,6 +80,13 @@ static const char prelude_body[] =
     "static inline double f64of(uint64_t v) { double d; memcpy(&d, &v, 8); return d; }\n"
     "static inline uint64_t bits64(double d) { uint64_t b; memcpy(&b, &d, 8); return b; }\n"
     "static inline float satf(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; }\n"
+    /* min/max as the interpreter's (ptx_exec.c PTX_MINMAX): -0.0 below +0.0 */
+    "#define PTXC_MINMAX(name, T) "
+    "static inline T name##_min(T a, T b) { return isnan(a) ? b : isnan(b) ? a : a < b ? a : "
+    "b < a ? b : signbit(a) ? a : b; } "
+    "static inline T name##_max(T a, T b) { return isnan(a) ? b : isnan(b) ? a : a > b ? a : "
+    "b > a ? b : signbit(a) ? b : a; }\n"
+    "PTXC_MINMAX(f32, float)\nPTXC_MINMAX(f64, double)\n"
     "static inline double satd(double x) { return x > 0.0 ? (x < 1.0 ? x : 1.0) : 0.0; }\n"
     "#define LD_s16(v) ((int16_t)(uint16_t)(v))\n#define LD_u16(v) ((uint16_t)(v))\n"
     "#define LD_s32(v) ((int32_t)(uint32_t)(v))\n#define LD_u32(v) ((uint32_t)(v))\n"
@@ -195,6 +202,8 @@ static int emit_warp(ptxc_emitter *c, uint32_t pc)
         break;
     }
     case PTX_OP_shfl: {
+        /* a source lane that does not run this shfl with us gives 0, as in
+         * the interpreter (h_shfl): its register holds an older value */
         static const char *const lane[4] = {
             "j = l - (int)bval; ok = j >= maxl;", "j = l + (int)bval; ok = j <= maxl;",
             "j = l ^ (int)bval; ok = j <= maxl;", "j = minl | (int)(bval & ~seg); ok = j <= maxl;"};
@@ -203,7 +212,7 @@ static int emit_warp(ptxc_emitter *c, uint32_t pc)
                     "PTXC_LANES(em, uint32_t bval = (uint32_t)(%s) & 31, cval = (uint32_t)(%s);"
                     " uint32_t seg = (cval >> 8) & 31; int maxl = (int)((l & seg) | (cval & 31 &"
                     " ~seg)), minl = (int)(l & seg), j, ok; %s if (!ok || j < 0 || j > 31) j = l;"
-                    " out_[l] = (uint32_t)A_[j]; pv_ |= (uint32_t)ok << l;);\n"
+                    " out_[l] = em >> j & 1 ? (uint32_t)A_[j] : 0; pv_ |= (uint32_t)ok << l;);\n"
                     "PTXC_LANES(em, R[%u][l] = out_[l]);",
                  ptxc_step_src(c->p, i->s[1], b, sizeof b), ptxc_step_src(c->p, i->s[2], cc, sizeof cc),
                  lane[i->mode & 3], i->d[0]);

@@ -199,7 +199,7 @@ static int flt_op(ptxc_text *t, const ptx_insn *i, const names *nm)
         ft = x64 ? "double" : "float";
         ld = x64 ? "f64of" : "f32of";
         const char *fn = (i->op == PTX_OP_fmin_f32 || i->op == PTX_OP_fmin_f64)
-                             ? (x64 ? "fmin" : "fminf") : (x64 ? "fmax" : "fmaxf");
+                             ? (x64 ? "f64_min" : "f32_min") : (x64 ? "f64_max" : "f32_max");
         if (i->mode2 & 2) /* .NaN: a NaN operand gives NaN */
             snprintf(expr, sizeof expr, "(isnan(a) || isnan(b)) ? %s : %s(a, b)",
                      x64 ? "(double)NAN" : "NAN", fn);

@@ -176,8 +176,8 @@ static void atom_expr(const ptx_insn *i, const char *cx, char *nv, size_t n)
         return;
     case 1:
     case 2: {
-        const char *cmp = op == 1 ? "<" : ">", *ffn = op == 1 ? (w32 ? "fminf" : "fmin")
-                                                              : (w32 ? "fmaxf" : "fmax");
+        const char *cmp = op == 1 ? "<" : ">", *ffn = op == 1 ? (w32 ? "f32_min" : "f64_min")
+                                                              : (w32 ? "f32_max" : "f64_max");
         if (fl)
             snprintf(nv, n, "%s(%s(%s(old), %s(bv)))", fb, ffn, fo, fo);
         else if (sg)
