@@ -49,6 +49,16 @@ static int runs_by_handler(int op)
 
 /* The float ops that round: anything but .rn runs by its handler, which
  * switches the host's rounding mode (generated code keeps the default). */
+/* The whitelist names opcode ranges: an opcode another change puts inside
+ * one (a new width of ld, a new vote) must not be taken for a known one, so
+ * a range that grows stops the build here instead (then list the new opcode
+ * where it belongs, or leave it out: unknown opcodes stay interpreted). */
+_Static_assert(PTX_OP_ld_p8 - PTX_OP_ld_g1 == 27, "ld/st range of ptxc_kind changed");
+_Static_assert(PTX_OP_vote_ballot - PTX_OP_vote_all == 3, "vote range of ptxc_kind changed");
+_Static_assert(PTX_OP_fcopysign_f64 - PTX_OP_fadd_f32 == 25, "float range of rounds changed");
+_Static_assert(PTX_OP_flg2_f64 - PTX_OP_fsin_f32 == 6, "float range of rounds changed");
+_Static_assert(PTX_OP_brev_u64 - PTX_OP_brev_s16 == 5, "brev range changed");
+
 static int rounds(int op)
 {
     return (op >= PTX_OP_fadd_f32 && op <= PTX_OP_fcopysign_f64)
