@@ -178,17 +178,27 @@ class Interpreter:
         self.lib.gl_ptx_unload(self.module)
 
 
-def _c_reference(n: int, dim: int, rounds: int) -> dict[str, float]:
-    compiler = shutil.which(os.environ.get("CC", "gcc"))
-    if compiler is None:
-        raise BenchError("the C reference needs a C compiler (gcc)")
-    with tempfile.TemporaryDirectory(prefix="gleam-bench-ptx-") as tmp:
-        binary = Path(tmp) / "ptx_reference"
-        subprocess.run([compiler, "-O2", "-o", str(binary), str(REFERENCE_C)], check=True)
-        out = subprocess.run([str(binary), str(n), str(dim), str(rounds)], check=True,
+class CReference:
+    """The kernels in C (``ptx_reference.c``, gcc ``-O2``), built once; each ``run`` times
+    every kernel once, so that the reference is measured between the tiers' runs."""
+
+    def __init__(self, n: int, dim: int) -> None:
+        compiler = shutil.which(os.environ.get("CC", "gcc"))
+        if compiler is None:
+            raise BenchError("the C reference needs a C compiler (gcc)")
+        self._tmp = tempfile.TemporaryDirectory(prefix="gleam-bench-ptx-")
+        self.binary = Path(self._tmp.name) / "ptx_reference"
+        self.n, self.dim = n, dim
+        subprocess.run([compiler, "-O2", "-o", str(self.binary), str(REFERENCE_C)], check=True)
+
+    def run(self) -> dict[str, float]:
+        out = subprocess.run([str(self.binary), str(self.n), str(self.dim), "1"], check=True,
                              capture_output=True, text=True, timeout=600).stdout
-    times: dict[str, float] = json.loads(out)
-    return times
+        times: dict[str, float] = json.loads(out)
+        return times
+
+    def close(self) -> None:
+        self._tmp.cleanup()
 
 
 def _best(rounds: int, fn: Callable[[], object]) -> float:
@@ -208,9 +218,10 @@ def measure(n: int, dim: int, rounds: int, workers: int) -> tuple[list[Row], dic
     from gleam.peer.nativelib import ffi, lib
 
     vm = Interpreter(ffi, lib, PTX.read_bytes())
+    c_ref: CReference | None = None
     try:
         cases = _cases(np, n, dim, ffi)
-        reference = _c_reference(n, dim, rounds)
+        c_ref = CReference(n, dim)
         rows: list[Row] = []
         kernels: dict[str, Any] = {}
         for case in cases:
@@ -219,6 +230,7 @@ def measure(n: int, dim: int, rounds: int, workers: int) -> tuple[list[Row], dic
             many: list[float] = []
             comp1: list[float] = []
             compn: list[float] = []
+            c_times: list[float] = []
             insns = 0
             vm.run(case, 1, TIER_COMPILED)  # compiles (or loads) before anything is timed
             for _ in range(rounds):  # interleaved, so drift hits every tier alike
@@ -231,7 +243,9 @@ def measure(n: int, dim: int, rounds: int, workers: int) -> tuple[list[Row], dic
                     if not case.check():
                         raise BenchError(f"{case.kernel} gave a wrong result on tier {tier} "
                                          f"with {workers_} workers")
+                c_times.append(c_ref.run()[name])  # C -O2 in the same round
             t1, tn = statistics.median(one), statistics.median(many)
+            reference = {name: statistics.median(c_times)}
             c1, cn = statistics.median(comp1), statistics.median(compn)
             per_core = insns / t1
             np_time = _best(rounds, case.numpy) if case.numpy else None
@@ -274,6 +288,8 @@ def measure(n: int, dim: int, rounds: int, workers: int) -> tuple[list[Row], dic
         return rows, meta
     finally:
         vm.close()
+        if c_ref is not None:
+            c_ref.close()
 
 
 def main(args: argparse.Namespace) -> int:
