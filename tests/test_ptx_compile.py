@@ -85,6 +85,20 @@ def launch(module: Any, entry: str, grid: tuple[int, int, int], block: tuple[int
     return rc, ran[0], insns[0], ffi.string(err).decode()
 
 
+_ADDRESS = re.compile(r"address 0x([0-9a-f]+)")
+
+
+def _where(address: int, buffers: dict[str, np.ndarray]) -> str:
+    """A fault's address as buffer + offset. Each run has buffers and a module of its own,
+    at places that differ once runs go side by side, so faults compare by what the address
+    points into; an address in none of the buffers (a mutation's pointer into the module or
+    the parameters, or nowhere) compares as that only (the line and block still compare)."""
+    for name, b in buffers.items():
+        if b.ctypes.data <= address < b.ctypes.data + max(b.nbytes, 1):
+            return f"address {name}+{address - b.ctypes.data}"
+    return "address outside the buffers"
+
+
 def run_case(case: Case, tier: int, text: str | None = None,
              grid: tuple[int, int, int] | None = None) -> Outcome:
     """A corpus case from fresh inputs on one tier, in a module of its own."""
@@ -101,6 +115,7 @@ def run_case(case: Case, tier: int, text: str | None = None,
     rc, ran, insns, err = launch(module, case.kernel, grid or case.grid, case.block, params,
                                  list(buffers.values()), tier, case.shared)
     memory = {name: b.tobytes() for name, b in buffers.items()}
+    err = _ADDRESS.sub(lambda m: _where(int(m.group(1), 16), buffers), err)
     for sym in case.symbols:
         addr, size = ffi.new("uint64_t *"), ffi.new("uint64_t *")
         lib.gl_ptx_global(module, sym.name.encode(), addr, size)
