@@ -1004,6 +1004,15 @@ ROWS: tuple[Row, ...] = (
     # Takes output the server still holds for the program (a reply's sections
     # said more waits, or the program exits after launches): the reply's trailer.
     R("glOutputTake", "", WAITING, (), server="exec", backend=False, ctx=False),
+    # ------------- appended for managed module variables (issue 25, branch isa)
+    # A managed variable (.attribute(.managed)) of a module on the host device lies
+    # alone in pages of a module storage mapped in the band; the interposer maps
+    # its view there and pairs the pages with a fresh twin, which the server fills
+    # from the variable (src/exec_mirror.c), which checks that `var` lies in a module
+    # variable of the session (the program knows only the variable's own bytes as
+    # device memory, not the rest of its pages). Waiting: a refusal reaches the program.
+    R("glManagedVarMirror", "CUdeviceptr var, CUdeviceptr twin, size_t size", WAITING, (),
+      {"twin": "dptr:size"}, server="exec", backend=False, ctx=False),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

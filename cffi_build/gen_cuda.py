@@ -306,6 +306,7 @@ def gen_stubs(rows: tuple[Row, ...], parsed: dict[str, list[Param]]) -> str:
     out.append(f"const int gl_symbol_count = {len(table)};\n\n")
     out.append(gen_unforwarded({name for r in rows for name, *_ in exported(r)}))
     out.append(stream_args([r for r in rows if r.wire], parsed))
+    out.append(api_names([r for r in rows if r.wire]))
     out.append("/* Trampolines handed out for symbols gleam does not forward. */\n")
     out.append("#define GL_UNSUP(i) static CUresult gl_unsup_##i(void) "
                "{ return gl_unsupported_call(i); }\n")
@@ -337,6 +338,13 @@ def stream_args(wire: list[Row], parsed: dict[str, list[Param]]) -> str:
         idx.append(next((i for i, p in enumerate(args) if p.kind == "stream"), -1))
     return ("const signed char gl_call_stream_arg[GL_CALL_COUNT] = {\n"
             + "".join(f"    {i},\n" for i in idx) + "};\n\n")
+
+
+def api_names(wire: list[Row]) -> str:
+    """Each wire call's name as a program calls it (its driver symbol, else the
+    row's): capture names the operation it refuses (capture.c)."""
+    return ("const char *const gl_call_api_names[GL_CALL_COUNT] = {\n"
+            + "".join(f'    "{r.driver or r.name}",\n' for r in wire) + "};\n\n")
 
 
 def unforwarded_names(exported_names: set[str]) -> list[str]:

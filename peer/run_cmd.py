@@ -23,6 +23,7 @@ from typing import Any
 from gleam.peer.failures import NO_AGENT, UserError
 
 INTERPOSER = "libcuda.so.1"
+NVRTC_PRELOAD = "libgleam_nvrtc.so"  # built beside the interposer (cffi_build/interposer/nvrtc)
 CANNOT_RUN_STATUS = 127  # as a shell says for a command it cannot run
 # How long run waits for the agent to account for the sessions of a program that exited.
 REPORT_WAIT = 5.0
@@ -47,6 +48,11 @@ CUPY_COMPILE_WITH_PTX=1 is set unless the environment sets it: CuPy then
 compiles to PTX, which every device can run (a session may move, or fail over
 to gleam's host device, which runs PTX only).
 
+NVRTC compiles for the virtual architecture (PTX) where the program asks for
+a real one (sm_XX), and the program's "cubin" is that PTX: gleam's host device
+runs PTX only, and a GPU's driver JIT-compiles it (libgleam_nvrtc.so is
+preloaded; GLEAM_NVRTC_PTX=0 turns this off).
+
 GLEAM_TRACE=1 prints each driver call (a symbol gleam does not forward is named
 once, when the program calls it); GLEAM_TRACE=errors prints only the calls that
 fail, each with its result, and none that NVIDIA's driver refuses too. Why the
@@ -58,6 +64,11 @@ Print the directory that holds gleam's interposer (libcuda.so.1), for running
 a program by hand:
 
   LD_LIBRARY_PATH=$(gleam-peer lib) ./prog
+
+A program that compiles with NVRTC also needs the library run preloads
+(NVRTC then makes PTX where the program asks for a cubin):
+
+  LD_LIBRARY_PATH=$(gleam-peer lib) LD_PRELOAD=$(gleam-peer lib)/libgleam_nvrtc.so ./prog
 
 GLEAM_CUDA_SOCKET (the agent's control socket) and GLEAM_CUDA_PEER (a peer to
 use) are read by the interposer; `gleam-peer run` sets both. GLEAM_SESSION_LINE=1
@@ -100,14 +111,27 @@ def _peer_node_id(socket_path: Path, wanted: str) -> str:
         raise RunError(f"--peer: {exc.args[0]}; `gleam-peer status` lists the peers") from None
 
 
+def _preload(old: str | None, library: str) -> str:
+    """LD_PRELOAD with library first (once; the user's own entries after it). A path
+    with a space or colon cannot be preloaded (both separate LD_PRELOAD's entries):
+    then NVRTC is left alone, and its cubins are refused by the host device."""
+    if any(c.isspace() or c == ":" for c in library):
+        return old or ""
+    kept = [entry for entry in (old or "").replace(":", " ").split() if entry != library]
+    return " ".join([library, *kept])
+
+
 def run_environment(libdir: Path, socket_path: Path, peer: str | None,
                     base: dict[str, str], *, run_id: str = "",
                     quiet: bool = False) -> dict[str, str]:
-    """The program's environment: the interposer first, where the agent is, the
-    run's id for its sessions, and whether their open lines print."""
+    """The program's environment: the interposer first, NVRTC's wrapper preloaded
+    (a program's NVRTC makes PTX where it asks for a cubin: docs/cuda-forwarding.md,
+    "NVRTC"), where the agent is, the run's id for its sessions, and whether their
+    open lines print."""
     env = dict(base)
     old = env.get("LD_LIBRARY_PATH")
     env["LD_LIBRARY_PATH"] = f"{libdir}:{old}" if old else str(libdir)
+    env["LD_PRELOAD"] = _preload(env.get("LD_PRELOAD"), str(libdir / NVRTC_PRELOAD))
     env["GLEAM_CUDA_SOCKET"] = str(socket_path)
     if peer:
         env["GLEAM_CUDA_PEER"] = peer

@@ -121,6 +121,43 @@ def test_build_commands_make_images_first_and_link_the_interposer(tmp_path):
         build.build_commands(samples.by_name()["vectorAdd_nvrtc"], CHECKOUT, tools, tmp_path)
 
 
+# ptxgen's own macros, as cuda-samples' ptxgen.c builds libdevice's path from them
+PTXGEN_PATH = r"""
+#include <stdio.h>
+#define getLibDeviceName() _getLibDeviceName(LIBDEVICE_MAJOR_VERSION, LIBDEVICE_MINOR_VERSION)
+#define _getLibDeviceName(MAJOR, MINOR) __getLibDeviceName(MAJOR, MINOR)
+#define __getLibDeviceName(MAJOR, MINOR) ("/libdevice/libdevice." #MAJOR #MINOR ".bc")
+#define getLibnvvmHome() _getLibnvvmHome(LIBNVVM_HOME)
+#define _getLibnvvmHome(NVVM_HOME) __getLibnvvmHome(NVVM_HOME)
+#define __getLibnvvmHome(NVVM_HOME) (#NVVM_HOME)
+int main(void) { printf("%s%s", getLibnvvmHome(), getLibDeviceName()); return 0; }
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="a C compiler expands the macros")
+def test_ptxgen_finds_libdevice_where_the_flags_name_it(tmp_path):
+    home = tmp_path / "cuda-13.0" / "nvvm"
+    (home / "libdevice").mkdir(parents=True)
+    (home / "libdevice" / "libdevice.10.bc").write_bytes(b"BC")
+    (tmp_path / "p.c").write_text(PTXGEN_PATH)
+    subprocess.run(["cc", "-o", str(tmp_path / "p"), str(tmp_path / "p.c"),
+                    *build.libdevice_flags(home)], check=True, capture_output=True)
+    shown = subprocess.run([str(tmp_path / "p")], capture_output=True, text=True).stdout
+    assert Path(shown).read_bytes() == b"BC"
+
+
+@pytest.mark.parametrize("folder", ["with space/nvvm", "linux/nvvm", "__x86_64__/nvvm",
+                                    'q"uote/nvvm'])
+def test_a_libdevice_folder_a_macro_cannot_name_is_a_build_error(tmp_path, folder):
+    home = tmp_path / folder
+    (home / "libdevice").mkdir(parents=True)
+    (home / "libdevice" / "libdevice.10.bc").write_bytes(b"BC")
+    with pytest.raises(build.BuildError, match="cannot name"):
+        build.libdevice_flags(home)
+    with pytest.raises(build.BuildError, match=r"libdevice\.10\.bc"):
+        build.libdevice_flags(tmp_path / "absent")
+
+
 def test_first_error_of_a_compiler_log():
     log = "a.cu(3): warning: unused\na.cu(7): error: identifier \"x\" is undefined\n1 error"
     assert build.first_error(log) == 'a.cu(7): error: identifier "x" is undefined'

@@ -22,13 +22,15 @@ from hypothesis import strategies as st
 from gleam.peer.nativelib import ffi, lib
 
 from .device_runtime import KERNELS as DEVICE_RUNTIME
+from .device_runtime import LAUNCHES
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 REAL = [*sorted((ROOT / "tests" / "ptx_corpus").glob("*.ptx")),
         ROOT / "peer" / "cuda" / "ptx" / "kernels.ptx",
         ROOT / "tests" / "ptx_textures" / "textures.ptx"]
-# (with calls of the device runtime's built-ins: printf, assert, malloc, free)
-SEEDS = [p.read_bytes() for p in REAL if p.exists()] + [DEVICE_RUNTIME]
+# (with calls of the device runtime's built-ins: printf, assert, malloc, free, and
+# dynamic parallelism's)
+SEEDS = [p.read_bytes() for p in REAL if p.exists()] + [DEVICE_RUNTIME, LAUNCHES]
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MESSAGE = re.compile(r"^(line \d+: .+|PTX text larger than .+)$")
@@ -70,7 +72,9 @@ VOCAB = [b"{", b"}", b"(", b")", b"[", b"]", b";", b",", b"@%p1", b".reg .b32 %r
          b"sust.b.a1d.v2.b8.zero", b"txq.level.depth.b32", b"suq.array_size.b32", b"|%p1",
          b"{%f1, _, 7}", b"[%rd1, {%r1}]", b"[%rd1]",
          b"vprintf", b"malloc", b"free", b"__assertfail", b"call.uni (retval0), ",
-         b".extern .func (.param .b64 r) malloc (.param .b32 n);", b".local .align 256 .b8 a[8];"]
+         b".extern .func (.param .b64 r) malloc (.param .b32 n);", b".local .align 256 .b8 a[8];",
+         b"cudaLaunchDeviceV2", b"__cudaCDP2GetParameterBufferV2", b"cudaStreamTailLaunch",
+         b".param .align 4 .b8 g[12];", b"mov.u64 %rd1, fill;"]
 
 
 @st.composite

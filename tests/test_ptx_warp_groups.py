@@ -135,3 +135,55 @@ def test_one_group_is_the_whole_active_warp():
     keys[::3] = -1
     vals = np.arange(1, LANES + 1, dtype=np.int32)
     check(keys, vals)
+
+
+# A loop whose divergent region's join block comes before the region, as nvcc lays out a
+# loop body's tail (cdpQuadtree's point sorting): the lanes that skip the region branch
+# back to the join block, a lower pc than the lanes inside the region. Each lane of a
+# .sync instruction waits there for the others of its mask (PTX ISA, vote.sync), so every
+# ballot counts the 16 even lanes, 4 times; running the skipping lanes first, alone, once
+# gave the odd lanes 0 and the even lanes 64 (points lost without an error).
+JOIN_FIRST = """
+.version 8.0
+.target sm_80
+.address_size 64
+
+.visible .entry join_first(.param .u64 out)
+{
+    .reg .pred %p<3>; .reg .b32 %r<8>; .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %laneid;
+    mov.u32 %r2, 0;
+    mov.u32 %r5, 0;
+    mov.u32 %r7, 0;
+    bra.uni HEAD;
+JOIN:
+    vote.sync.ballot.b32 %r3, %p1, -1;
+    popc.b32 %r4, %r3;
+    add.u32 %r5, %r5, %r4;
+    shfl.sync.idx.b32 %r6, %r7, 0, 31, -1;
+    add.u32 %r2, %r2, 1;
+HEAD:
+    setp.lt.u32 %p2, %r2, 4;
+    @!%p2 bra DONE;
+    and.b32 %r6, %r1, 1;
+    setp.eq.u32 %p1, %r6, 0;
+    @!%p1 bra JOIN;
+    add.u32 %r7, %r7, 1;
+    bra.uni JOIN;
+DONE:
+    mul.wide.u32 %rd2, %r1, 8;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r5;
+    st.global.u32 [%rd3+4], %r6;
+    ret;
+}
+"""
+
+
+def test_a_sync_instruction_waits_for_lanes_still_in_a_region_laid_out_after_it():
+    out = np.zeros((LANES, 2), np.uint32)
+    rc, _, msg = run(load(JOIN_FIRST), "join_first", struct.pack("<Q", out.ctypes.data), [out])
+    assert rc == 0, msg
+    assert out[:, 0].tolist() == [64] * LANES  # every ballot saw all 16 even lanes
+    assert out[:, 1].tolist() == [4] * LANES   # lane 0's count after its 4th region

@@ -32,3 +32,19 @@ def test_the_run_tags_its_sessions_and_asks_for_their_lines_unless_quiet():
     quiet = run_environment(Path("/l"), Path("/s"), None, {"GLEAM_SESSION_LINE": "1"},
                             run_id="ab12", quiet=True)
     assert quiet["GLEAM_RUN_ID"] == "ab12" and "GLEAM_SESSION_LINE" not in quiet
+
+
+def test_nvrtcs_wrapper_is_preloaded_first_and_once():
+    """A program's NVRTC makes PTX where it asks for a cubin (tests/test_nvrtc_ptx.py);
+    the user's own preloads stay, after it."""
+    assert run_environment(Path("/l"), Path("/s"), None, {})["LD_PRELOAD"] == \
+        "/l/libgleam_nvrtc.so"
+    kept = run_environment(Path("/l"), Path("/s"), None,
+                           {"LD_PRELOAD": "/a/asan.so:/l/libgleam_nvrtc.so /b/x.so"})
+    assert kept["LD_PRELOAD"] == "/l/libgleam_nvrtc.so /a/asan.so /b/x.so"
+
+
+def test_a_path_that_cannot_be_preloaded_is_left_out():
+    """LD_PRELOAD separates its entries with spaces and colons."""
+    env = run_environment(Path("/my lib"), Path("/s"), None, {"LD_PRELOAD": "/a/x.so"})
+    assert env["LD_PRELOAD"] == "/a/x.so"

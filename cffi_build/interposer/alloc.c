@@ -164,3 +164,11 @@ CUresult gl_check_dptr(uint64_t ptr, uint64_t size)
     /* ptr lies in [base, base + len), so len - (ptr - base) cannot wrap. */
     return size <= len - (ptr - base) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
+
+int gl_va_in_session(uint64_t p)
+{
+    pthread_rwlock_rdlock(&g_lock);
+    int in = p >= g_base && p < g_end;
+    pthread_rwlock_unlock(&g_lock);
+    return in;
+}

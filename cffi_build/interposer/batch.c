@@ -76,6 +76,7 @@ static pthread_cond_t g_drained; /* the hold ended, or room came free */
 static pthread_cond_t g_jobs;    /* the host-function thread has something to move */
 static __thread int t_host;      /* this is the host-function thread */
 static __thread CUresult t_deferred; /* ... and the deferred error its last wait saw */
+static __thread int t_not_behind_hold; /* its waiting calls answer NOT_READY behind a hold */
 static CUresult g_owed;          /* an asynchronous error for the next waiting reply (g_wait) */
 /* Held payloads beyond this make the program wait (a host function that never
  * returns must not grow the process without bound). */
@@ -485,7 +486,7 @@ CUresult gl_wait(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
         /* Behind a host function: a query answers at once that work is
          * pending; any other waiting call waits until the hold has gone. */
         pthread_mutex_unlock(&g_wait);
-        if (call == GL_CALL_cuStreamQuery || call == GL_CALL_cuEventQuery) {
+        if (call == GL_CALL_cuStreamQuery || call == GL_CALL_cuEventQuery || t_not_behind_hold) {
             pthread_mutex_unlock(&g_emit);
             return CUDA_ERROR_NOT_READY;
         }
@@ -516,6 +517,11 @@ CUresult gl_wait(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
     /* What the device wrote to mapped and managed memory, before the program
      * reads it (mirror.c). */
     return gl_mirror_after_wait(call, args, nargs, r);
+}
+
+void gl_batch_not_behind_hold(void)
+{
+    t_not_behind_hold = 1;
 }
 
 uint64_t gl_batch_appended(void)

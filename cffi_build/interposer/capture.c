@@ -415,7 +415,7 @@ static const char *call_name(uint16_t call)
     case GL_CALL_cuStreamSynchronize: return "cuStreamSynchronize";
     case GL_CALL_glMemcpyHtoD: case GL_CALL_glMemcpy2DHtoD: return "a copy from host memory";
     case GL_CALL_glMemcpyDtoH: case GL_CALL_glMemcpy2DDtoH: return "a copy to host memory";
-    default: return "a stream operation";
+    default: return call < GL_CALL_COUNT ? gl_call_api_names[call] : "a stream operation";
     }
 }
 
@@ -531,6 +531,8 @@ static int sync_op(uint16_t call, const uint64_t *a, CUresult *r)
     return *r != CUDA_SUCCESS;
 }
 
+static int stream_destroy_op(const uint64_t *a, CUresult *r); /* below, by the joins */
+
 int gl_capture_record(uint16_t call, const uint64_t *args, uint8_t nargs, const void *payload,
                       size_t len)
 {
@@ -558,6 +560,8 @@ int gl_capture_record(uint16_t call, const uint64_t *args, uint8_t nargs, const 
     case GL_CALL_cuStreamQuery:
     case GL_CALL_cuStreamSynchronize:
         return sync_op(call, args, &r) ? (int)r : GL_CAPTURE_PASS;
+    case GL_CALL_cuStreamDestroy:
+        return stream_destroy_op(args, &r) && r != CUDA_SUCCESS ? (int)r : GL_CAPTURE_PASS;
     default:
         break;
     }
@@ -715,17 +719,49 @@ static int mark_ancestors(gl_htable *seen, gl_gnode *n, uint32_t total)
 /* Every stream that joined the capture must have been joined back: what it
  * depends on now, the origin stream depends on (nodes left behind by direct
  * changes of dependencies do not count, as CUDA documents). */
-static int joined(const capture *c, const cstream *origin)
+static int joined(const capture *c, const cstream *origin, const cstream *only)
 {
     gl_htable seen = {0};
     int ok = 1;
     for (uint32_t i = 0; ok && i < origin->ndeps; i++)
         ok = mark_ancestors(&seen, origin->deps[i], c->graph->n) == 0;
-    for (uint32_t i = 0; ok && i < g_nstreams; i++)
-        for (uint32_t d = 0; ok && g_streams[i].cap == c && d < g_streams[i].ndeps; d++)
-            ok = gl_htable_find(&seen, g_streams[i].deps[d]->handle) != NULL;
+    for (uint32_t i = 0; ok && i < g_nstreams; i++) {
+        const cstream *t = &g_streams[i];
+        for (uint32_t d = 0; ok && t->cap == c && (only == NULL || t == only) && d < t->ndeps; d++)
+            ok = gl_htable_find(&seen, t->deps[d]->handle) != NULL;
+    }
     gl_htable_free(&seen);
     return ok;
+}
+
+/* cuStreamDestroy of a stream taking part in a capture. A stream that forked
+ * from the capture and was joined back into its origin leaves it (its work
+ * stays in the graph; cuda-samples' graphMemoryNodes destroys such a stream
+ * before ending the capture); the record then destroys it as usual. The
+ * origin, or a stream whose work the origin does not yet depend on, would
+ * take the capture's bookkeeping with it: refused, invalidating the capture. */
+static int stream_destroy_op(const uint64_t *a, CUresult *r)
+{
+    uint64_t key = key_of(a[0]);
+    *r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_lock);
+    pthread_mutex_lock(&gl_graph_lock);
+    cstream *s = find_stream(key), *origin = NULL;
+    if (s != NULL && s->cap->origin != key)
+        origin = find_stream(s->cap->origin);
+    if (s != NULL && origin != NULL && !s->cap->invalid && joined(s->cap, origin, s))
+        drop_stream(s);
+    else if (s != NULL) {
+        s->cap->invalid = 1;
+        *r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    pthread_mutex_unlock(&gl_graph_lock);
+    pthread_mutex_unlock(&g_lock);
+    if (*r != CUDA_SUCCESS)
+        gl_log(GL_LOG_ERROR, "cuStreamDestroy_v2", "cuStreamDestroy_v2 of a capture's origin "
+               "stream, or of a stream not joined back into it, before cuStreamEndCapture; the "
+               "capture is invalidated (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
+    return s != NULL;
 }
 
 CUresult gli_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph, int ptds)
@@ -755,7 +791,7 @@ CUresult gli_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph, int ptds)
     }
     if (c->invalid)
         r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    else if (!joined(c, s))
+    else if (!joined(c, s, NULL))
         r = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
     /* The capture ends for every stream and event in it. */
     for (uint32_t i = g_nstreams; i-- > 0;)

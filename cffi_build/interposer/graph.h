@@ -170,6 +170,8 @@ int gl_capture_alloc(CUstream stream, int ptds, CUdeviceptr *dptr, size_t bytesi
 int gl_capture_free(CUstream stream, int ptds, CUdeviceptr dptr, CUresult *r);
 /* The stream-handle argument of each wire call, or -1 (generated). */
 extern const signed char gl_call_stream_arg[];
+/* Each record's call as the program named it (generated: gen_cuda.py). */
+extern const char *const gl_call_api_names[];
 
 /* ---- batch.c and hostfn.c: the hold and the host-function thread */
 

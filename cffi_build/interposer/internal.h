@@ -52,6 +52,11 @@ void gl_env_header(uint8_t out[GL_ENV_HEADER_SIZE], uint32_t body_len, uint8_t t
 void gl_batch_start(void);
 /* Records appended so far (a counter: whether the program is still making calls). */
 uint64_t gl_batch_appended(void);
+/* The calling thread's waiting calls answer CUDA_ERROR_NOT_READY at once
+ * while a host function holds the records behind it, instead of waiting for it
+ * (mirror.c's refresher: it waits holding the lock a host function's graph
+ * launch needs). */
+void gl_batch_not_behind_hold(void);
 /* A one-way record that also changes the executor's current context:
  * set_ctx != 0 makes it the context last sent; forget_ctx drops the memory
  * of it (the server's current context is unknown afterwards). Both happen
@@ -131,6 +136,14 @@ CUresult gl_mirror_new(int kind, void *view, size_t size, unsigned flags, uint64
 CUresult gl_mirror_free(int kind, const void *view);
 /* The mirror whose device range holds p, or whose view holds p: 1 and *m. */
 int gl_mirror_by_dev(uint64_t p, gl_mirror_info *m);
+/* A managed module variable (.attribute(.managed)) at dev, size bytes, of the
+ * program's module handle MODULE: its view is mapped here at dev, filled from
+ * the device, and paired with a twin on the server (glManagedVarMirror); once
+ * per variable. gl_mirror_drop_module drops a module's before it is unloaded. */
+CUresult gl_mirror_module_var(uint64_t dev, size_t size, uint64_t module);
+void gl_mirror_drop_module(uint64_t module);
+/* Is p in the session's own range (alloc.c)? */
+int gl_va_in_session(uint64_t p);
 int gl_mirror_by_view(const void *p, gl_mirror_info *m);
 /* The device may have written mirrored memory since the program's views were
  * last brought up to date: brings them up to date (one waiting call and the

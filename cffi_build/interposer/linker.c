@@ -103,9 +103,28 @@ CUresult gli_cuLinkCreate(unsigned int numOptions, CUjit_option *options, void *
     return CUDA_SUCCESS;
 }
 
+/* PTX given as a cubin is linked as PTX, on either device. gleam's NVRTC
+ * wrapper (libgleam_nvrtc.so, docs/cuda-forwarding.md "NVRTC") hands a program
+ * PTX where it asked NVRTC for a cubin, and the program passes it on as the
+ * cubin it believes it is. A cubin is an ELF file; bytes that are not, and
+ * declare a PTX .version near their start, are PTX. */
+static CUjitInputType given_kind(CUjitInputType type, const void *data, size_t size)
+{
+    const char *text = data;
+    size_t head = size < 4096 ? size : 4096;
+
+    if (type != GL_CU_JIT_INPUT_CUBIN || size < 4 || memcmp(text, "\x7f" "ELF", 4) == 0)
+        return type;
+    for (size_t i = 0; i + 8 <= head; i++)
+        if (memcmp(text + i, ".version", 8) == 0)
+            return GL_CU_JIT_INPUT_PTX;
+    return type;
+}
+
 static CUresult add(gl_link *l, CUjitInputType type, const void *data, size_t size,
                     const char *name, const char *entry)
 {
+    type = given_kind(type, data, size);
     if ((unsigned)type > GL_CU_JIT_INPUT_LIBRARY) {
         gl_log(GL_LOG_ERROR, entry, "%s: input kind %d (%s) is not supported; gleam links "
                "PTX, cubin, fatbin, object and library inputs (not LTO IR)", entry, type, name);

@@ -10,6 +10,7 @@
 #include "gl_client_gen.h"
 #include "graph.h"
 #include "internal.h"
+#include "vaband.h"
 
 CUresult gls_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize, int ptds)
 {
@@ -78,6 +79,11 @@ CUresult gli_cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, 
     if (r != CUDA_SUCCESS)
         return r;
     gl_va_register(d, n);
+    /* A managed variable's pages lie in the band outside the session's range
+     * (ptx.h, PTX_MANAGED_ALIGN): the program gets them mapped at that address. */
+    if (gl_va_in_band(d) && !gl_va_in_session(d)
+        && (r = gl_mirror_module_var(d, n, (uint64_t)(uintptr_t)hmod)) != CUDA_SUCCESS)
+        return r;
     if (dptr)
         *dptr = d;
     if (bytes)

@@ -40,6 +40,7 @@
 #include "gl_mirror_diff.h"
 #include "gl_span.h"
 #include "internal.h"
+#include "ptx.h"
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17; older kernels take it as a hint */
@@ -51,6 +52,7 @@ typedef struct {
     uint8_t *twin;     /* this side's twin, size bytes */
     size_t mapped;     /* bytes of each mapping made here (view when owned, twin) */
     int owns_view;
+    uint64_t module;   /* a managed module variable's module (the program's handle), else 0 */
 } mirror;
 
 static pthread_mutex_t g_coh = PTHREAD_MUTEX_INITIALIZER;
@@ -328,6 +330,11 @@ static void *refresher(void *unused)
     long ms = refresh_ms();
     struct timespec nap = {ms / 1000, (ms % 1000) * 1000000L};
     uint64_t seen = gl_batch_appended();
+    /* Its pull holds g_coh, which a host function's graph launch takes (a push
+     * before each stage): waiting behind that host function would never end
+     * (cuda-samples' graphMemoryNodes). Behind one it is NOT_READY, still owed,
+     * and tried again at the next turn. */
+    gl_batch_not_behind_hold();
 
     while (gl_ready() == CUDA_SUCCESS) {
         pthread_mutex_lock(&g_wake_lock);
@@ -385,6 +392,15 @@ static int table_add(const mirror *m)
     g_m[g_n++] = *m;
     atomic_store(&g_count, g_n);
     return 0;
+}
+
+/* table_add under g_lock (the caller holds g_coh). */
+static CUresult table_add_locked(const mirror *m)
+{
+    pthread_mutex_lock(&g_lock);
+    int rc = table_add(m);
+    pthread_mutex_unlock(&g_lock);
+    return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 /* The server's side of a new mirror: its memory, its twin, the pairing.
@@ -452,10 +468,7 @@ CUresult gl_mirror_new(int kind, void *view, size_t size, unsigned flags, uint64
         m.i.view = view;
     }
     if (r == CUDA_SUCCESS) {
-        pthread_mutex_lock(&g_lock);
-        if (table_add(&m) != 0)
-            r = CUDA_ERROR_OUT_OF_MEMORY;
-        pthread_mutex_unlock(&g_lock);
+        r = table_add_locked(&m);
         if (r != CUDA_SUCCESS) {
             glw_glMemFree(m.twin_dev, 0);
             glw_glMemFree(m.i.dev, 0);
@@ -485,7 +498,7 @@ CUresult gl_mirror_free(int kind, const void *view)
                                                                              : CUDA_SUCCESS;
     pthread_mutex_lock(&g_lock);
     for (size_t k = 0; k < g_n && !found; k++) {
-        if (g_m[k].i.kind == kind && g_m[k].i.view == view) {
+        if (g_m[k].i.kind == kind && g_m[k].i.view == view && g_m[k].module == 0) {
             m = g_m[k];
             g_m[k] = g_m[--g_n];
             atomic_store(&g_count, g_n);
@@ -509,4 +522,90 @@ CUresult gl_mirror_free(int kind, const void *view)
     if (pulled != CUDA_SUCCESS)
         return pulled;
     return r != CUDA_SUCCESS ? r : r2;
+}
+
+/* ------------------------------------------------ managed module variables */
+
+CUresult gl_mirror_module_var(uint64_t dev, size_t size, uint64_t module)
+{
+    size_t page = page_size();
+    mirror m = {.i = {.kind = GL_MIRROR_MANAGED, .flags = GL_CU_MEM_ATTACH_GLOBAL, .dev = dev},
+                .module = module, .owns_view = 1};
+    CUresult r;
+
+    if (size == 0 || dev % PTX_MANAGED_ALIGN != 0 || PTX_MANAGED_ALIGN % page != 0) {
+        gl_log(GL_LOG_ERROR, "mirror", "a managed variable at 0x%llx (%zu bytes) that is not "
+               "alone in its pages", (unsigned long long)dev, size);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* the variable lies alone in whole pages of this size (ptx.h) */
+    m.i.size = m.mapped = (size + PTX_MANAGED_ALIGN - 1) / PTX_MANAGED_ALIGN * PTX_MANAGED_ALIGN;
+    if (gl_mirror_by_dev(dev, &m.i))
+        return CUDA_SUCCESS; /* asked before */
+    m.twin = map_anon(NULL, m.mapped);
+    m.i.view = map_anon((void *)(uintptr_t)dev, m.mapped);
+    if (m.twin == NULL || m.i.view == NULL) {
+        gl_log(GL_LOG_ERROR, "mirror", "cannot map the managed variable at 0x%llx in this "
+               "process (the address is in use here)", (unsigned long long)dev);
+        m.owns_view = m.i.view != NULL;
+        if (m.twin != NULL)
+            unmap_here(&m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    /* both of this side's copies start as the variable (its initialiser, or what
+     * kernels wrote before the program first asked for it) */
+    r = gl_copy_dtoh(m.twin, dev, size, NULL, 0);
+    if (r == CUDA_SUCCESS)
+        memcpy(m.i.view, m.twin, size);
+    coh_lock();
+    if (r == CUDA_SUCCESS)
+        r = gl_va_alloc(m.i.size, &m.twin_dev);
+    if (r == CUDA_SUCCESS) {
+        r = glw_glMemAlloc(m.twin_dev, m.i.size, 0);
+        if (r == CUDA_SUCCESS) /* the server fills its twin from the variable */
+            r = glw_glManagedVarMirror(dev, m.twin_dev, m.i.size, 0);
+        if (r == CUDA_SUCCESS)
+            r = table_add_locked(&m);
+        if (r != CUDA_SUCCESS) {
+            glw_glMemFree(m.twin_dev, 0);
+            gl_va_free(m.twin_dev);
+        }
+    }
+    coh_unlock();
+    if (r != CUDA_SUCCESS) {
+        gl_log(GL_LOG_ERROR, "mirror", "cannot make the managed variable at 0x%llx (%zu bytes) "
+               "one address for the program and its kernels (error %d)",
+               (unsigned long long)dev, size, (int)r);
+        unmap_here(&m);
+        return r;
+    }
+    pthread_once(&g_refresher_once, start_refresher);
+    return CUDA_SUCCESS;
+}
+
+void gl_mirror_drop_module(uint64_t module)
+{
+    if (atomic_load(&g_count) == 0)
+        return;
+    coh_lock();
+    for (;;) {
+        mirror m;
+        int found = 0;
+        pthread_mutex_lock(&g_lock);
+        for (size_t k = 0; k < g_n && !found; k++)
+            if (g_m[k].module == module) {
+                m = g_m[k];
+                g_m[k] = g_m[--g_n];
+                atomic_store(&g_count, g_n);
+                found = 1;
+            }
+        pthread_mutex_unlock(&g_lock);
+        if (!found)
+            break;
+        /* the variable's pages go with the module on the server; the twin is ours */
+        glw_glMemFree(m.twin_dev, 0);
+        gl_va_free(m.twin_dev);
+        unmap_here(&m);
+    }
+    coh_unlock();
 }

@@ -111,6 +111,7 @@ static touch touch_of(uint16_t call, const uint64_t *a, uint8_t nargs)
     case GL_CALL_glModuleVarsWrite: case GL_CALL_glTensorMapEncode:
     case GL_CALL_glClusterOccupancy:
     case GL_CALL_glMirrorAdd: case GL_CALL_glMirrorPush: case GL_CALL_glMirrorPull:
+    case GL_CALL_glManagedVarMirror:
         return (touch){0};
     default: /* launches, and whatever a later row adds */
         return (touch){.all = 1, .writes = 1};
@@ -120,13 +121,15 @@ static touch touch_of(uint16_t call, const uint64_t *a, uint8_t nargs)
 static int hooked(uint16_t call)
 {
     return gl_mirror_any() && call != GL_CALL_glMirrorAdd && call != GL_CALL_glMirrorPush
-           && call != GL_CALL_glMirrorPull;
+           && call != GL_CALL_glMirrorPull && call != GL_CALL_glManagedVarMirror;
 }
 
 void gl_mirror_before(uint16_t call, const uint64_t *args, uint8_t nargs)
 {
     if (!hooked(call))
         return;
+    if (call == GL_CALL_cuModuleUnload && nargs >= 1) /* its managed variables' views go */
+        gl_mirror_drop_module(args[0]);
     touch t = touch_of(call, args, nargs);
     /* An error here is the session's: the record's own send reports it. */
     if (t.all)

@@ -116,6 +116,7 @@ CUresult gli_cuCtxGetFlags(unsigned int *flags, int ptds)
  * cuBLASLt reads 7 as it starts. */
 #define GL_LIMITS 10
 #define GL_LIMIT_MALLOC_HEAP_SIZE 2
+#define GL_LIMIT_PENDING_LAUNCHES 4
 #define GL_LIMIT_SHMEM_SIZE 7
 #define GL_LIMIT_CIG_ENABLED 8
 static size_t g_limits[GL_LIMITS] = {1024, 1 << 20, 8 << 20, 2, 2048, 32, 0, 0, 0, 1};
@@ -159,9 +160,10 @@ CUresult gls_cuCtxSetLimit(CUlimit limit, size_t value, int ptds)
         return CUDA_ERROR_UNSUPPORTED_LIMIT;
     if (limit == GL_LIMIT_SHMEM_SIZE || limit == GL_LIMIT_CIG_ENABLED)
         return CUDA_ERROR_INVALID_VALUE; /* read-only */
-    /* The stack, the printf FIFO and the malloc heap are the serving
-     * device's (devheap.c); the others are only numbers here. */
-    if (limit <= GL_LIMIT_MALLOC_HEAP_SIZE) {
+    /* The stack, the printf FIFO, the malloc heap and the pending
+     * device-side launches are the serving device's (devheap.c); the others
+     * are only numbers here. */
+    if (limit <= GL_LIMIT_MALLOC_HEAP_SIZE || limit == GL_LIMIT_PENDING_LAUNCHES) {
         CUresult r = gl_limit_send(limit, value, ptds);
         if (r != CUDA_SUCCESS)
             return r;

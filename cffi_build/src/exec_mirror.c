@@ -10,7 +10,8 @@
  *
  * State: none of its own. A mirror is the allocation's range in x->allocs with
  * its tag set to the twin's base address (plain allocations have tag 0), so it
- * goes away with the allocation, and both halves are ordinary session memory:
+ * goes away with the allocation; a managed module variable's mirror is its
+ * range in x->managed_vars (glManagedVarMirror), gone with its module, and both halves are ordinary session memory:
  * a checkpoint's snapshot keeps them and a replay rebuilds them
  * (docs/consistency.md). Everything the client sends is checked against the
  * session's own allocations before anything is written.
@@ -63,6 +64,18 @@ static CUresult zero(gl_exec *x, uint64_t p, uint64_t size)
     return ((gl_fn_cuMemsetD8)gl_exec_slot(x, GL_CALL_cuMemsetD8))(p, 0, size);
 }
 
+/* Is TWIN some mirror's twin already? */
+static int is_a_twin(const gl_exec *x, uint64_t twin)
+{
+    for (size_t i = 0; i < x->allocs.n; i++)
+        if (x->allocs.r[i].tag == twin)
+            return 1;
+    for (size_t i = 0; i < x->managed_vars.n; i++)
+        if (x->managed_vars.r[i].tag == twin)
+            return 1;
+    return 0;
+}
+
 CUresult gx_glMirrorAdd(gl_exec *x, CUdeviceptr dptr, CUdeviceptr twin, size_t size)
 {
     long d = gl_ranges_index_of_base(&x->allocs, dptr);
@@ -71,9 +84,8 @@ CUresult gx_glMirrorAdd(gl_exec *x, CUdeviceptr dptr, CUdeviceptr twin, size_t s
         || x->allocs.r[d].tag != 0 || x->allocs.r[t].tag != 0)
         goto refused;
     /* Neither half may be some other mirror's twin already. */
-    for (size_t i = 0; i < x->allocs.n; i++)
-        if (x->allocs.r[i].tag == twin || x->allocs.r[i].tag == dptr)
-            goto refused;
+    if (is_a_twin(x, twin) || is_a_twin(x, dptr))
+        goto refused;
     CUresult r = zero(x, dptr, size);
     if (r == CUDA_SUCCESS)
         r = zero(x, twin, size);
@@ -91,10 +103,48 @@ refused:
 static const gl_range *mirror_of(gl_exec *x, uint64_t addr, uint64_t len, uint64_t *twin)
 {
     const gl_range *r = gl_ranges_find(&x->allocs, addr, len);
+    if (r == NULL || (*twin = twin_of(x, r)) == 0)
+        r = gl_ranges_find(&x->managed_vars, addr, len);
     if (r == NULL)
         return NULL;
     *twin = twin_of(x, r);
     return *twin != 0 ? r : NULL;
+}
+
+/* A managed module variable (.attribute(.managed)): its pages of the module's
+ * storage become a mirror whose twin starts as a copy of them, since the
+ * program's view is filled from the variable, not zeroed. Checked: the range
+ * lies in a module global of this session and is no mirror yet, the twin is a
+ * fresh allocation of its size that no mirror uses. */
+CUresult gx_glManagedVarMirror(gl_exec *x, CUdeviceptr var, CUdeviceptr twin, size_t size)
+{
+    long t = gl_ranges_index_of_base(&x->allocs, twin);
+    int in_global = 0;
+    for (size_t g = 0; g < x->globals.n && !in_global; g++)
+        in_global = gl_range_holds(&x->globals.r[g], var, size);
+    size_t at = gl_ranges_upper(&x->managed_vars, var);
+    const gl_range *prev = at > 0 ? &x->managed_vars.r[at - 1] : NULL;
+    const gl_range *next = at < x->managed_vars.n ? &x->managed_vars.r[at] : NULL;
+    if (size == 0 || t < 0 || x->allocs.r[t].size != size || x->allocs.r[t].tag != 0
+        || !in_global || is_a_twin(x, twin) || (prev && prev->base + prev->size > var)
+        || (next && next->base < var + size)) {
+        gl_exec_note(x, "glManagedVarMirror: 0x%llx (%zu bytes) is no unmirrored module "
+                     "variable, or its twin 0x%llx no fresh allocation of that size",
+                     (unsigned long long)var, size, (unsigned long long)twin);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    uint8_t buf[GL_DIFF_BLOCK];
+    for (size_t off = 0; off < size; off += sizeof buf) {
+        size_t step = size - off < sizeof buf ? size - off : sizeof buf;
+        CUresult r = dev_read(x, var + off, buf, step);
+        if (r == CUDA_SUCCESS)
+            r = dev_write(x, twin + off, buf, step);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    if (gl_ranges_insert(&x->managed_vars, at, (gl_range){var, size, (uintptr_t)twin}) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return CUDA_SUCCESS;
 }
 
 static CUresult apply_staged(gl_exec *x, const gl_diff_entry *e, uint64_t twin_addr,
@@ -204,8 +254,11 @@ CUresult gx_glMirrorPull(gl_exec *x, void *diff, size_t n, CUdeviceptr from, siz
     *next = 0;
     if (r != CUDA_SUCCESS)
         return r;
-    for (size_t i = 0; i < x->allocs.n; i++) {
-        const gl_range *m = &x->allocs.r[i];
+    /* both tables in address order, so `from` goes on where a full reply stopped */
+    for (size_t i = 0, j = 0; i < x->allocs.n || j < x->managed_vars.n;) {
+        int take_var = j < x->managed_vars.n
+                       && (i == x->allocs.n || x->managed_vars.r[j].base < x->allocs.r[i].base);
+        const gl_range *m = take_var ? &x->managed_vars.r[j++] : &x->allocs.r[i++];
         uint64_t twin = twin_of(x, m);
         if (twin == 0 || m->base + m->size <= from)
             continue;

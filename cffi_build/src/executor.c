@@ -217,6 +217,15 @@ void gl_exec_drop_globals(gl_exec *x, void *owner)
         if (x->globals.r[g].tag != (uintptr_t)owner)
             x->globals.r[k++] = x->globals.r[g];
     x->globals.n = k;
+    /* a managed variable's mirror goes with its module's storage */
+    for (size_t v = x->managed_vars.n; v-- > 0;) {
+        const gl_range *r = &x->managed_vars.r[v];
+        int held = 0;
+        for (size_t g = 0; g < x->globals.n && !held; g++)
+            held = gl_range_holds(&x->globals.r[g], r->base, r->size);
+        if (!held)
+            gl_ranges_remove(&x->managed_vars, v);
+    }
 }
 
 CUresult gx_cuModuleGetGlobal(gl_exec *x, CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
@@ -337,6 +346,7 @@ void gl_exec_free(gl_exec *x)
     gl_htable_free(&x->handles);
     gl_ranges_free(&x->allocs);
     gl_ranges_free(&x->globals);
+    gl_ranges_free(&x->managed_vars);
     gl_staged_free(&x->staged);
     ptx_devrt_delete(x->devrt);
     free(x);

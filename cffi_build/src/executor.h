@@ -80,6 +80,8 @@ struct gl_exec {
     gl_ranges allocs;   /* sorted by base, non-overlapping */
     uint64_t live_bytes;
     gl_ranges globals;  /* module globals (cuda backend); tag: the module */
+    gl_ranges managed_vars; /* mirrored managed module variables, sorted; tag: the twin
+                             * (exec_mirror.c); gone with their module's globals */
     CUresult deferred;
     gl_exec_stats_t stats;
     void *priv; /* backend's per-session state */

@@ -56,20 +56,8 @@ void gl_hobj_free_all(gl_hsess *s)
 /* A new session's range in the band (vaband.h), or MAP_FAILED. */
 static void *map_in_band(uint64_t size)
 {
-    for (int i = 0; i < GL_VA_BAND_TRIES; i++) {
-        void *want = (void *)(uintptr_t)gl_va_band_pick(size);
-        if (want == NULL)
-            return MAP_FAILED;
-        void *p = mmap(want, size, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-        if (p == want)
-            return p;
-        if (p != MAP_FAILED)
-            munmap(p, size); /* an old kernel took the address as a hint */
-        else if (errno != EEXIST)
-            return MAP_FAILED; /* no band here (a smaller address space) */
-    }
-    return MAP_FAILED;
+    void *p = gl_va_band_map(size);
+    return p != NULL ? p : MAP_FAILED;
 }
 
 static int host_open(gl_exec *x, char *err, size_t err_len)

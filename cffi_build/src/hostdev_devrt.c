@@ -1,7 +1,8 @@
 /*
  * hostdev_devrt.c — the host device's answers about its device runtime
  * (ptx_devrt.h): the limits cuCtxSetLimit sends (the printf FIFO's size; the
- * heap's, whose range glDeviceHeap names) and the heap's range. Kernels reach
+ * heap's, whose range glDeviceHeap names; the pending device-side launches)
+ * and the heap's range. Kernels reach
  * the runtime through their launch (hostdev_kernels.c).
  */
 #include "hostdev.h"
@@ -10,6 +11,8 @@
 #define LIMIT_STACK_SIZE 0
 #define LIMIT_PRINTF_FIFO_SIZE 1
 #define LIMIT_MALLOC_HEAP_SIZE 2
+#define LIMIT_DEV_RUNTIME_SYNC_DEPTH 3
+#define LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT 4
 
 CUresult hb_glCtxSetLimit(CUlimit limit, size_t value)
 {
@@ -18,6 +21,10 @@ CUresult hb_glCtxSetLimit(CUlimit limit, size_t value)
     case LIMIT_PRINTF_FIFO_SIZE:
         /* CUDA: only before a kernel that prints was launched */
         return ptx_devrt_set_fifo(rt, value) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT: /* device-side launches (ptx_cdp.h) */
+        return ptx_devrt_set_pending_launches(rt, value) == 0 ? CUDA_SUCCESS
+                                                               : CUDA_ERROR_INVALID_VALUE;
+    case LIMIT_DEV_RUNTIME_SYNC_DEPTH: /* CDP2 has no device-side synchronisation */
     case LIMIT_MALLOC_HEAP_SIZE: /* the heap's range travels in glDeviceHeap */
     case LIMIT_STACK_SIZE:       /* frames are sized per kernel at translation */
         return CUDA_SUCCESS;

@@ -38,6 +38,11 @@ typedef struct ptx_kernel ptx_kernel;
 #define PTX_MAX_PARAM_BYTES 32764u /* a kernel's parameters: CUDA 12.1's limit on Volta and later */
 #define PTX_MAX_LOCAL (1u << 20)   /* local bytes per thread */
 #define PTX_MAX_SHARED (1u << 20)  /* static + dynamic shared bytes per block */
+/* A managed module variable (.attribute(.managed)) lies alone in pages of this
+ * size, in a module storage mapped in the band (vaband.h), so the program can
+ * map its own view of exactly it at the same address (docs/cuda-forwarding.md,
+ * "Managed variables"); the interposer rounds the same way. */
+#define PTX_MANAGED_ALIGN (64u << 10)
 
 /* Results of ptx_launch: CUresult values. */
 enum {
@@ -123,6 +128,10 @@ typedef struct {
     int cooperative;   /* every block resident at once, with a grid barrier's workspace */
     unsigned threads;  /* workers; 0: GLEAM_PTX_THREADS or the CPU count */
     int tier;          /* PTX_TIER_* (ptxc_tier.h): 0 the compile tier's own rule */
+    /* A child grid's place (ptx_cdp.h): its launch tree and level; NULL
+     * and 0 for a grid the host launched. */
+    struct ptx_cdp_tree *cdp_tree;
+    unsigned cdp_depth;
     /* out */
     uint64_t insns;    /* thread-instructions executed (active lanes) */
     int ran;           /* PTX_RAN_* bits: the tiers its blocks ran on */
@@ -130,7 +139,8 @@ typedef struct {
     size_t err_len;
 } ptx_launch_args;
 
-/* Runs the grid to completion; PTX_OK or a PTX_E_* (a CUresult). */
+/* Runs the grid to completion, and the grids it launched (ptx_cdp.h);
+ * PTX_OK or a PTX_E_* (a CUresult). */
 int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a);
 
 /* ---- entry points for Python (in the cdef: cffi_build/cdef.py) ---- */

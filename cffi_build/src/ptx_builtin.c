@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ptx_cdp.h"
 #include "ptx_devrt.h"
 #include "ptx_int.h"
 
@@ -22,7 +23,7 @@ static const struct {
     const char *name;
     uint8_t builtin;
     uint8_t ret, nargs;
-    uint8_t args[5];
+    uint8_t args[PTX_DCALL_MAX_ARGS - 1];
 } table[] = {
     {"vprintf", PTX_BI_VPRINTF, 4, 2, {8, 8}},
     /* message, file, line, function, the size of a character */
@@ -35,6 +36,39 @@ static const struct {
     {"_ZdaPv", PTX_BI_FREE, 0, 1, {8}},   /* operator delete[](void *) */
     {"_ZdlPvm", PTX_BI_FREE, 0, 2, {8, 8}}, /* sized delete: the size is not needed */
     {"_ZdaPvm", PTX_BI_FREE, 0, 2, {8, 8}},
+    /* dynamic parallelism (ptx_cdp.h): CUDA 12's __cudaCDP2 names, the
+     * older ones (libNVVM's output uses them), the per-thread-stream ones;
+     * a dim3 travels by value (12 bytes) */
+    {"cudaGetParameterBuffer", PTX_BI_PARAM_BUFFER, 8, 2, {8, 8}},
+    {"__cudaCDP2GetParameterBuffer", PTX_BI_PARAM_BUFFER, 8, 2, {8, 8}},
+    {"cudaGetParameterBufferV2", PTX_BI_PARAM_BUFFER_V2, 8, 4, {8, 12, 12, 4}},
+    {"__cudaCDP2GetParameterBufferV2", PTX_BI_PARAM_BUFFER_V2, 8, 4, {8, 12, 12, 4}},
+    {"cudaLaunchDevice", PTX_BI_LAUNCH, 4, 6, {8, 8, 12, 12, 4, 8}},
+    {"cudaLaunchDevice_ptsz", PTX_BI_LAUNCH, 4, 6, {8, 8, 12, 12, 4, 8}},
+    {"__cudaCDP2LaunchDevice", PTX_BI_LAUNCH, 4, 6, {8, 8, 12, 12, 4, 8}},
+    {"__cudaCDP2LaunchDevice_ptsz", PTX_BI_LAUNCH, 4, 6, {8, 8, 12, 12, 4, 8}},
+    {"cudaLaunchDeviceV2", PTX_BI_LAUNCH_V2, 4, 2, {8, 8}},
+    {"cudaLaunchDeviceV2_ptsz", PTX_BI_LAUNCH_V2, 4, 2, {8, 8}},
+    {"__cudaCDP2LaunchDeviceV2", PTX_BI_LAUNCH_V2, 4, 2, {8, 8}},
+    {"__cudaCDP2LaunchDeviceV2_ptsz", PTX_BI_LAUNCH_V2, 4, 2, {8, 8}},
+    {"cudaStreamCreateWithFlags", PTX_BI_STREAM_CREATE, 4, 2, {8, 4}},
+    {"__cudaCDP2StreamCreateWithFlags", PTX_BI_STREAM_CREATE, 4, 2, {8, 4}},
+    {"cudaStreamDestroy", PTX_BI_STREAM_DESTROY, 4, 1, {8}},
+    {"__cudaCDP2StreamDestroy", PTX_BI_STREAM_DESTROY, 4, 1, {8}},
+    {"cudaGetLastError", PTX_BI_GET_LAST_ERROR, 4, 0, {0}},
+    {"__cudaCDP2GetLastError", PTX_BI_GET_LAST_ERROR, 4, 0, {0}},
+    {"cudaPeekAtLastError", PTX_BI_PEEK_LAST_ERROR, 4, 0, {0}},
+    {"__cudaCDP2PeekAtLastError", PTX_BI_PEEK_LAST_ERROR, 4, 0, {0}},
+    {"cudaMemcpyAsync", PTX_BI_MEMCPY_ASYNC, 4, 5, {8, 8, 8, 4, 8}},
+    {"__cudaCDP2MemcpyAsync", PTX_BI_MEMCPY_ASYNC, 4, 5, {8, 8, 8, 4, 8}},
+    {"__cudaCDP2MemcpyAsync_ptsz", PTX_BI_MEMCPY_ASYNC, 4, 5, {8, 8, 8, 4, 8}},
+    {"cudaMemsetAsync", PTX_BI_MEMSET_ASYNC, 4, 4, {8, 4, 8, 8}},
+    {"__cudaCDP2MemsetAsync", PTX_BI_MEMSET_ASYNC, 4, 4, {8, 4, 8, 8}},
+    {"__cudaCDP2MemsetAsync_ptsz", PTX_BI_MEMSET_ASYNC, 4, 4, {8, 4, 8, 8}},
+    {"cudaGetErrorString", PTX_BI_ERROR_STRING, 8, 1, {4}},
+    {"__cudaCDP2GetErrorString", PTX_BI_ERROR_STRING, 8, 1, {4}},
+    {"cudaGetErrorName", PTX_BI_ERROR_NAME, 8, 1, {4}},
+    {"__cudaCDP2GetErrorName", PTX_BI_ERROR_NAME, 8, 1, {4}},
 };
 
 int ptx_builtin_resolve(const char *name, const ptx_callsite *cs, ptx_dcall *d, char *err,
@@ -91,18 +125,18 @@ int ptx_h_devcall(ptx_warp *w, const ptx_insn *i, uint32_t m)
     for (uint32_t q = m; q; q &= q - 1) {
         int l = __builtin_ctz(q);
         uint8_t *frame = b->local + ((uint64_t)w->index * 32 + (uint64_t)l) * b->local_size;
-        uint64_t fp = w->fp[l], a[PTX_DCALL_MAX_ARGS] = {0}, ret = 0, fault = 0;
+        uint64_t fp = w->fp[l], a[PTX_DCALL_MAX_ARGS][2] = {{0}}, ret = 0, fault = 0;
         for (uint32_t k = 0; k < d->nargs; k++) {
             uint32_t off = d->off[d->nret + k], size = d->size[d->nret + k];
-            if (fp + off + size > b->local_size)
+            if (size > sizeof a[k] || fp + off + size > b->local_size)
                 return stop(w, i, fp + off, PTX_E_LAUNCH_FAILED);
-            memcpy(&a[k], frame + fp + off, size);
+            memcpy(a[k], frame + fp + off, size);
         }
         int rc = 0;
         switch (d->builtin) {
         case PTX_BI_VPRINTF: {
             int32_t r = 0;
-            rc = ptx_devrt_vprintf(b->rt, &mem, a[0], a[1], &r, &fault);
+            rc = ptx_devrt_vprintf(b->rt, &mem, a[0][0], a[1][0], &r, &fault);
             ret = (uint32_t)r;
             break;
         }
@@ -113,8 +147,8 @@ int ptx_h_devcall(ptx_warp *w, const ptx_insn *i, uint32_t m)
                  (uint32_t)r[PTX_R_CTAID_Z][l]},
                 {(uint32_t)r[PTX_R_TID_X][l], (uint32_t)r[PTX_R_TID_Y][l],
                  (uint32_t)r[PTX_R_TID_Z][l]}};
-            rc = ptx_devrt_assertfail(b->rt, &mem, &pos, a[0], a[1], (uint32_t)a[2], a[3],
-                                      &fault);
+            rc = ptx_devrt_assertfail(b->rt, &mem, &pos, a[0][0], a[1][0], (uint32_t)a[2][0],
+                                      a[3][0], &fault);
             if (rc == PTX_E_ASSERT) { /* every lane that failed says so, then the kernel stops */
                 asserted = 1;
                 rc = 0;
@@ -122,13 +156,21 @@ int ptx_h_devcall(ptx_warp *w, const ptx_insn *i, uint32_t m)
             break;
         }
         case PTX_BI_MALLOC:
-            rc = ptx_devrt_malloc(b->rt, a[0], &ret, &fault);
+            rc = ptx_devrt_malloc(b->rt, a[0][0], &ret, &fault);
             break;
         case PTX_BI_FREE:
-            rc = ptx_devrt_free(b->rt, a[0], &fault);
+            rc = ptx_devrt_free(b->rt, a[0][0], &fault);
             break;
-        default:
-            rc = PTX_E_LAUNCH_FAILED;
+        default: { /* dynamic parallelism: the grid has a queue (ptx_launch.c) */
+            struct ptx_cdp_grid *g = ptx_block_cdp(b);
+            const uint64_t (*r)[PTX_LANES] = w->r;
+            uint32_t pos[6] = {(uint32_t)r[PTX_R_CTAID_X][l], (uint32_t)r[PTX_R_CTAID_Y][l],
+                               (uint32_t)r[PTX_R_CTAID_Z][l], (uint32_t)r[PTX_R_TID_X][l],
+                               (uint32_t)r[PTX_R_TID_Y][l], (uint32_t)r[PTX_R_TID_Z][l]};
+            rc = g != NULL ? ptx_cdp_call(g, b, d->builtin, (const uint64_t(*)[2])a, pos, &ret,
+                                          &fault)
+                           : PTX_E_LAUNCH_FAILED;
+        }
         }
         if (rc != 0)
             return stop(w, i, fault, rc);

@@ -7,9 +7,10 @@
  * cudaCGGetIntrinsicHandle and cudaCGSynchronize; older cooperative-groups
  * headers call cudaCGSynchronizeGrid, cudaCGGetSize and cudaCGGetRank
  * (cuda_device_runtime_api.h declares all five). Every one is .weak, so a
- * program's own definition stands. Dynamic parallelism (cudaLaunchDevice, a
- * kernel's cudaMalloc, ...) is not here: a kernel that calls it fails to
- * link, naming the function.
+ * program's own definition stands. Dynamic parallelism (cudaLaunchDevice and
+ * the rest of ptx_cdp.h) is not here: those calls are built-ins of every
+ * link (ptx_builtin.c); one the host device lacks (a kernel's cudaMalloc,
+ * events) fails to link, naming the function.
  *
  * The grid's handle is its workspace (%envreg1:%envreg2, which the
  * interpreter fills for a cooperative launch and leaves 0 otherwise), and the

@@ -40,6 +40,7 @@ struct ptx_devrt {
     uint64_t queue_dropped;
     ptx_heap heap;
     int printed;               /* a kernel that calls vprintf was launched */
+    uint32_t pending_launches; /* CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT */
 };
 
 static __thread char t_why[160];
@@ -59,6 +60,11 @@ static int why(int code, const char *fmt, ...)
     return code;
 }
 
+int ptx_devrt_fault(int code, const char *reason)
+{
+    return why(code, "%s", reason);
+}
+
 ptx_devrt *ptx_devrt_new(void)
 {
     ptx_devrt *rt = calloc(1, sizeof *rt);
@@ -67,6 +73,7 @@ ptx_devrt *ptx_devrt_new(void)
     pthread_mutex_init(&rt->lock, NULL);
     pthread_mutex_init(&rt->heap_lock, NULL);
     rt->fifo_limit = PTX_DEVRT_FIFO_DEFAULT;
+    rt->pending_launches = PTX_DEVRT_PENDING_DEFAULT;
     rt->fifo.last = rt->queue.last = SIZE_MAX;
     return rt;
 }
@@ -353,4 +360,19 @@ size_t ptx_devrt_take(ptx_devrt *rt, uint8_t *out, size_t cap, int *more)
         out[last + 1] |= GL_SECTION_MORE;
     pthread_mutex_unlock(&rt->lock);
     return used;
+}
+
+int ptx_devrt_set_pending_launches(ptx_devrt *rt, uint64_t count)
+{
+    /* CUDA takes the limit before kernels run; here a launch reads it when
+     * it begins, so setting it between launches is harmless. */
+    if (count == 0 || count > PTX_DEVRT_PENDING_MAX)
+        return -1;
+    rt->pending_launches = (uint32_t)count;
+    return 0;
+}
+
+uint32_t ptx_devrt_pending_launches(const ptx_devrt *rt)
+{
+    return rt != NULL ? rt->pending_launches : PTX_DEVRT_PENDING_DEFAULT;
 }

@@ -32,9 +32,19 @@ typedef struct ptx_devrt ptx_devrt;
 #define PTX_DEVRT_HEAP_DEFAULT (8u << 20)   /* CUDA's default malloc heap: 8 MiB */
 #define PTX_DEVRT_QUEUE_MAX (64u << 20)     /* flushed output waiting for replies */
 #define PTX_DEVRT_RECORD_COST 8u            /* a FIFO record's bytes besides its text */
+#define PTX_DEVRT_PENDING_DEFAULT 2048u     /* CUDA's default pending device launches */
+#define PTX_DEVRT_PENDING_MAX (1u << 20)    /* the most the host device takes */
 
-/* The built-ins a kernel calls (ptx_kernel_info.devrt_uses is a mask of 1 << these). */
-enum { PTX_BI_VPRINTF, PTX_BI_ASSERTFAIL, PTX_BI_MALLOC, PTX_BI_FREE, PTX_NBUILTINS };
+/* The built-ins a kernel calls (ptx_kernel_info.devrt_uses is a mask of 1 << these).
+ * From PTX_BI_PARAM_BUFFER on: dynamic parallelism (ptx_cdp.h). */
+enum { PTX_BI_VPRINTF, PTX_BI_ASSERTFAIL, PTX_BI_MALLOC, PTX_BI_FREE,
+       PTX_BI_PARAM_BUFFER, PTX_BI_PARAM_BUFFER_V2, PTX_BI_LAUNCH, PTX_BI_LAUNCH_V2,
+       PTX_BI_STREAM_CREATE, PTX_BI_STREAM_DESTROY, PTX_BI_GET_LAST_ERROR,
+       PTX_BI_PEEK_LAST_ERROR, PTX_BI_MEMCPY_ASYNC, PTX_BI_MEMSET_ASYNC,
+       PTX_BI_ERROR_STRING, PTX_BI_ERROR_NAME, PTX_NBUILTINS };
+/* The built-ins of dynamic parallelism: a kernel that calls one gets a
+ * device-side launch queue (ptx_cdp.h). */
+#define PTX_BI_CDP_MASK (((1u << PTX_NBUILTINS) - 1) & ~((1u << PTX_BI_PARAM_BUFFER) - 1))
 
 /* Where a thread is in its grid (for the assertion's message). */
 typedef struct {
@@ -62,6 +72,9 @@ int ptx_devrt_free(ptx_devrt *rt, uint64_t ptr, uint64_t *fault);
 /* Why the last fault of an entry point on this thread happened, for the
  * kernel's note ("" when it was a plain bad address). */
 const char *ptx_devrt_why(void);
+/* Records REASON as this thread's fault's and returns CODE (for the device
+ * runtime's other entry points, ptx_cdp.c). */
+int ptx_devrt_fault(int code, const char *reason);
 
 /* ---- the session's side (the executor thread) */
 
@@ -73,6 +86,11 @@ int ptx_devrt_set_fifo(ptx_devrt *rt, uint64_t bytes);
 int ptx_devrt_set_heap(ptx_devrt *rt, uint8_t *base, uint64_t size);
 /* Where the heap in use starts (NULL: none). */
 uint8_t *ptx_devrt_heap_base(ptx_devrt *rt);
+/* cuCtxSetLimit(CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT): the device-side
+ * launches that may wait at once (ptx_cdp.h); 0 is refused (-1). */
+int ptx_devrt_set_pending_launches(ptx_devrt *rt, uint64_t count);
+/* The limit in force: PTX_DEVRT_PENDING_DEFAULT unless set (also for NULL). */
+uint32_t ptx_devrt_pending_launches(const ptx_devrt *rt);
 /* A launch of a kernel that calls the built-ins in USES (a mask) begins. */
 void ptx_devrt_launch(ptx_devrt *rt, uint32_t uses);
 /* Records the FIFO dropped since the last call (for the launch's note). */

@@ -1557,9 +1557,31 @@ const char *const ptx_op_names[PTX_NOPS] = {PTX_OPS(PTX_NAME)};
 
 /* ------------------------------------------------------------- dispatch */
 
+/* Where the running group at PC next meets parked lanes (UINT32_MAX: none):
+ * the lowest pc of the parked lanes other than those at PC, but of the lanes
+ * holding at a .sync only those ahead of PC (at PC too when AT). */
+static uint32_t next_merge(const ptx_warp *w, uint32_t pc, int at)
+{
+    uint32_t nxt = UINT32_MAX;
+    for (uint32_t q = w->parked; q; q &= q - 1) {
+        int l = __builtin_ctz(q);
+        uint32_t lp = w->lpc[l];
+        int ok = (w->syncwait >> l & 1) ? lp > pc || (at && lp == pc) : lp != pc || at;
+        if (ok && lp < nxt)
+            nxt = lp;
+    }
+    return nxt;
+}
+
+/* The group with the lowest pc runs next; lanes holding at a .sync
+ * instruction (syncwait) only once no other lane can run, so that the lanes
+ * they wait for arrive first. Lanes at the chosen pc all join, holding or
+ * not. */
 int ptx_warp_select(ptx_warp *w)
 {
-    uint32_t cand = w->parked;
+    uint32_t cand = w->parked & ~w->syncwait;
+    if (cand == 0)
+        cand = w->parked;
     if (cand == 0) {
         w->mask = 0;
         w->merge_pc = UINT32_MAX;
@@ -1570,19 +1592,57 @@ int ptx_warp_select(ptx_warp *w)
         uint32_t pc = w->lpc[__builtin_ctz(q)];
         lo = pc < lo ? pc : lo;
     }
-    uint32_t grp = 0, nxt = UINT32_MAX;
-    for (uint32_t q = cand; q; q &= q - 1) {
+    uint32_t grp = 0;
+    for (uint32_t q = w->parked; q; q &= q - 1) {
         int l = __builtin_ctz(q);
         if (w->lpc[l] == lo)
             grp |= 1u << l;
-        else if (w->lpc[l] < nxt)
-            nxt = w->lpc[l];
     }
     w->pc = lo;
     w->mask = grp;
     w->parked &= ~grp;
-    w->merge_pc = nxt;
+    w->syncwait &= ~grp;
+    w->merge_pc = next_merge(w, lo, 0);
     return 1;
+}
+
+/* Whether group M must hold at the warp-wide .sync instruction I (its member
+ * mask is operand K) because lanes of the mask are parked elsewhere and may
+ * still come: PTX says each lane waits there for the others of its mask.
+ * nvcc may place a divergent region's join block before the region (a loop
+ * body's tail), where the lowest-pc rule would run the lanes that skipped
+ * the region through the next .sync without the others (cdpQuadtree's
+ * ballots lost points). Lanes that already hold elsewhere are not waited
+ * for: when every lane holds, the lowest group goes on. */
+static int sync_must_hold(const ptx_warp *w, const ptx_insn *i, int k, uint32_t em, uint32_t m)
+{
+    uint32_t others = w->parked & ~w->syncwait & ~m;
+    if (others == 0)
+        return 0;
+    uint32_t members = 0;
+    for (uint32_t q = em; q; q &= q - 1)
+        members |= (uint32_t)w->r[i->s[k]][__builtin_ctz(q)];
+    return (members & others) != 0;
+}
+
+/* The operand of a warp-wide .sync instruction that holds its member mask;
+ * -1 for every other opcode. */
+static inline int sync_mask_operand(int op)
+{
+    switch (op) {
+    case PTX_OP_shfl:
+        return 3;
+    case PTX_OP_vote_all:
+    case PTX_OP_vote_any:
+    case PTX_OP_vote_uni:
+    case PTX_OP_vote_ballot:
+    case PTX_OP_match_any:
+    case PTX_OP_match_all:
+    case PTX_OP_redux:
+        return 1;
+    default:
+        return -1;
+    }
 }
 
 static inline void park(ptx_warp *w, uint32_t lanes, uint32_t pc)
@@ -1729,23 +1789,30 @@ int ptx_warp_run(ptx_warp *w)
         goto reselect;
     for (;;) {
         if (pc == mpc) { /* parked lanes waiting here rejoin */
-            uint32_t join = 0, nxt = UINT32_MAX;
+            uint32_t join = 0;
             for (uint32_t q = w->parked; q; q &= q - 1) {
                 int l = __builtin_ctz(q);
                 if (w->lpc[l] == pc)
                     join |= 1u << l;
-                else if (w->lpc[l] < nxt)
-                    nxt = w->lpc[l];
             }
             m |= join;
             w->parked &= ~join;
-            mpc = nxt;
+            w->syncwait &= ~join;
+            mpc = next_merge(w, pc, 0);
         }
         const ptx_insn *i = code + pc;
         uint32_t em = m;
         if (i->guard) {
             uint32_t g = w->p[i->guard & ~PTX_GUARD_NEG];
             em &= (i->guard & PTX_GUARD_NEG) ? ~g : g;
+        }
+        if (em && w->parked) {
+            int k = sync_mask_operand(i->op);
+            if (k >= 0 && sync_must_hold(w, i, k, em, m)) {
+                park(w, m, pc);
+                w->syncwait |= m;
+                goto reselect;
+            }
         }
         n += (uint64_t)__builtin_popcount(em);
         if (i->fn != NULL) {
@@ -1779,6 +1846,8 @@ int ptx_warp_run(ptx_warp *w)
                     park(w, m, t);
                     goto reselect;
                 }
+                if (t <= pc && w->syncwait) /* back to lanes holding at a .sync? */
+                    mpc = next_merge(w, t, 1);
                 pc = t;
                 continue;
             }

@@ -40,6 +40,7 @@ enum {
     /* %envreg1:%envreg2, the grid's workspace of a cooperative launch (high
      * and low halves; 0 otherwise): cooperative groups' grid barrier */
     PTX_R_ENVREG1, PTX_R_ENVREG2,
+    PTX_R_AGGR_SMEM, /* %aggr_smem_size: the block's shared memory with the reserved region */
     PTX_NSREG = 32
 };
 /* Fixed predicate slots: always false, always true. */
@@ -57,7 +58,19 @@ enum { PTX_F_D0, PTX_F_D1, PTX_F_D2, PTX_F_D3, PTX_F_S0, PTX_F_S1, PTX_F_S2, PTX
 /* Relocations of ptx_insn.imm (and constants): local frame offsets are known
  * only once calls are inlined. */
 enum { PTX_RL_NONE, PTX_RL_LOCAL, PTX_RL_ARG, PTX_RL_RET, PTX_RL_GLOBAL, PTX_RL_DYNSH,
-       PTX_RL_FUNC, PTX_RL_OWNSH /* an entry's own .shared variable */ };
+       PTX_RL_FUNC, PTX_RL_OWNSH /* an entry's own .shared variable */,
+       PTX_RL_RSVSH /* an offset in the reserved shared region (below) */ };
+
+/* The shared memory reserved for NVIDIA's system software (%reserved_smem_*,
+ * PTX ISA 7.6): 1 KiB per block, as the driver reserves on sm_80 and later
+ * (RESERVED_SHARED_MEMORY_PER_BLOCK). A kernel of a module that names it gets
+ * it between its static and its dynamic shared memory, zeroed at the start of
+ * every block: cooperative groups keep their multi-warp barriers at
+ * %reserved_smem_offset_1 and, on sm_80 and later, do not clear them (they
+ * rely on the block starting with them zero). _0 is the region's start; _1
+ * leaves it half, more than the 288 bytes cooperative groups use. */
+#define PTX_RESERVED_SMEM 1024u
+#define PTX_RESERVED_SMEM_1 512u
 
 /* A function's address as a kernel sees it: a tag and the function's index. */
 #define PTX_FUNC_TAG 0x7f7c000000000000ull
@@ -97,7 +110,7 @@ typedef struct {
 /* A call of one of the device runtime's built-ins (vprintf, __assertfail,
  * malloc, free: ptx_devrt.h), after linking: which one, and its return and
  * argument slots in the caller's frame (frame-relative), returns first. */
-#define PTX_DCALL_MAX_ARGS 6
+#define PTX_DCALL_MAX_ARGS 8 /* the return and the arguments */
 typedef struct {
     uint8_t builtin; /* PTX_BI_* */
     uint32_t nret, nargs;
@@ -177,6 +190,7 @@ struct ptx_kernel {
     uint32_t devrt_uses;    /* 1 << PTX_BI_* of the built-ins it calls */
     uint32_t static_shared; /* the module's .shared variables and its entry's own */
     uint32_t dyn_base;      /* where dynamic (extern) shared memory starts */
+    uint32_t rsv_base, rsv_size; /* the reserved shared region (PTX_RESERVED_SMEM), or 0 */
     uint32_t nparams, params_size;
     uint32_t param_offsets[64], param_sizes[64];
     struct ptxc_kernel *ptxc; /* the compile tier's state (ptxc_tier.c), from the first launch */
@@ -201,6 +215,7 @@ typedef struct {
     uint8_t defined;  /* has storage */
     uint8_t linkage;  /* PTX_LK_* */
     uint8_t has_init;
+    uint8_t managed;  /* .attribute(.managed): alone in PTX_MANAGED_ALIGN pages */
     uint16_t src;
 } ptx_var;
 
@@ -228,10 +243,13 @@ struct ptx_module {
     uint32_t nglobals;
     uint8_t *storage;
     uint64_t storage_size;
+    uint64_t storage_mapped; /* bytes mapped in the band (managed variables), else 0 */
+    int has_managed;
     uint32_t static_shared; /* the module's and .funcs' .shared variables */
     uint32_t dyn_align;     /* the largest alignment an extern .shared declaration asks */
     int has_dyn_shared;
     uint32_t target; /* .target sm_XX as XX (100 for sm_100); 0 when absent */
+    int uses_reserved_smem; /* code names %reserved_smem_* or %aggr_smem_size */
     uint64_t const_size; /* bytes of module-scope .const variables */
     uint32_t *taken; /* functions whose address an initialiser holds */
     uint32_t ntaken;
@@ -279,6 +297,8 @@ typedef struct ptx_warp {
     uint32_t live;         /* lanes not exited */
     uint32_t parked;       /* live lanes waiting at lpc[] */
     uint32_t atbar;        /* lanes waiting at a barrier */
+    uint32_t syncwait;     /* parked lanes holding at a warp-wide .sync instruction until
+                            * the other lanes of its member mask arrive (ptx_exec.c) */
     uint32_t cc;           /* the carry flag of each lane (add.cc ...) */
     uint32_t merge_pc;     /* lowest lpc of the parked lanes */
     uint32_t lpc[PTX_LANES];
@@ -292,14 +312,27 @@ typedef struct ptx_warp {
 } ptx_warp;
 
 extern const ptx_fn ptx_handlers[PTX_NOPS];
-/* The handlers that live outside ptx_exec.c (ptx_exec_tex.c). */
+/* The handlers that live outside ptx_exec.c (ptx_exec_tex.c, ptx_video.c). */
 int h_tex(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 int h_tld4(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 int h_txq(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 int h_suq(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 int h_suld(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 int h_sust(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+/* ptx_video.c */
+int h_vsimd(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
 extern const char *const ptx_op_names[PTX_NOPS];
+
+/* Asynchronous barriers (ptx_mbarrier.c): the handlers, and the flags of
+ * their ptx_insn.mode. */
+int h_mbar_init(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_mbar_inval(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_mbar_arrive(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_mbar_tx(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_mbar_wait(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+int h_mbar_pending(struct ptx_warp *w, const struct ptx_insn *i, uint32_t m);
+enum { PTX_MB_GENERIC = 1, PTX_MB_PARITY = 2, PTX_MB_DROP = 4, PTX_MB_NOCOMPLETE = 8,
+       PTX_MB_CP_INC = 16, PTX_MB_EXPECT_TX = 32, PTX_MB_COMPLETE_TX = 64 };
 
 /* ptx_warp_run's answer when the warp stopped at a loop's back edge to let
  * others run (ptx_block.yield_mask); it resumes there. */
@@ -321,6 +354,9 @@ int ptx_h_devcall(ptx_warp *w, const ptx_insn *i, uint32_t m);
 int ptx_builtin_resolve(const char *name, const ptx_callsite *cs, ptx_dcall *d, char *err,
                         size_t err_len);
 
+/* The device-side launches of the block's grid (ptx_cdp.h), NULL when its
+ * kernel makes none (ptx_launch.c). */
+struct ptx_cdp_grid *ptx_block_cdp(const ptx_block *b);
 /* Memory classification for generic/global accesses (ptx_launch.c). */
 uint8_t *ptx_gaddr_slow(ptx_block *b, uint64_t a, uint64_t size);
 /* The launch's texture (surface != 0: surface) object of this value, or NULL

@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ptx_cdp.h"
+#include "ptx_devrt.h"
 #include "ptx_int.h"
 #include "ptxc_tier.h"
 
@@ -40,6 +42,7 @@ typedef struct ptx_launch_ctx {
     ptxc_policy tier;   /* the compile tier's rule for this launch */
     int ran;            /* atomic: PTX_RAN_* */
     uint64_t workspace; /* a cooperative grid's barrier words (%envreg1:2); 0 otherwise */
+    ptx_cdp_grid *cdp;  /* its device-side launches (ptx_cdp.h); NULL: it makes none */
     pthread_mutex_t lock;
     char msg[1024]; /* kernel names of templated code run to hundreds of bytes */
 } ptx_launch_ctx;
@@ -85,6 +88,9 @@ uint8_t *ptx_gaddr_slow(ptx_block *b, uint64_t a, uint64_t size)
     } else if (lc->workspace && window(a, size, lc->workspace, PTX_GRID_WORKSPACE)) {
         base = lc->workspace;
         len = PTX_GRID_WORKSPACE;
+    } else if (lc->cdp != NULL && (ptx_cdp_arena(lc->cdp, &base, &len), len > 0)
+               && window(a, size, base, len)) {
+        /* the parameter buffers of the grid's device-side launches */
     } else {
         const gl_range *r = lc->a->allocs ? gl_ranges_find(lc->a->allocs, a, size) : NULL;
         if (r == NULL && lc->a->extra != NULL)
@@ -102,6 +108,11 @@ uint8_t *ptx_gaddr_slow(ptx_block *b, uint64_t a, uint64_t size)
     b->c_lo = base;
     b->c_len = len;
     return (uint8_t *)(uintptr_t)a;
+}
+
+struct ptx_cdp_grid *ptx_block_cdp(const ptx_block *b)
+{
+    return b->lc->cdp;
 }
 
 const ptx_texref *ptx_texture_of(ptx_block *b, uint64_t value, int surface)
@@ -191,7 +202,9 @@ static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3], const pt
         r[PTX_R_NSMID][l] = 1;
         r[PTX_R_GRIDID][l] = 0;
         r[PTX_R_DYN_SMEM][l] = a->dynamic_shared;
-        r[PTX_R_TOTAL_SMEM][l] = lc->shared_size;
+        /* the PTX ISA: %total_smem_size leaves the reserved region out, %aggr_smem_size not */
+        r[PTX_R_TOTAL_SMEM][l] = lc->shared_size - k->rsv_size;
+        r[PTX_R_AGGR_SMEM][l] = lc->shared_size;
         r[PTX_R_WARPSZ][l] = 32;
         r[PTX_R_ENVREG1][l] = lc->workspace >> 32;
         r[PTX_R_ENVREG2][l] = lc->workspace & 0xffffffffu;
@@ -205,10 +218,9 @@ static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3], const pt
     w->p[PTX_P_TRUE] = PTX_FULL;
     w->live = live;
     w->atbar = 0;
-    /* lpc is read only for parked lanes, which get theirs when parked; frame
-     * pointers move only in out-of-line calls (a lane may exit inside one) */
-    if (k->nocalls > 0)
-        memset(w->fp, 0, sizeof w->fp);
+    w->syncwait = 0;
+    for (int l = 0; l < PTX_LANES; l++)
+        w->lpc[l] = 0, w->fp[l] = 0;
     w->cw_used = 0;
     w->bar = NULL;
     /* every live lane at pc 0: what ptx_warp_select picks */
@@ -239,6 +251,9 @@ static void block_start(worker *wk, uint64_t idx, const ptxc_code *code)
     for (uint32_t wi = 0; wi < lc->nwarps; wi++)
         init_warp(wk, wi, ctaid, code);
     reset_red(&wk->b);
+    /* every block starts with the reserved region zero (PTX_RESERVED_SMEM) */
+    if (lc->k->rsv_size)
+        memset(wk->b.shared + lc->k->rsv_base, 0, lc->k->rsv_size);
 }
 
 /* Runs the block's warps until the block ends (0), one of them yields
@@ -628,6 +643,15 @@ int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a)
      * more than the blocks (tens of microseconds each) */
     if (a->threads == 0 && nblocks * nthreads < 16384)
         nw = 1;
+    if (k->devrt_uses & PTX_BI_CDP_MASK) {
+        lc.cdp = ptx_cdp_grid_new(m, k, a->cdp_tree, a->cdp_depth,
+                                  ptx_devrt_pending_launches(a->rt));
+        if (lc.cdp == NULL) {
+            launch_err(a, "out of memory");
+            pthread_mutex_destroy(&lc.lock);
+            return PTX_E_OUT_OF_MEMORY;
+        }
+    }
     int rc = a->cooperative ? run_cooperative(&lc, nw) : run_grid(&lc, nw);
     if (rc == PTX_E_OUT_OF_MEMORY)
         launch_err(a, "out of memory");
@@ -636,6 +660,11 @@ int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a)
     pthread_mutex_destroy(&lc.lock);
     a->insns = lc.insns;
     a->ran = lc.ran;
+    if (lc.cdp != NULL) { /* the grid is complete once its children are */
+        if (rc == PTX_OK)
+            rc = ptx_cdp_run(lc.cdp, a, lc.deadline);
+        ptx_cdp_grid_free(lc.cdp);
+    }
     return rc;
 }
 

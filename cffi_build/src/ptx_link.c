@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptx_devrt.h"
 #include "ptx_int.h"
 
 /* Local bytes per thread of a kernel with out-of-line calls: room for this
@@ -31,6 +32,7 @@ typedef struct {
     uint64_t stack;
     uint64_t dynbase; /* the kernel's extern .shared */
     uint64_t ownbase; /* the kernel's own .shared variables, above the module's */
+    uint64_t rsvbase; /* the reserved shared region (PTX_RESERVED_SMEM) */
     uint32_t *queue; /* functions whose out-of-line body is wanted */
     uint32_t nqueue;
     uint32_t capdcalls;
@@ -169,7 +171,11 @@ static uint64_t relocate(lk *L, uint64_t v, int reloc, int arg, uint64_t fbase,
     case PTX_RL_GLOBAL: return global_address(L, v);
     case PTX_RL_DYNSH: return v + L->dynbase;
     case PTX_RL_OWNSH: return v + L->ownbase;
+    case PTX_RL_RSVSH: return v + L->rsvbase;
     case PTX_RL_FUNC:
+        /* a kernel's address names it for a device-side launch (ptx_cdp.c) */
+        if (v < L->m->nfuncs && L->m->funcs[v].is_entry)
+            return PTX_FUNC_TAG | v;
         if (v < L->m->nfuncs && L->m->funcs[v].defined && body_for(L, (uint32_t)v) >= 0)
             return PTX_FUNC_TAG | v;
         return PTX_FUNC_TAG | 0xffffffffu; /* calling it fails at run time */
@@ -474,7 +480,12 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
         }
         k->static_shared = (uint32_t)(f->shared_top ? L.ownbase + f->shared_top : m->static_shared);
         uint64_t dyn_align = m->dyn_align > 16 ? m->dyn_align : 16; /* extern .shared */
-        L.dynbase = ((uint64_t)k->static_shared + dyn_align - 1) / dyn_align * dyn_align;
+        /* the reserved region lies between the static and the dynamic memory */
+        L.rsvbase = ((uint64_t)k->static_shared + 15) / 16 * 16;
+        k->rsv_size = m->uses_reserved_smem ? PTX_RESERVED_SMEM : 0;
+        k->rsv_base = m->uses_reserved_smem ? (uint32_t)L.rsvbase : 0;
+        uint64_t dyn_from = m->uses_reserved_smem ? L.rsvbase + PTX_RESERVED_SMEM : k->static_shared;
+        L.dynbase = (dyn_from + dyn_align - 1) / dyn_align * dyn_align;
         if (L.dynbase > PTX_MAX_SHARED) {
             lfail(&L, f->line, "too much shared memory", NULL);
             break;
@@ -499,7 +510,7 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
             break;
         for (uint32_t t = 0; t < m->ntaken; t++) /* tables of function pointers */
             if (m->taken[t] < m->nfuncs && m->funcs[m->taken[t]].defined
-                && body_for(&L, m->taken[t]) < 0)
+                && !m->funcs[m->taken[t]].is_entry && body_for(&L, m->taken[t]) < 0)
                 break;
         if (L.failed)
             break;
@@ -511,5 +522,14 @@ int ptx_link(ptx_module *m, char *err, size_t err_len)
     }
     free(onstack);
     free(L.queue);
+    /* A kernel that launches kernels may launch any of the module's, so it
+     * needs what each of them uses (the heap, the printf FIFO) made ready
+     * before its launch. */
+    uint32_t all = 0;
+    for (uint32_t q = 0; q < m->nkernels; q++)
+        all |= m->kernels[q].devrt_uses;
+    for (uint32_t q = 0; q < m->nkernels; q++)
+        if (m->kernels[q].devrt_uses & PTX_BI_CDP_MASK)
+            m->kernels[q].devrt_uses |= all;
     return L.failed ? -1 : 0;
 }

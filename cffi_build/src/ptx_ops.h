@@ -39,6 +39,7 @@
     PTX_INT32_64(X, bfe) PTX_INT32_64(X, bfi) PTX_INT32_64(X, bfind)                          \
     X(prmt) X(lop3_32) X(lop3_64) X(shf_l_wrap) X(shf_l_clamp) X(shf_r_wrap) X(shf_r_clamp)   \
     X(dp4a) X(dp2a)                                                                           \
+    X(vsimd) /* the SIMD video instructions (ptx_video.c) */                                  \
     X(bmsk_wrap) X(bmsk_clamp)                                                                \
     /* floating point */                                                                      \
     PTX_FLT2(X, fadd) PTX_FLT2(X, fsub) PTX_FLT2(X, fmul) PTX_FLT2(X, ffma) PTX_FLT2(X, fdiv)  \
@@ -68,7 +69,9 @@
     /* textures and surfaces (handlers in ptx_exec_tex.c) */                                  \
     X(tex) X(tld4) X(txq) X(suq) X(suld) X(sust)                                              \
     /* a call of the device runtime (printf, assert, malloc, free: ptx_builtin.c) */          \
-    X(devcall)
+    X(devcall)                                                                                \
+    /* asynchronous barriers: mbarrier.*, cp.async.mbarrier.arrive (ptx_mbarrier.c) */        \
+    X(mbar_init) X(mbar_inval) X(mbar_arrive) X(mbar_tx) X(mbar_wait) X(mbar_pending)
 
 #define PTX_OP_ENUM(n) PTX_OP_##n,
 enum { PTX_OPS(PTX_OP_ENUM) PTX_NOPS };

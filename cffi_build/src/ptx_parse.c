@@ -18,8 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/mman.h>
+
 #include "ptx_parse.h"
 #include "ptxc_tier.h"
+#include "vaband.h"
 
 
 void px_fail(ps *s, const char *fmt, ...)
@@ -398,6 +401,7 @@ typedef struct {
     int type;
     int vec;
     int is_extern;
+    int managed; /* .attribute(.managed) */
 } declspec;
 
 /* Parses `.align N .v4 .type` in any order. */
@@ -429,6 +433,18 @@ static void decl_attrs(ps *s, declspec *d)
         } else if (parse_type(s) != T_NONE) {
             d->type = parse_type(s);
             px_next(s);
+        } else if (is_dir(s, ".attribute")) {
+            /* .attribute(.managed): __managed__ (the only attribute of a
+             * variable besides .unified, which is refused) */
+            px_next(s);
+            px_expect(s, '(');
+            if (s->failed || !is_dir(s, ".managed")) {
+                px_fail(s, "unsupported variable attribute");
+                return;
+            }
+            px_next(s);
+            px_expect(s, ')');
+            d->managed = 1;
         } else {
             if (is_dir(s, ".texref") || is_dir(s, ".samplerref") || is_dir(s, ".surfref"))
                 px_fail(s, "unsupported: texture, sampler and surface references (%.*s; "
@@ -727,7 +743,19 @@ static void var_decl(ps *s, int sp, int linkage, stage *g, uint64_t *gtop)
             }
             if (sp == SP_MODULE_CONST) /* the constant bank's bytes, as a GPU lays them out */
                 place(&s->m->const_size, align, size);
+            if (d.managed && (sp != 0 || s->f != NULL)) {
+                px_fail(s, ".attribute(.managed) on a variable that is not a module's .global");
+                return;
+            }
+            if (d.managed) { /* alone in whole pages: the program maps exactly these */
+                align = PTX_MANAGED_ALIGN;
+                *gtop = (*gtop + PTX_MANAGED_ALIGN - 1) / PTX_MANAGED_ALIGN * PTX_MANAGED_ALIGN;
+            }
             uint64_t at = place(gtop, align < 16 ? 16 : align, size);
+            if (d.managed) {
+                *gtop = (*gtop + PTX_MANAGED_ALIGN - 1) / PTX_MANAGED_ALIGN * PTX_MANAGED_ALIGN;
+                s->m->has_managed = 1;
+            }
             if (*gtop > (256u << 20)) {
                 px_fail(s, "module variables too large");
                 return;
@@ -750,6 +778,7 @@ static void var_decl(ps *s, int sp, int linkage, stage *g, uint64_t *gtop)
                                 s->f != NULL ? PTX_LK_NONE : linkage);
             if (gi < 0)
                 return;
+            s->m->globals[gi].managed = (uint8_t)d.managed;
             y = add_sym(s, name.s, name.n, S_GVAR);
             if (y)
                 y->val = PTX_GREF(gi);
@@ -1333,7 +1362,10 @@ void ptx_module_free(ptx_module *m)
         free(m->globals[k].name);
     free(m->globals);
     free(m->taken);
-    free(m->storage);
+    if (m->storage_mapped)
+        munmap(m->storage, m->storage_mapped);
+    else
+        free(m->storage);
     for (uint32_t k = 0; k < m->nsrcs; k++)
         free(m->srcnames[k]);
     free(m->srcnames);
@@ -1369,12 +1401,25 @@ static int build_storage(ptx_module *m, const stage *g, uint64_t gtop, char *err
     m->storage_size = gtop;
     if (gtop == 0)
         return 0;
-    m->storage = aligned_alloc(256, (gtop + 255) / 256 * 256);
-    if (m->storage == NULL) {
-        snprintf(err, err_len, "out of memory");
-        return -1;
+    if (m->has_managed) {
+        /* in the band, where the program can map its views of the managed
+         * variables at their addresses (gtop is whole PTX_MANAGED_ALIGN pages
+         * past the last one; mmap zeroes) */
+        uint64_t size = (gtop + PTX_MANAGED_ALIGN - 1) / PTX_MANAGED_ALIGN * PTX_MANAGED_ALIGN;
+        m->storage = gl_va_band_map(size);
+        if (m->storage == NULL) {
+            snprintf(err, err_len, "no room for managed variables where the program can map them");
+            return -1;
+        }
+        m->storage_mapped = size;
+    } else {
+        m->storage = aligned_alloc(256, (gtop + 255) / 256 * 256);
+        if (m->storage == NULL) {
+            snprintf(err, err_len, "out of memory");
+            return -1;
+        }
+        memset(m->storage, 0, (gtop + 255) / 256 * 256);
     }
-    memset(m->storage, 0, (gtop + 255) / 256 * 256);
     memcpy(m->storage, g->data, gtop);
     for (uint32_t r = 0; r < g->nrelocs; r++) {
         uint32_t gi;

@@ -224,11 +224,25 @@ int px_take_type(px_mods *m);
 /* 0 when every modifier was consumed, else the instruction is refused by name. */
 int px_finish(ps *s, const px_mods *m);
 int px_unsupported(ps *s, const px_mods *m);
+/* Operand O as a source register of type T, a destination register or
+ * predicate (or the sink), and instruction I's address fields from [A]. */
+uint32_t px_src(ps *s, const opnd *o, int t);
+uint32_t px_dst(ps *s, const opnd *o);
+uint32_t px_pdst(ps *s, const opnd *o);
+void px_set_addr(ps *s, ptx_insn *i, const opnd *a);
+
+/* ptx_translate_async.c: mbarrier.* and (CP_ASYNC) cp.async.mbarrier.arrive,
+ * their N operands O parsed. */
+int px_mbarrier(ps *s, px_mods *m, opnd *o, int n, uint32_t guard, int cp_async);
 
 /* ptx_translate_tex.c: tex, tld4, txq, suld, sust, suq (their operands
  * follow: the mnemonic token was consumed). */
 int px_is_texture(const char *opcode);
 int px_texture(ps *s, px_mods *m, uint32_t guard);
+/* ptx_translate_video.c: the SIMD video instructions (vadd2 ... vset4; their
+ * operands follow: the mnemonic token was consumed). */
+int px_is_video(const char *opcode);
+int px_video(ps *s, px_mods *m, uint32_t guard);
 /* Translates the instruction at s->t (its guard already read): 0 or -1. */
 int px_instruction(ps *s, uint32_t guard);
 

@@ -31,6 +31,40 @@ static const struct {
     {"%envreg1", PTX_R_ENVREG1}, {"%envreg2", PTX_R_ENVREG2},
 };
 
+/* The reserved shared region's registers: offsets in the region (relocated
+ * when a kernel is linked, PTX_RL_RSVSH) or its size. */
+static const struct {
+    const char *name;
+    uint32_t value;
+    int is_offset;
+} reserved_sregs[] = {
+    {"%reserved_smem_offset_begin", 0, 1}, {"%reserved_smem_offset_0", 0, 1},
+    {"%reserved_smem_offset_1", PTX_RESERVED_SMEM_1, 1},
+    {"%reserved_smem_offset_end", PTX_RESERVED_SMEM, 1},
+    {"%reserved_smem_offset_cap", PTX_RESERVED_SMEM, 0},
+};
+
+static int reserved_sreg(ps *s, opnd *o, const tok *t)
+{
+    for (size_t k = 0; k < sizeof reserved_sregs / sizeof reserved_sregs[0]; k++)
+        if (px_tok_is(t, reserved_sregs[k].name)) {
+            s->m->uses_reserved_smem = 1;
+            o->kind = reserved_sregs[k].is_offset ? O_SYM : O_INT;
+            o->symkind = S_SVAR;
+            o->u = reserved_sregs[k].value;
+            o->reloc = reserved_sregs[k].is_offset ? PTX_RL_RSVSH : PTX_RL_NONE;
+            return 1;
+        }
+    if (px_tok_is(t, "%aggr_smem_size")) {
+        s->m->uses_reserved_smem = 1;
+        o->kind = O_REG;
+        o->idx = PTX_R_AGGR_SMEM;
+        o->rtype = T_U32;
+        return 1;
+    }
+    return 0;
+}
+
 /* %envreg0..31 are the driver's: 1 and 2 hold a cooperative grid's workspace
  * (what cooperative groups' grid barrier reads), the others read 0 here. */
 static int other_envreg(const tok *t)
@@ -63,6 +97,8 @@ static void name_operand(ps *s, opnd *o, const tok *t)
             o->rtype = T_U32;
             return;
         }
+    if (reserved_sreg(s, o, t))
+        return;
     if (other_envreg(t)) {
         o->kind = O_REG;
         o->idx = PTX_R_ZERO;
@@ -1574,6 +1610,10 @@ int px_take(px_mods *m, const char *w) { return take(m, w); }
 int px_take_type(px_mods *m) { return take_type(m); }
 int px_finish(ps *s, const px_mods *m) { return finish(s, m); }
 int px_unsupported(ps *s, const px_mods *m) { return unsupported(s, m); }
+uint32_t px_src(ps *s, const opnd *o, int t) { return src(s, o, t); }
+uint32_t px_dst(ps *s, const opnd *o) { return dst(s, o); }
+uint32_t px_pdst(ps *s, const opnd *o) { return pdst(s, o); }
+void px_set_addr(ps *s, ptx_insn *i, const opnd *a) { set_addr(s, i, a); }
 
 static int instruction_(ps *s, uint32_t guard);
 
@@ -1611,13 +1651,18 @@ static int instruction_(ps *s, uint32_t guard)
         "rsqrt", "ex2", "lg2", "sin", "cos", "tanh", "copysign", "testp", "setp", "selp", "mov",
         "cvt", "cvta", "isspacep", "set", "redux", "cp", "ld", "ldu", "st", "atom", "red", "shfl", "vote", "match",
         "dp4a", "dp2a", "activemask", "membar", "fence", "prefetch", "prefetchu", "nanosleep",
-        "pmevent", "bra", "ret", "exit", "trap", "bar", "barrier", "call", "griddepcontrol"};
+        "pmevent", "bra", "ret", "exit", "trap", "bar", "barrier", "call", "griddepcontrol",
+        "mbarrier"};
     int is_known = 0;
     for (size_t k = 0; k < sizeof known / sizeof known[0] && !is_known; k++)
         is_known = !strcmp(base, known[k]);
     if (px_is_texture(base)) { /* addresses with coordinate vectors: their own parser */
         px_next(s);
         return px_texture(s, &m, guard);
+    }
+    if (px_is_video(base)) { /* selectors and masks ride on the operands */
+        px_next(s);
+        return px_video(s, &m, guard);
     }
     if (!is_known) /* refuse by name before its operands can confuse the message */
         return unsupported(s, &m);
@@ -1680,8 +1725,11 @@ static int instruction_(ps *s, uint32_t guard)
         if (m.cnt < 2 || m.n[1] != 5 || memcmp(m.p[1], "async", 5) != 0)
             return unsupported(s, &m);
         m.used[1] = 1;
+        if (take(&m, "mbarrier"))
+            return px_mbarrier(s, &m, o, n, guard, 1);
         return b_cpasync(&c);
     }
+    if (!strcmp(base, "mbarrier")) return px_mbarrier(s, &m, o, n, guard, 0);
     if (!strcmp(base, "dp4a")) return b_dp(&c, 1);
     if (!strcmp(base, "dp2a")) return b_dp(&c, 0);
     if (!strcmp(base, "activemask")) return b_simple(&c, PTX_OP_activemask, 1);

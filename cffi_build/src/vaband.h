@@ -19,9 +19,20 @@
 #include <stdint.h>
 
 #define GL_VA_BAND_TRIES 16
+#define GL_VA_BAND_LO (16ull << 40)
+#define GL_VA_BAND_HI (80ull << 40)
+
+static inline int gl_va_in_band(uint64_t addr)
+{
+    return addr >= GL_VA_BAND_LO && addr < GL_VA_BAND_HI;
+}
 
 /* A random place in the band for size bytes, or 0 when there is none (size too
  * large, or no randomness). */
 uint64_t gl_va_band_pick(uint64_t size);
+
+/* SIZE bytes of zeroed, readable and writable memory mapped at a place in the
+ * band (GL_VA_BAND_TRIES tries), or NULL. Freed with munmap. */
+void *gl_va_band_map(uint64_t size);
 
 #endif

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -107,6 +108,27 @@ def _includes(checkout: Path, folder: Path) -> list[str]:
     return flags
 
 
+# ptxgen stringifies LIBNVVM_HOME itself (#NVVM_HOME after one expansion), as CMake's
+# shell-quoted -DLIBNVVM_HOME="..." reaches it: the macro is the bare path. Quoted here
+# (no shell strips them) the path kept its quotes and ptxgen opened
+# '"/usr/local/cuda-13.0/nvvm"/libdevice/libdevice.10.bc'. A bare path must stay
+# one run of tokens that expand to themselves: no '//' (a comment), no spaces, no
+# name the compiler predefines as a macro (linux, unix, __x86_64__ ...).
+_PREDEFINED = {"linux", "unix", "i386"}
+
+
+def libdevice_flags(nvvm_home: Path | None) -> list[str]:
+    """ptxgen's flags naming libdevice 1.0 (``libdevice.10.bc``) in ``nvvm_home``."""
+    if nvvm_home is None or not (nvvm_home / "libdevice" / "libdevice.10.bc").is_file():
+        raise BuildError("needs the toolkit's nvvm/libdevice/libdevice.10.bc")
+    text = str(nvvm_home)
+    if (not re.fullmatch(r"/[A-Za-z0-9_./+-]*", text) or "//" in text
+            or any(word in _PREDEFINED or word.startswith("__")
+                   for word in re.split(r"[^A-Za-z0-9_]+", text))):
+        raise BuildError(f"ptxgen cannot name libdevice's folder {text} in a macro")
+    return [f"-DLIBNVVM_HOME={text}", "-DLIBDEVICE_MAJOR_VERSION=1", "-DLIBDEVICE_MINOR_VERSION=0"]
+
+
 def _need_flags(sample: Sample, toolchain: Toolchain) -> list[str]:
     flags: list[str] = []
     for need in sample.needs:
@@ -125,10 +147,7 @@ def _need_flags(sample: Sample, toolchain: Toolchain) -> list[str]:
                 raise BuildError("needs libcudadevrt.a, which this CUDA toolkit lacks")
             flags += ["-rdc=true", str(toolchain.cudadevrt)]
         elif need == "libdevice":   # ptxgen links libdevice from the toolkit's nvvm folder
-            if toolchain.nvvm_home is None:
-                raise BuildError("needs the toolkit's nvvm/libdevice folder")
-            flags += [f'-DLIBNVVM_HOME="{toolchain.nvvm_home}"', "-DLIBDEVICE_MAJOR_VERSION=1",
-                      "-DLIBDEVICE_MINOR_VERSION=0"]
+            flags += libdevice_flags(toolchain.nvvm_home)
         elif need == "cudadevrt-path":
             if toolchain.cudadevrt is None:
                 raise BuildError("needs libcudadevrt.a, which this CUDA toolkit lacks")
