@@ -29,8 +29,9 @@ from gleam.peer.nativelib import ffi, lib
 
 from .ptx_corpus.cases import CASES
 from .ptx_corpus.spec import Buf, Case, inputs, pack_params
-from .ptx_kernels_gen import SLOT, kernels
+from .ptx_kernels_gen import HEADER, SLOT, kernels
 from .test_ptx_fuzz import STORE
+from .test_ptx_warp_groups import JOIN_FIRST
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "ptx_corpus"
@@ -246,6 +247,76 @@ def test_shfl_from_a_lane_that_left_the_loop_reads_0_on_both_tiers():
     assert interp.rc == 0 and compiled == interp
     got = np.frombuffer(compiled.memory["buf"], np.uint32)
     assert got[0] == 101 and got[3] == 0 and got[31] == 131
+
+
+JOIN_FIRST_WIDE = HEADER + """
+.visible .entry join_first_wide(.param .u64 out)
+{
+    .reg .pred %p<3>; .reg .b32 %r<20>; .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %laneid;
+    mov.u32 %r14, %tid.x;
+    mov.u32 %r15, %ctaid.x;
+    mov.u32 %r16, %ntid.x;
+    mad.lo.s32 %r17, %r15, %r16, %r14;
+    shr.u32 %r18, %r14, 5;
+    add.u32 %r18, %r18, %r15;
+    mov.u32 %r2, 0; mov.u32 %r5, 0; mov.u32 %r7, 0;
+    mov.u32 %r10, 0; mov.u32 %r12, 0; mov.u32 %r13, 0;
+    bra.uni HEAD;
+JOIN:
+    match.any.sync.b32 %r8, %r7, -1;
+    popc.b32 %r9, %r8;
+    add.u32 %r10, %r10, %r9;
+    vote.sync.ballot.b32 %r3, %p1, -1;
+    popc.b32 %r4, %r3;
+    add.u32 %r5, %r5, %r4;
+    redux.sync.add.u32 %r11, %r7, -1;
+    add.u32 %r12, %r12, %r11;
+    shfl.sync.bfly.b32 %r6, %r7, 1, 31, -1;
+    add.u32 %r13, %r13, %r6;
+    add.u32 %r2, %r2, 1;
+HEAD:
+    setp.lt.u32 %p2, %r2, 5;
+    @!%p2 bra DONE;
+    mad.lo.s32 %r6, %r1, 7, %r2;
+    add.u32 %r6, %r6, %r18;
+    rem.u32 %r6, %r6, 3;
+    setp.ne.u32 %p1, %r6, 0;
+    @%p1 bra JOIN;
+    add.u32 %r7, %r7, %r1;
+    bra.uni JOIN;
+DONE:
+    mul.wide.u32 %rd2, %r17, 16;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.v4.u32 [%rd3], {%r5, %r10, %r12, %r13};
+    ret;
+}
+"""
+
+
+def test_sync_instruction_in_a_join_block_laid_out_first_waits_on_both_tiers():
+    # nvcc lays a loop's join block before the divergent region that reaches it: the lanes
+    # that skip the region reach the join's vote first and must wait for the others there,
+    # as the interpreter does (ptx_exec.c sync_must_hold); compiled code ran the vote
+    # without them (64 4 0 0 ...) until it handed such a warp to the interpreter (issue 26)
+    interp, compiled = both(JOIN_FIRST, "join_first", lambda b: struct.pack("<Q", b.ctypes.data),
+                            lambda: np.zeros(64, np.uint32))
+    assert interp.rc == 0 and compiled == interp
+    assert np.frombuffer(compiled.memory["buf"], np.uint32).tolist() == [64, 4] * 32
+
+
+def test_vote_match_redux_and_shfl_after_a_divergent_region_agree_over_blocks_and_warps():
+    # 3 blocks of 3 warps; the region each lane takes depends on its lane, warp, block and
+    # trip, so every join sees lanes held back by a different set
+    interp, compiled = both(JOIN_FIRST_WIDE, "join_first_wide",
+                            lambda b: struct.pack("<Q", b.ctypes.data),
+                            lambda: np.zeros(3 * 96 * 4, np.uint32), block=96, grid=3)
+    assert interp.rc == 0 and compiled == interp
+    got = np.frombuffer(compiled.memory["buf"], np.uint32).reshape(9, 32, 4)
+    # every lane of a warp ran each vote and redux with all 32: the same totals
+    assert (got[:, :, 0] == got[:, :1, 0]).all() and (got[:, :, 2] == got[:, :1, 2]).all()
+    assert (got[:, :, 1] >= 5).all()
 
 
 def test_compiled_endless_kernel_reaches_the_time_limit(monkeypatch):

@@ -1625,24 +1625,10 @@ static int sync_must_hold(const ptx_warp *w, const ptx_insn *i, int k, uint32_t 
     return (members & others) != 0;
 }
 
-/* The operand of a warp-wide .sync instruction that holds its member mask;
- * -1 for every other opcode. */
-static inline int sync_mask_operand(int op)
+int ptx_sync_hold(const ptx_warp *w, const ptx_insn *i, uint32_t em, uint32_t m)
 {
-    switch (op) {
-    case PTX_OP_shfl:
-        return 3;
-    case PTX_OP_vote_all:
-    case PTX_OP_vote_any:
-    case PTX_OP_vote_uni:
-    case PTX_OP_vote_ballot:
-    case PTX_OP_match_any:
-    case PTX_OP_match_all:
-    case PTX_OP_redux:
-        return 1;
-    default:
-        return -1;
-    }
+    int k = ptx_sync_mask_operand(i->op);
+    return em && w->parked && k >= 0 && sync_must_hold(w, i, k, em, m);
 }
 
 static inline void park(ptx_warp *w, uint32_t lanes, uint32_t pc)
@@ -1807,7 +1793,7 @@ int ptx_warp_run(ptx_warp *w)
             em &= (i->guard & PTX_GUARD_NEG) ? ~g : g;
         }
         if (em && w->parked) {
-            int k = sync_mask_operand(i->op);
+            int k = ptx_sync_mask_operand(i->op);
             if (k >= 0 && sync_must_hold(w, i, k, em, m)) {
                 park(w, m, pc);
                 w->syncwait |= m;

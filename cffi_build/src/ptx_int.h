@@ -375,4 +375,31 @@ static inline uint8_t *ptx_gaddr(ptx_block *b, uint64_t a, uint64_t size)
     return ptx_gaddr_slow(b, a, size);
 }
 
+/* The operand of a warp-wide .sync instruction that holds its member mask;
+ * -1 for every other opcode. The interpreter holds lanes there (ptx_exec.c
+ * sync_must_hold); the compile tier asks it (ptx_sync_hold) before it
+ * runs one. */
+static inline int ptx_sync_mask_operand(int op)
+{
+    switch (op) {
+    case PTX_OP_shfl:
+        return 3;
+    case PTX_OP_vote_all:
+    case PTX_OP_vote_any:
+    case PTX_OP_vote_uni:
+    case PTX_OP_vote_ballot:
+    case PTX_OP_match_any:
+    case PTX_OP_match_all:
+    case PTX_OP_redux:
+        return 1;
+    default:
+        return -1;
+    }
+}
+
+/* Whether group M at the warp-wide .sync instruction I (lanes EM run it) must
+ * hold there for parked lanes of its member mask (ptx_exec.c); the compile
+ * tier hands the warp to the interpreter where this is 1. */
+int ptx_sync_hold(const ptx_warp *w, const ptx_insn *i, uint32_t em, uint32_t m);
+
 #endif /* GLEAM_PTX_INT_H */

@@ -20,9 +20,13 @@
 #include <stdint.h>
 
 /* Bumped when a declaration below changes meaning without changing its text. */
-#define PTXC_ABI_VERSION 2
+#define PTXC_ABI_VERSION 3
 /* What a compiled kernel returns when its warp yields (ptx_int.h PTX_WARP_YIELD). */
 #define PTXC_YIELD (-2)
+/* What it returns to hand its warp to the interpreter where it stands: lanes
+ * must hold at a warp-wide .sync instruction (hold), a rule only the
+ * interpreter schedules by. */
+#define PTXC_HANDOFF (-3)
 
 #define PTXC_ABI_DECLS                                                                       \
     typedef struct ptxc_warp {                                                               \
@@ -55,6 +59,7 @@
         int (*select)(struct ptxc_block *b, ptxc_warp *w, uint32_t *pc, uint32_t *m,         \
                       uint32_t *mpc);                                                        \
         void (*bar)(struct ptxc_block *b, ptxc_warp *w, uint32_t pc, uint32_t em);           \
+        int (*hold)(struct ptxc_block *b, ptxc_warp *w, uint32_t pc, uint32_t em, uint32_t m); \
     } ptxc_block;                                                                            \
     typedef int (*ptxc_kernel_fn)(ptxc_block *b, ptxc_warp *w);
 
@@ -77,6 +82,10 @@
  *   fault      records a fault of code[pc] at addr; returns code
  *   select     the warp's next group of lanes (ptx_warp_select): 0 when none
  *   bar        lanes em arrive at the barrier code[pc] (bar.red gathers)
+ *   hold       1 when group m (lanes em run it) must wait at the warp-wide
+ *              .sync instruction code[pc] for parked lanes of its member mask
+ *              (ptx_sync_hold): the code returns PTXC_HANDOFF before running
+ *              or counting it, and the interpreter goes on from there
  */
 PTXC_ABI_DECLS
 

@@ -159,6 +159,28 @@ void ptxc_put_em(ptxc_text *t, const ptx_insn *i)
 
 /* ------------------------------------------------------------ warp-wide */
 
+/* Before a warp-wide .sync instruction: where lanes of its member mask are
+ * parked elsewhere, the interpreter holds the group there until they arrive
+ * (ptx_exec.c sync_must_hold), a schedule the lowest-pc rule of this code does
+ * not follow; so the warp goes to the interpreter at this instruction, not yet
+ * counted (the block's unguarded instructions from here on are taken back). */
+static void emit_hold(ptxc_emitter *c, uint32_t pc)
+{
+    const ptx_insn *i = &c->p->k->code[pc];
+    if (ptx_sync_mask_operand(i->op) < 0)
+        return;
+    uint32_t later = 0;
+    for (uint32_t q = pc; q < c->bb->end; q++)
+        later += c->p->k->code[q].guard == 0;
+    ptxc_put(c->t, "if (*WV->parked) { uint32_t hm_ = m");
+    if (i->guard != 0)
+        ptxc_put(c->t, " & %sP[%u]", (i->guard & PTX_GUARD_NEG) ? "~" : "",
+                 i->guard & ~PTX_GUARD_NEG);
+    ptxc_put(c->t, "; if (hm_ && B->hold(B, WV, %u, hm_, m)) { n -= (uint64_t)"
+                   "__builtin_popcount(m) * %u; pc = %u; rc = %d; goto out; } }\n",
+             pc, later, pc, PTXC_HANDOFF);
+}
+
 /* A source whose other lanes are read (shfl's value) as an array: the
  * register file, or a temporary for a constant or special register. */
 static void put_lanes_array(ptxc_emitter *c, const char *name, uint32_t reg)
@@ -177,6 +199,7 @@ static int emit_warp(ptxc_emitter *c, uint32_t pc)
     const ptx_insn *i = &c->p->k->code[pc];
     ptxc_text *t = c->t;
     char b[48], cc[48];
+    emit_hold(c, pc);
     ptxc_put(t, "{ /* %u */ ", pc);
     ptxc_put_em(t, i);
     ptxc_put(t, " if (em) {");
@@ -231,6 +254,7 @@ static int emit_warp(ptxc_emitter *c, uint32_t pc)
 static void emit_call(ptxc_emitter *c, uint32_t pc)
 {
     const ptx_insn *i = &c->p->k->code[pc];
+    emit_hold(c, pc);
     ptxc_put(c->t, "{ /* %u: %s */ ", pc, "handler");
     ptxc_put_em(c->t, i);
     ptxc_put(c->t, " if (em && (rc = B->call(B, WV, %u, em)) != 0) goto out; }\n", pc);
@@ -411,9 +435,9 @@ int ptxc_emit(const ptx_kernel *k, ptxc_text *out, ptxc_needs *needs, char *why,
                   "if (!B->select(B, WV, &pc, &m, &mpc)) goto out;\n"
                   "goto dispatch;\n"
                   "out: /* a yield keeps the lanes that run */\n"
-                  "*WV->pc = pc; *WV->mask = rc && rc != %d ? 0 : m; *WV->merge_pc = mpc;"
-                  " *WV->insns += n;\n"
-                  "return rc;\n}\n", PTXC_YIELD);
+                  "*WV->pc = pc; *WV->mask = rc && rc != %d && rc != %d ? 0 : m;"
+                  " *WV->merge_pc = mpc; *WV->insns += n;\n"
+                  "return rc;\n}\n", PTXC_YIELD, PTXC_HANDOFF);
     if (needs != NULL) {
         needs->fill_sregs = p.calls_read_sregs;
         needs->fill_consts = p.calls_read_consts;

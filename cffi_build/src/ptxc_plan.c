@@ -313,6 +313,10 @@ int ptxc_plan_make(const ptx_kernel *k, ptxc_plan *p, char *why, size_t why_len)
         ptxc_rw_of(i, &rw);
         if (i->op == PTX_OP_shfl)
             ptxc_set(p->keep, i->s[0]);
+        /* the interpreter may take the warp over at a .sync instruction
+         * (ptxc_emit.c emit_hold): it reads every slot */
+        if (ptx_sync_mask_operand(i->op) >= 0)
+            p->calls_read_sregs = p->calls_read_consts = 1;
         if (ptxc_kind(i) == PTXC_CALL)
             for (uint32_t q = 0; q < rw.nr; q++) {
                 p->calls_read_sregs |= rw.r[q] < PTX_NSREG;

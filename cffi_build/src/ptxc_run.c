@@ -80,6 +80,12 @@ static void rt_bar(ptxc_block *B, ptxc_warp *W, uint32_t pc, uint32_t em)
         ptx_bar_arrive(W->rt, &b->k->code[pc], em, pc);
 }
 
+static int rt_hold(ptxc_block *B, ptxc_warp *W, uint32_t pc, uint32_t em, uint32_t m)
+{
+    ptx_block *b = B->rt;
+    return pc < b->k->ncode && ptx_sync_hold(W->rt, &b->k->code[pc], em, m);
+}
+
 static int bind(ptx_block *b, ptx_warp *warps, uint32_t nwarps, const ptx_launch_args *a,
                 const ptxc_code *code)
 {
@@ -110,6 +116,7 @@ static int bind(ptx_block *b, ptx_warp *warps, uint32_t nwarps, const ptx_launch
         .total_smem = (uint32_t)b->shared_size, .tid = {x->tid, x->tid + nt, x->tid + 2 * nt},
         .yield_mask = b->yield_mask, .zero = zero32, .rt = b, .gaddr = rt_gaddr, .deadline = rt_deadline, .call = rt_call,
         .fault = rt_fault, .select = rt_select, .bar = rt_bar,
+        .hold = rt_hold,
     };
     for (int d = 0; d < 3; d++) {
         B->ntid[d] = a->block[d];
@@ -137,10 +144,29 @@ int ptxc_worker_bind(ptx_block *b, ptx_warp *warps, uint32_t nwarps, const ptx_l
 
 _Static_assert(PTXC_YIELD == PTX_WARP_YIELD, "a compiled warp yields as an interpreted one");
 
+_Static_assert(PTXC_HANDOFF != PTX_WARP_YIELD && PTXC_HANDOFF < 0, "a hand-off is no result");
+
+/* The interpreter runs the warp on, counting branches back on the same
+ * counter as compiled code, so that it yields where a run of either tier
+ * alone would (each yield runs the branch again, counted again). */
+static int interpret(ptxc_worker *x, ptx_block *b, ptx_warp *w)
+{
+    b->backedges = x->blk.backedges;
+    int rc = ptx_warp_run(w);
+    x->blk.backedges = b->backedges;
+    return rc;
+}
+
+/* Lanes holding at a .sync instruction (syncwait) are scheduled by the
+ * interpreter's rule until none holds; compiled code never makes them. */
 int ptxc_warp_run(ptx_block *b, uint32_t wi)
 {
     ptxc_worker *x = b->ptxc;
-    return x->code->fn(&x->blk, &x->warps[wi]);
+    ptx_warp *w = x->warps[wi].rt;
+    if (w->syncwait != 0)
+        return interpret(x, b, w);
+    int rc = x->code->fn(&x->blk, &x->warps[wi]);
+    return rc == PTXC_HANDOFF ? interpret(x, b, w) : rc;
 }
 
 void ptxc_worker_free(ptx_block *b)
