@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import signal
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -21,6 +23,15 @@ from gleam.peer.state import StateDir
 # see the Ctrl-C that some tests send them. Catching it here (Python's own
 # handler) makes every child start with the default disposition again.
 signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# The host device's compile tier keeps compiled kernels in a cache directory: the tests
+# (and the agents they start) get a private one, so that they compile what they test and
+# leave nothing in the user's cache. Its object removes it when the session ends.
+_PTX_CACHE = tempfile.TemporaryDirectory(prefix="gleam-ptx-cache-")
+os.environ.setdefault("GLEAM_PTX_CACHE", _PTX_CACHE.name)
+# ... and compile at -O1: a third of -O3's compile time, the same C and the same checks
+# (the tier's results may not depend on the optimisation level; bench ptx measures -O3).
+os.environ.setdefault("GLEAM_PTX_OPT", "1")
 
 
 @pytest.fixture

@@ -127,12 +127,14 @@ typedef struct {
     double timeout_s;  /* <= 0: GLEAM_PTX_TIMEOUT_S or 60 s */
     int cooperative;   /* every block resident at once, with a grid barrier's workspace */
     unsigned threads;  /* workers; 0: GLEAM_PTX_THREADS or the CPU count */
+    int tier;          /* PTX_TIER_* (ptxc_tier.h): 0 the compile tier's own rule */
     /* A child grid's place (ptx_cdp.h): its launch tree and level; NULL
      * and 0 for a grid the host launched. */
     struct ptx_cdp_tree *cdp_tree;
     unsigned cdp_depth;
     /* out */
     uint64_t insns;    /* thread-instructions executed (active lanes) */
+    int ran;           /* PTX_RAN_* bits: the tiers its blocks ran on */
     char *err;         /* a message on failure, when non-NULL */
     size_t err_len;
 } ptx_launch_args;
@@ -158,6 +160,27 @@ int gl_ptx_run(ptx_module *m, const char *entry, const unsigned *grid3, const un
                unsigned dynamic_shared, const void *params, size_t params_len,
                const uint64_t *ranges, size_t nranges, unsigned threads, uint64_t *insns,
                char *err, size_t err_len);
+/* The same on one tier: 0 the compile tier's rule, 1 the interpreter, 2
+ * compiled code (compiled first; *ran says which tiers ran: 1 interpreter,
+ * 2 compiled, so a kernel the tier cannot compile shows 1). */
+int gl_ptx_run_tier(ptx_module *m, const char *entry, const unsigned *grid3,
+                    const unsigned *block3, unsigned dynamic_shared, const void *params,
+                    size_t params_len, const uint64_t *ranges, size_t nranges, unsigned threads,
+                    int tier, int *ran, uint64_t *insns, char *err, size_t err_len);
+/* A module variable's host address and size: 0, or -1 when it has none. */
+int gl_ptx_global(ptx_module *m, const char *name, uint64_t *addr, uint64_t *size);
+/* The C the compile tier writes for a kernel: 0 and its length in *len (the
+ * text when it fits in out), or -1 and why it stays interpreted. */
+int gl_ptx_kernel_c(ptx_module *m, const char *entry, char *out, size_t cap, size_t *len,
+                    char *why, size_t why_len);
+/* The compile tier's counters since the process started. */
+typedef struct {
+    uint64_t compiled;   /* kernels compiled by the C compiler */
+    uint64_t cache_hits; /* kernels loaded from the cache */
+    uint64_t failed;     /* kernels that stay interpreted: not compilable, or the compile failed */
+    uint64_t blocks_compiled, blocks_interpreted;
+} gl_ptx_tier_stats;
+void gl_ptx_tier_get_stats(gl_ptx_tier_stats *out);
 /* The same for a cooperative grid: every block resident at once. */
 int gl_ptx_run_cooperative(ptx_module *m, const char *entry, const unsigned *grid3,
                            const unsigned *block3, unsigned dynamic_shared, const void *params,

@@ -569,18 +569,36 @@ static inline double satd(double x) { return x > 0.0 ? (x < 1.0 ? x : 1.0) : 0.0
 #define FBIN(T, name, expr) FLT_OP(T, name, 2, 1, expr)
 #define FTER(T, name, expr) FLT_OP(T, name, 3, 1, expr)
 #define FUN(T, name, expr) FLT_OP(T, name, 1, 0, expr)
+/* lg2 of a negative number is +NaN: glibc's log2f answers -NaN or +NaN by the
+ * symbol version a library links, and the compile tier must give the same bits */
+#define LG2F(a) ((a) < 0.0f ? NAN : log2f(a))
+#define LG2D(a) ((a) < 0.0 ? (double)NAN : log2(a))
 
 #define EACH_FLT(M, ...) M(f32, __VA_ARGS__) M(f64, __VA_ARGS__)
 EACH_FLT(FBIN, fadd, a + b)
 EACH_FLT(FBIN, fsub, a - b)
 EACH_FLT(FBIN, fmul, a * b)
 EACH_FLT(FBIN, fdiv, a / b)
-/* min/max return the number when one operand is NaN; .NaN (mode2 & 2) the NaN */
+/* min/max return the number when one operand is NaN; .NaN (mode2 & 2) the NaN.
+ * -0.0 is below +0.0 (IEEE 754-2019 minimum/maximumNumber): C's fminf/fmaxf may
+ * answer either zero, and gcc's inline expansion and glibc's differ, so both
+ * tiers spell it out (the compile tier's prelude has the same functions). */
+#define PTX_MINMAX(name, T)                                                              \
+    static inline T name##_min(T a, T b)                                                 \
+    {                                                                                    \
+        return isnan(a) ? b : isnan(b) ? a : a < b ? a : b < a ? b : signbit(a) ? a : b; \
+    }                                                                                    \
+    static inline T name##_max(T a, T b)                                                 \
+    {                                                                                    \
+        return isnan(a) ? b : isnan(b) ? a : a > b ? a : b > a ? b : signbit(a) ? b : a; \
+    }
+PTX_MINMAX(f32, float)
+PTX_MINMAX(f64, double)
 #define NANP(a, b) ((i->mode2 & 2) && (isnan(a) || isnan(b)))
-FBIN(f32, fmin, NANP(a, b) ? NAN : fminf(a, b))
-FBIN(f64, fmin, NANP(a, b) ? (double)NAN : fmin(a, b))
-FBIN(f32, fmax, NANP(a, b) ? NAN : fmaxf(a, b))
-FBIN(f64, fmax, NANP(a, b) ? (double)NAN : fmax(a, b))
+FBIN(f32, fmin, NANP(a, b) ? NAN : f32_min(a, b))
+FBIN(f64, fmin, NANP(a, b) ? (double)NAN : f64_min(a, b))
+FBIN(f32, fmax, NANP(a, b) ? NAN : f32_max(a, b))
+FBIN(f64, fmax, NANP(a, b) ? (double)NAN : f64_max(a, b))
 FBIN(f32, fcopysign, copysignf(b, a))
 FBIN(f64, fcopysign, copysign(b, a))
 FTER(f32, ffma, fmaf(a, b, c))
@@ -598,10 +616,10 @@ FUN(f64, frsqrt, 1.0 / sqrt(a))
 FUN(f32, fsin, sinf(a))
 FUN(f32, fcos, cosf(a))
 FUN(f32, fex2, exp2f(a))
-FUN(f32, flg2, log2f(a))
+FUN(f32, flg2, LG2F(a))
 FUN(f32, ftanh, tanhf(a))
 FUN(f64, fex2, exp2(a))
-FUN(f64, flg2, log2(a))
+FUN(f64, flg2, LG2D(a))
 
 #define TESTP(T, CLS)                                                                         \
     H(ftestp_##T)                                                                             \
@@ -1262,12 +1280,12 @@ static uint64_t atom1(uint8_t *p, int op, int tk, uint64_t b, uint64_t c)
             case 0: nv = (uint32_t)bits32(f32of(old) + f32of(bv)); break;
             case 1:
                 nv = tk == 1 ? ((int32_t)bv < (int32_t)old ? bv : old)
-                     : tk == 4 ? (uint32_t)bits32(fminf(f32of(old), f32of(bv)))
+                     : tk == 4 ? (uint32_t)bits32(f32_min(f32of(old), f32of(bv)))
                                : (bv < old ? bv : old);
                 break;
             case 2:
                 nv = tk == 1 ? ((int32_t)bv > (int32_t)old ? bv : old)
-                     : tk == 4 ? (uint32_t)bits32(fmaxf(f32of(old), f32of(bv)))
+                     : tk == 4 ? (uint32_t)bits32(f32_max(f32of(old), f32of(bv)))
                                : (bv > old ? bv : old);
                 break;
             case 3: nv = old >= bv ? 0 : old + 1; break;
@@ -1299,11 +1317,11 @@ static uint64_t atom1(uint8_t *p, int op, int tk, uint64_t b, uint64_t c)
         case 0: nv = bits64(f64of(old) + f64of(b)); break;
         case 1:
             nv = tk == 3 ? ((int64_t)b < (int64_t)old ? b : old)
-                 : tk == 5 ? bits64(fmin(f64of(old), f64of(b))) : (b < old ? b : old);
+                 : tk == 5 ? bits64(f64_min(f64of(old), f64of(b))) : (b < old ? b : old);
             break;
         case 2:
             nv = tk == 3 ? ((int64_t)b > (int64_t)old ? b : old)
-                 : tk == 5 ? bits64(fmax(f64of(old), f64of(b))) : (b > old ? b : old);
+                 : tk == 5 ? bits64(f64_max(f64of(old), f64of(b))) : (b > old ? b : old);
             break;
         case 3: nv = old >= b ? 0 : old + 1; break;
         default: nv = (old == 0 || old > b) ? b : old - 1; break;
@@ -1587,24 +1605,10 @@ static int sync_must_hold(const ptx_warp *w, const ptx_insn *i, int k, uint32_t 
     return (members & others) != 0;
 }
 
-/* The operand of a warp-wide .sync instruction that holds its member mask;
- * -1 for every other opcode. */
-static inline int sync_mask_operand(int op)
+int ptx_sync_hold(const ptx_warp *w, const ptx_insn *i, uint32_t em, uint32_t m)
 {
-    switch (op) {
-    case PTX_OP_shfl:
-        return 3;
-    case PTX_OP_vote_all:
-    case PTX_OP_vote_any:
-    case PTX_OP_vote_uni:
-    case PTX_OP_vote_ballot:
-    case PTX_OP_match_any:
-    case PTX_OP_match_all:
-    case PTX_OP_redux:
-        return 1;
-    default:
-        return -1;
-    }
+    int k = ptx_sync_mask_operand(i->op);
+    return em && w->parked && k >= 0 && sync_must_hold(w, i, k, em, m);
 }
 
 static inline void park(ptx_warp *w, uint32_t lanes, uint32_t pc)
@@ -1726,6 +1730,21 @@ static int do_oret(ptx_warp *w, const ptx_insn *i, uint32_t em)
     return 0;
 }
 
+void ptx_bar_arrive(ptx_warp *w, const ptx_insn *i, uint32_t em, uint32_t pc)
+{
+    w->bar = i;
+    if (i->mode & 3) { /* bar.red: gather this warp's predicates */
+        uint32_t p = w->p[i->s[2]];
+        p = ((i->mode & 0x10) ? ~p : p) & em;
+        w->b->red_popc += (uint32_t)__builtin_popcount(p);
+        w->b->red_all &= (em & ~p) == 0;
+        w->b->red_any |= p != 0;
+    }
+    for (uint32_t q = em; q; q &= q - 1)
+        w->lpc[__builtin_ctz(q)] = pc + 1;
+    w->atbar |= em;
+}
+
 int ptx_warp_run(ptx_warp *w)
 {
     const ptx_insn *code = w->b->k->code;
@@ -1754,7 +1773,7 @@ int ptx_warp_run(ptx_warp *w)
             em &= (i->guard & PTX_GUARD_NEG) ? ~g : g;
         }
         if (em && w->parked) {
-            int k = sync_mask_operand(i->op);
+            int k = ptx_sync_mask_operand(i->op);
             if (k >= 0 && sync_must_hold(w, i, k, em, m)) {
                 park(w, m, pc);
                 w->syncwait |= m;
@@ -1837,17 +1856,7 @@ int ptx_warp_run(ptx_warp *w)
             pc++;
             continue;
         case PTX_C_BAR:
-            w->bar = i;
-            if (i->mode & 3) { /* bar.red: gather this warp's predicates */
-                uint32_t p = w->p[i->s[2]];
-                p = ((i->mode & 0x10) ? ~p : p) & em;
-                w->b->red_popc += (uint32_t)__builtin_popcount(p);
-                w->b->red_all &= (em & ~p) == 0;
-                w->b->red_any |= p != 0;
-            }
-            for (uint32_t q = em; q; q &= q - 1)
-                w->lpc[__builtin_ctz(q)] = pc + 1;
-            w->atbar |= em;
+            ptx_bar_arrive(w, i, em, pc);
             m &= ~em;
             if (m == 0)
                 goto reselect;

@@ -193,6 +193,7 @@ struct ptx_kernel {
     uint32_t rsv_base, rsv_size; /* the reserved shared region (PTX_RESERVED_SMEM), or 0 */
     uint32_t nparams, params_size;
     uint32_t param_offsets[64], param_sizes[64];
+    struct ptxc_kernel *ptxc; /* the compile tier's state (ptxc_tier.c), from the first launch */
     uint32_t max_threads, maxnreg; /* the entry's launch bounds (ptx_func) */
     uint64_t const_size;           /* the module's */
 };
@@ -284,6 +285,8 @@ typedef struct ptx_block {
     int err;
     uint32_t err_line;
     uint64_t err_addr;
+    uint32_t ctaid[3];         /* the block being run */
+    struct ptxc_worker *ptxc;  /* the compile tier's views (ptxc_run.c), or NULL */
 } ptx_block;
 
 typedef struct ptx_warp {
@@ -340,6 +343,8 @@ enum { PTX_MB_GENERIC = 1, PTX_MB_PARITY = 2, PTX_MB_DROP = 4, PTX_MB_NOCOMPLETE
 int ptx_warp_run(ptx_warp *w);
 /* Picks the next group of lanes (lowest pc); 0 when none can run. */
 int ptx_warp_select(ptx_warp *w);
+/* Lanes EM arrive at barrier I (at PC): they wait, a bar.red gathers. */
+void ptx_bar_arrive(ptx_warp *w, const struct ptx_insn *i, uint32_t em, uint32_t pc);
 
 /* The device runtime's built-ins (ptx_builtin.c): the handler of
  * PTX_OP_devcall, and the check of a call of NAME against the built-in's
@@ -369,5 +374,32 @@ static inline uint8_t *ptx_gaddr(ptx_block *b, uint64_t a, uint64_t size)
         return (uint8_t *)(uintptr_t)a;
     return ptx_gaddr_slow(b, a, size);
 }
+
+/* The operand of a warp-wide .sync instruction that holds its member mask;
+ * -1 for every other opcode. The interpreter holds lanes there (ptx_exec.c
+ * sync_must_hold); the compile tier asks it (ptx_sync_hold) before it
+ * runs one. */
+static inline int ptx_sync_mask_operand(int op)
+{
+    switch (op) {
+    case PTX_OP_shfl:
+        return 3;
+    case PTX_OP_vote_all:
+    case PTX_OP_vote_any:
+    case PTX_OP_vote_uni:
+    case PTX_OP_vote_ballot:
+    case PTX_OP_match_any:
+    case PTX_OP_match_all:
+    case PTX_OP_redux:
+        return 1;
+    default:
+        return -1;
+    }
+}
+
+/* Whether group M at the warp-wide .sync instruction I (lanes EM run it) must
+ * hold there for parked lanes of its member mask (ptx_exec.c); the compile
+ * tier hands the warp to the interpreter where this is 1. */
+int ptx_sync_hold(const ptx_warp *w, const ptx_insn *i, uint32_t em, uint32_t m);
 
 #endif /* GLEAM_PTX_INT_H */

@@ -26,6 +26,7 @@
 #include "ptx_cdp.h"
 #include "ptx_devrt.h"
 #include "ptx_int.h"
+#include "ptxc_tier.h"
 
 typedef struct ptx_launch_ctx {
     const ptx_module *m;
@@ -38,6 +39,8 @@ typedef struct ptx_launch_ctx {
     int err;            /* atomic: the first failure */
     uint64_t insns;     /* atomic */
     uint64_t deadline;  /* CLOCK_MONOTONIC ns */
+    ptxc_policy tier;   /* the compile tier's rule for this launch */
+    int ran;            /* atomic: PTX_RAN_* */
     uint64_t workspace; /* a cooperative grid's barrier words (%envreg1:2); 0 otherwise */
     ptx_cdp_grid *cdp;  /* its device-side launches (ptx_cdp.h); NULL: it makes none */
     pthread_mutex_t lock;
@@ -159,23 +162,21 @@ static void set_error(ptx_launch_ctx *lc, int code, const char *fmt, ...)
     pthread_mutex_unlock(&lc->lock);
 }
 
-static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3])
+/* A warp at the block's start. Compiled code computes the special
+ * registers and constants itself: their slots are filled only for the
+ * interpreter and for the handlers compiled code calls. */
+static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3], const ptxc_code *code)
 {
     ptx_launch_ctx *lc = wk->lc;
     const ptx_kernel *k = lc->k;
     const ptx_launch_args *a = lc->a;
     ptx_warp *w = &wk->warps[wi];
-    w->r = wk->regs + (size_t)wi * k->nregs;
-    w->p = wk->preds + (size_t)wi * k->npreds;
-    w->b = &wk->b;
-    w->index = wi;
     uint64_t (*r)[PTX_LANES] = w->r;
     unsigned bx = a->block[0], by = a->block[1];
-    uint32_t live = 0;
-    for (int l = 0; l < PTX_LANES; l++) {
+    uint64_t left = lc->nthreads - (uint64_t)wi * 32; /* threads from this warp on */
+    uint32_t live = left >= 32 ? PTX_FULL : (1u << left) - 1;
+    for (int l = 0; l < PTX_LANES && (code == NULL || code->fill_sregs); l++) {
         uint64_t t = (uint64_t)wi * 32 + (uint64_t)l;
-        if (t < lc->nthreads)
-            live |= 1u << l;
         r[PTX_R_ZERO][l] = 0;
         r[PTX_R_TID_X][l] = t % bx;
         r[PTX_R_TID_Y][l] = (t / bx) % by;
@@ -208,7 +209,7 @@ static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3])
         r[PTX_R_ENVREG1][l] = lc->workspace >> 32;
         r[PTX_R_ENVREG2][l] = lc->workspace & 0xffffffffu;
     }
-    for (uint32_t c = 0; c < k->nconsts; c++) {
+    for (uint32_t c = 0; c < k->nconsts && (code == NULL || code->fill_consts); c++) {
         uint64_t v = k->consts[c].value, *dst = r[k->consts[c].reg];
         for (int l = 0; l < PTX_LANES; l++)
             dst[l] = v;
@@ -216,15 +217,17 @@ static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3])
     w->p[PTX_P_FALSE] = 0;
     w->p[PTX_P_TRUE] = PTX_FULL;
     w->live = live;
-    w->parked = live;
     w->atbar = 0;
     w->syncwait = 0;
     for (int l = 0; l < PTX_LANES; l++)
         w->lpc[l] = 0, w->fp[l] = 0;
     w->cw_used = 0;
     w->bar = NULL;
-    w->mask = 0;
-    ptx_warp_select(w);
+    /* every live lane at pc 0: what ptx_warp_select picks */
+    w->parked = 0;
+    w->pc = 0;
+    w->mask = live;
+    w->merge_pc = UINT32_MAX;
 }
 
 static void reset_red(ptx_block *b)
@@ -234,7 +237,7 @@ static void reset_red(ptx_block *b)
     b->red_any = 0;
 }
 
-static void block_start(worker *wk, uint64_t idx)
+static void block_start(worker *wk, uint64_t idx, const ptxc_code *code)
 {
     ptx_launch_ctx *lc = wk->lc;
     const ptx_launch_args *a = lc->a;
@@ -244,8 +247,9 @@ static void block_start(worker *wk, uint64_t idx)
     wk->b.err = 0;
     wk->b.why[0] = '\0';
     wk->idx = idx;
+    memcpy(wk->b.ctaid, ctaid, sizeof ctaid);
     for (uint32_t wi = 0; wi < lc->nwarps; wi++)
-        init_warp(wk, wi, ctaid);
+        init_warp(wk, wi, ctaid, code);
     reset_red(&wk->b);
     /* every block starts with the reserved region zero (PTX_RESERVED_SMEM) */
     if (lc->k->rsv_size)
@@ -255,8 +259,9 @@ static void block_start(worker *wk, uint64_t idx)
 /* Runs the block's warps until the block ends (0), one of them yields
  * (PTX_WARP_YIELD: the block resumes where it was), or one fails. A pass
  * runs every warp that can run, so a warp that waits on another yields to
- * it; a barrier opens only once no warp yielded and all wait there. */
-static int block_step(worker *wk)
+ * it; a barrier opens only once no warp yielded and all wait there. CODE:
+ * the block's compiled code, or NULL (the interpreter). */
+static int block_step(worker *wk, const ptxc_code *code)
 {
     ptx_launch_ctx *lc = wk->lc;
     for (;;) {
@@ -265,7 +270,7 @@ static int block_step(worker *wk)
         for (uint32_t wi = 0; wi < lc->nwarps; wi++) {
             ptx_warp *w = &wk->warps[wi];
             if (w->mask || w->parked) {
-                int rc = ptx_warp_run(w);
+                int rc = code != NULL ? ptxc_warp_run(&wk->b, wi) : ptx_warp_run(w);
                 if (rc == PTX_WARP_YIELD)
                     yielded = 1;
                 else if (rc != 0)
@@ -304,11 +309,11 @@ static int block_step(worker *wk)
 
 /* A block of an ordinary grid runs to its end: its yields only let its own
  * warps take turns. */
-static int run_block(worker *wk, uint64_t idx)
+static int run_block(worker *wk, uint64_t idx, const ptxc_code *code)
 {
-    block_start(wk, idx);
+    block_start(wk, idx, code);
     int rc;
-    while ((rc = block_step(wk)) == PTX_WARP_YIELD)
+    while ((rc = block_step(wk, code)) == PTX_WARP_YIELD)
         ;
     return rc;
 }
@@ -345,17 +350,29 @@ static void *work(void *arg)
 {
     worker *wk = arg;
     ptx_launch_ctx *lc = wk->lc;
-    uint64_t total = 0;
+    uint64_t total = 0, by_tier[2] = {0, 0};
     for (;;) {
         if (__atomic_load_n(&lc->err, __ATOMIC_RELAXED) != 0)
             break;
         uint64_t idx = __atomic_fetch_add(&lc->next, 1, __ATOMIC_RELAXED);
         if (idx >= lc->nblocks)
             break;
-        if (block_end(wk, run_block(wk, idx), &total) != 0)
+        /* a kernel compiled while the launch runs takes over at the next block */
+        const ptxc_code *code = ptxc_code_for(lc->k, &lc->tier);
+        if (code != NULL && ptxc_worker_bind(&wk->b, wk->warps, lc->nwarps, lc->a, code) != 0)
+            code = NULL;
+        uint64_t before = total;
+        int rc = block_end(wk, run_block(wk, idx, code), &total);
+        by_tier[code != NULL]++;
+        if (code == NULL)
+            ptxc_note_interpreted(lc->k, total - before, &lc->tier);
+        if (rc != 0)
             break;
     }
     __atomic_fetch_add(&lc->insns, total, __ATOMIC_RELAXED);
+    __atomic_fetch_or(&lc->ran, (by_tier[0] ? PTX_RAN_INTERP : 0)
+                                    | (by_tier[1] ? PTX_RAN_COMPILED : 0), __ATOMIC_RELAXED);
+    ptxc_count_blocks(by_tier[1], by_tier[0]);
     return NULL;
 }
 
@@ -373,14 +390,14 @@ static void *work_coop(void *arg)
     ptx_launch_ctx *lc = sh->blocks[0].lc;
     uint64_t total = 0, left = 0;
     for (uint64_t i = sh->first; i < lc->nblocks; i += sh->stride, left++)
-        block_start(&sh->blocks[i], i);
+        block_start(&sh->blocks[i], i, NULL); /* cooperative grids stay interpreted */
     while (left > 0 && __atomic_load_n(&lc->err, __ATOMIC_RELAXED) == 0) {
         int progressed = 0;
         for (uint64_t i = sh->first; i < lc->nblocks && left > 0; i += sh->stride) {
             worker *wk = &sh->blocks[i];
             if (wk->done)
                 continue;
-            int rc = block_step(wk);
+            int rc = block_step(wk, NULL);
             if (rc == PTX_WARP_YIELD)
                 continue;
             wk->done = 1;
@@ -393,11 +410,13 @@ static void *work_coop(void *arg)
             sched_yield(); /* every block waits: let the other threads' blocks run */
     }
     __atomic_fetch_add(&lc->insns, total, __ATOMIC_RELAXED);
+    __atomic_fetch_or(&lc->ran, PTX_RAN_INTERP, __ATOMIC_RELAXED);
     return NULL;
 }
 
 static void worker_free(worker *wk)
 {
+    ptxc_worker_free(&wk->b);
     free(wk->warps);
     free(wk->regs);
     free(wk->preds);
@@ -445,6 +464,13 @@ static int worker_init(worker *wk, ptx_launch_ctx *lc)
         return -1;
     }
     memset(wk->regs, 0, (size_t)lc->nwarps * k->nregs * sizeof *wk->regs);
+    for (uint32_t wi = 0; wi < lc->nwarps; wi++) { /* a warp's files stay its own all launch */
+        ptx_warp *w = &wk->warps[wi];
+        w->r = wk->regs + (size_t)wi * k->nregs;
+        w->p = wk->preds + (size_t)wi * k->npreds;
+        w->b = &wk->b;
+        w->index = wi;
+    }
     return 0;
 }
 
@@ -587,6 +613,7 @@ int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a)
         if (!(timeout > 0))
             timeout = 60;
     }
+    ptxc_launch_begin(k, a->tier, &lc.tier);
     lc.deadline = mono_ns() + (uint64_t)(timeout * 1e9);
     pthread_mutex_init(&lc.lock, NULL);
     /* A GPU refuses a block whose registers its register file cannot hold; the
@@ -632,6 +659,7 @@ int ptx_launch(const ptx_module *m, const ptx_kernel *k, ptx_launch_args *a)
         launch_err(a, lc.msg);
     pthread_mutex_destroy(&lc.lock);
     a->insns = lc.insns;
+    a->ran = lc.ran;
     if (lc.cdp != NULL) { /* the grid is complete once its children are */
         if (rc == PTX_OK)
             rc = ptx_cdp_run(lc.cdp, a, lc.deadline);
@@ -756,10 +784,23 @@ static int range_cmp(const void *x, const void *y)
     return a->base < b->base ? -1 : a->base > b->base;
 }
 
+int gl_ptx_global(ptx_module *m, const char *name, uint64_t *addr, uint64_t *size)
+{
+    void *a;
+    size_t n;
+    if (m == NULL || name == NULL || ptx_module_global(m, name, &a, &n) != 0)
+        return -1;
+    *addr = (uint64_t)(uintptr_t)a;
+    *size = n;
+    return 0;
+}
+
+/* One launch on host ranges: TIER (PTX_TIER_*), *ran the tiers that ran. */
 static int run_entry(ptx_module *m, const char *entry, const unsigned *grid3,
                      const unsigned *block3, unsigned dynamic_shared, const void *params,
                      size_t params_len, const uint64_t *ranges, size_t nranges, unsigned threads,
-                     uint64_t *insns, char *err, size_t err_len, int cooperative)
+                     int tier, int *ran, uint64_t *insns, char *err, size_t err_len,
+                     int cooperative)
 {
     const ptx_kernel *k = m != NULL && entry != NULL ? ptx_module_kernel(m, entry) : NULL;
     if (k == NULL) {
@@ -780,12 +821,14 @@ static int run_entry(ptx_module *m, const char *entry, const unsigned *grid3,
     ptx_launch_args a = {
         .grid = {grid3[0], grid3[1], grid3[2]}, .block = {block3[0], block3[1], block3[2]},
         .dynamic_shared = dynamic_shared, .params = params, .params_len = params_len,
-        .allocs = &t, .threads = threads, .err = err, .err_len = err_len,
+        .allocs = &t, .threads = threads, .tier = tier, .err = err, .err_len = err_len,
         .cooperative = cooperative,
     };
     int rc = ptx_launch(m, k, &a);
     if (insns != NULL)
         *insns = a.insns;
+    if (ran != NULL)
+        *ran = a.ran;
     free(t.r);
     return rc;
 }
@@ -796,7 +839,16 @@ int gl_ptx_run(ptx_module *m, const char *entry, const unsigned *grid3, const un
                char *err, size_t err_len)
 {
     return run_entry(m, entry, grid3, block3, dynamic_shared, params, params_len, ranges, nranges,
-                     threads, insns, err, err_len, 0);
+                     threads, PTX_TIER_AUTO, NULL, insns, err, err_len, 0);
+}
+
+int gl_ptx_run_tier(ptx_module *m, const char *entry, const unsigned *grid3,
+                    const unsigned *block3, unsigned dynamic_shared, const void *params,
+                    size_t params_len, const uint64_t *ranges, size_t nranges, unsigned threads,
+                    int tier, int *ran, uint64_t *insns, char *err, size_t err_len)
+{
+    return run_entry(m, entry, grid3, block3, dynamic_shared, params, params_len, ranges, nranges,
+                     threads, tier, ran, insns, err, err_len, 0);
 }
 
 int gl_ptx_run_cooperative(ptx_module *m, const char *entry, const unsigned *grid3,
@@ -805,5 +857,5 @@ int gl_ptx_run_cooperative(ptx_module *m, const char *entry, const unsigned *gri
                            unsigned threads, uint64_t *insns, char *err, size_t err_len)
 {
     return run_entry(m, entry, grid3, block3, dynamic_shared, params, params_len, ranges, nranges,
-                     threads, insns, err, err_len, 1);
+                     threads, PTX_TIER_INTERP, NULL, insns, err, err_len, 1);
 }

@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 
 #include "ptx_parse.h"
+#include "ptxc_tier.h"
 #include "vaband.h"
 
 
@@ -1353,6 +1354,7 @@ void ptx_module_free(ptx_module *m)
         free(m->kernels[k].ocalls);
         free(m->kernels[k].bodies);
         free(m->kernels[k].body_of);
+        ptxc_kernel_release(m->kernels[k].ptxc);
         free(m->kernels[k].dcalls);
     }
     free(m->kernels);

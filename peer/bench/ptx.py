@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -37,6 +38,10 @@ from typing import Any
 from gleam.peer.bench.report import Row, positive_int, print_report
 from gleam.peer.cuda.launch import param_layout
 
+# gl_ptx_run_tier's tiers (ptxc_tier.h)
+TIER_INTERP, TIER_COMPILED = 1, 2
+# The compile tier's target (issue 26): within 3x of the C -O2 reference, one core.
+TARGET_VS_C = 3.0
 HELP = "PTX interpreter: thread-instructions/s on four kernels beside C -O2 and numpy"
 DESCRIPTION = __doc__
 
@@ -53,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", type=positive_int, default=512,
                         help="M = N = K of the SGEMM (default 512)")
     parser.add_argument("--rounds", type=positive_int, default=3,
-                        help="rounds per figure; the best is kept (default 3)")
+                        help="rounds per figure, interleaved across the tiers; the median is kept "
+                             "(default 3)")
     parser.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
                         help="worker threads of the all-cores runs (default: CPU count)")
     parser.add_argument("--quick", action="store_true",
@@ -146,8 +152,9 @@ class Interpreter:
         if self.module == ffi.NULL:
             raise BenchError(f"the benchmark PTX does not load: {ffi.string(err).decode()}")
 
-    def run(self, case: Case, workers: int) -> tuple[float, int]:
-        """One launch: (seconds, thread-instructions)."""
+    def run(self, case: Case, workers: int, tier: int = TIER_INTERP) -> tuple[float, int]:
+        """One launch on one tier (compiled: compiled before the clock starts):
+        (seconds, thread-instructions)."""
         ffi, lib = self.ffi, self.lib
         spans = sorted((int(ffi.cast("uintptr_t", ffi.from_buffer(b))), b.nbytes)
                        for b in case.buffers)
@@ -155,10 +162,14 @@ class Interpreter:
         params = _params(case.params)
         insns = ffi.new("uint64_t *")
         err = ffi.new("char[]", 512)
+        ran = ffi.new("int *")
         start = time.perf_counter()
-        rc = lib.gl_ptx_run(self.module, case.kernel.encode(), case.grid, case.block, 0,
-                            params, len(params), ranges, len(spans), workers, insns, err, 512)
+        rc = lib.gl_ptx_run_tier(self.module, case.kernel.encode(), case.grid, case.block, 0,
+                                 params, len(params), ranges, len(spans), workers, tier, ran,
+                                 insns, err, 512)
         elapsed = time.perf_counter() - start
+        if rc == 0 and ran[0] != tier:
+            raise BenchError(f"{case.kernel} did not run on tier {tier} (ran: {ran[0]})")
         if rc != 0:
             raise BenchError(f"{case.kernel} failed ({rc}): {ffi.string(err).decode()}")
         return elapsed, int(insns[0])
@@ -167,17 +178,27 @@ class Interpreter:
         self.lib.gl_ptx_unload(self.module)
 
 
-def _c_reference(n: int, dim: int, rounds: int) -> dict[str, float]:
-    compiler = shutil.which(os.environ.get("CC", "gcc"))
-    if compiler is None:
-        raise BenchError("the C reference needs a C compiler (gcc)")
-    with tempfile.TemporaryDirectory(prefix="gleam-bench-ptx-") as tmp:
-        binary = Path(tmp) / "ptx_reference"
-        subprocess.run([compiler, "-O2", "-o", str(binary), str(REFERENCE_C)], check=True)
-        out = subprocess.run([str(binary), str(n), str(dim), str(rounds)], check=True,
+class CReference:
+    """The kernels in C (``ptx_reference.c``, gcc ``-O2``), built once; each ``run`` times
+    every kernel once, so that the reference is measured between the tiers' runs."""
+
+    def __init__(self, n: int, dim: int) -> None:
+        compiler = shutil.which(os.environ.get("CC", "gcc"))
+        if compiler is None:
+            raise BenchError("the C reference needs a C compiler (gcc)")
+        self._tmp = tempfile.TemporaryDirectory(prefix="gleam-bench-ptx-")
+        self.binary = Path(self._tmp.name) / "ptx_reference"
+        self.n, self.dim = n, dim
+        subprocess.run([compiler, "-O2", "-o", str(self.binary), str(REFERENCE_C)], check=True)
+
+    def run(self) -> dict[str, float]:
+        out = subprocess.run([str(self.binary), str(self.n), str(self.dim), "1"], check=True,
                              capture_output=True, text=True, timeout=600).stdout
-    times: dict[str, float] = json.loads(out)
-    return times
+        times: dict[str, float] = json.loads(out)
+        return times
+
+    def close(self) -> None:
+        self._tmp.cleanup()
 
 
 def _best(rounds: int, fn: Callable[[], object]) -> float:
@@ -197,32 +218,42 @@ def measure(n: int, dim: int, rounds: int, workers: int) -> tuple[list[Row], dic
     from gleam.peer.nativelib import ffi, lib
 
     vm = Interpreter(ffi, lib, PTX.read_bytes())
+    c_ref: CReference | None = None
     try:
         cases = _cases(np, n, dim, ffi)
-        reference = _c_reference(n, dim, rounds)
+        c_ref = CReference(n, dim)
         rows: list[Row] = []
         kernels: dict[str, Any] = {}
         for case in cases:
             name = case.kernel.removeprefix("bench_")
             one: list[float] = []
             many: list[float] = []
+            comp1: list[float] = []
+            compn: list[float] = []
+            c_times: list[float] = []
             insns = 0
-            for _ in range(rounds):  # interleaved, so drift hits both alike
-                case.reset()
-                seconds, insns = vm.run(case, 1)
-                one.append(seconds)
-                if not case.check():
-                    raise BenchError(f"{case.kernel} gave a wrong result on the interpreter")
-                case.reset()
-                many.append(vm.run(case, workers)[0])
-                if not case.check():
-                    raise BenchError(f"{case.kernel} gave a wrong result with {workers} workers")
-            t1, tn = min(one), min(many)
+            vm.run(case, 1, TIER_COMPILED)  # compiles (or loads) before anything is timed
+            for _ in range(rounds):  # interleaved, so drift hits every tier alike
+                for tier, workers_, times in ((TIER_INTERP, 1, one), (TIER_INTERP, workers, many),
+                                              (TIER_COMPILED, 1, comp1),
+                                              (TIER_COMPILED, workers, compn)):
+                    case.reset()
+                    seconds, insns = vm.run(case, workers_, tier)
+                    times.append(seconds)
+                    if not case.check():
+                        raise BenchError(f"{case.kernel} gave a wrong result on tier {tier} "
+                                         f"with {workers_} workers")
+                c_times.append(c_ref.run()[name])  # C -O2 in the same round
+            t1, tn = statistics.median(one), statistics.median(many)
+            reference = {name: statistics.median(c_times)}
+            c1, cn = statistics.median(comp1), statistics.median(compn)
             per_core = insns / t1
             np_time = _best(rounds, case.numpy) if case.numpy else None
             kernels[name] = {
                 "thread_instructions": insns, "seconds_1_worker": t1,
                 f"seconds_{workers}_workers": tn, "per_core_per_s": per_core,
+                "compiled_seconds_1_worker": c1, f"compiled_seconds_{workers}_workers": cn,
+                "compiled_over_c_O2": c1 / reference[name],
                 "c_O2_seconds": reference[name], "numpy_seconds": np_time,
                 "numpy": case.numpy_name,
             }
@@ -235,6 +266,16 @@ def measure(n: int, dim: int, rounds: int, workers: int) -> tuple[list[Row], dic
             ))
             rows.append(Row(f"{name}: wall, {workers} workers", tn * 1e3,
                             "C -O2, 1 thread", reference[name] * 1e3, "ms"))
+            rows.append(Row(f"{name}: compiled tier wall, 1 core", c1 * 1e3,
+                            "C -O2, 1 thread", reference[name] * 1e3, "ms",
+                            target="≤ 3x C -O2",
+                            met=c1 <= TARGET_VS_C * reference[name]))
+            rows.append(Row(f"{name}: compiled tier wall, {workers} workers", cn * 1e3,
+                            "interpreter", tn * 1e3, "ms"))
+            rows.append(Row(f"{name}: compiled speedup, {workers} workers over 1", c1 / cn,
+                            "cores", float(workers), "x",
+                            target=f"≈ {workers} (all cores used)" if workers > 1 else "",
+                            met=(c1 / cn >= 0.75 * workers) if workers > 1 else None))
             if np_time is not None:
                 rows.append(Row(f"{name}: wall, {workers} workers", tn * 1e3,
                                 case.numpy_name, np_time * 1e3, "ms"))
@@ -247,6 +288,8 @@ def measure(n: int, dim: int, rounds: int, workers: int) -> tuple[list[Row], dic
         return rows, meta
     finally:
         vm.close()
+        if c_ref is not None:
+            c_ref.close()
 
 
 def main(args: argparse.Namespace) -> int:
