@@ -242,7 +242,9 @@ def show(s: Session, fn: dict[str, int], fmt: bytes, args: bytes,
 # stream, shift, out) asks cudaGetParameterBufferV2(func, (grid,1,1), (block,1,1), shared)
 # for a buffer, fills it for fill(out, 9), launches buffer + shift in stream, and writes
 # out[32] = the buffer was given, out[33] = the launch's result, out[34] = the last error.
-# fill(out, v): out[tid] = v.
+# fill(out, v): out[tid] = v for the first 32 threads (the slots before the answers: a
+# block of up to 1024 threads is a valid launch and must not overwrite them or run past
+# the buffer).
 LAUNCHES = b""".version 8.0
 .target sm_80
 .address_size 64
@@ -253,11 +255,14 @@ LAUNCHES = b""".version 8.0
 
 .visible .entry fill(.param .u64 out, .param .u32 v)
 {
+    .reg .pred %p<2>;
     .reg .b32 %r<3>;
     .reg .b64 %rd<3>;
     ld.param.u64 %rd1, [out];
     ld.param.u32 %r1, [v];
     mov.u32 %r2, %tid.x;
+    setp.ge.u32 %p1, %r2, 32;
+    @%p1 ret;
     mad.wide.u32 %rd2, %r2, 4, %rd1;
     st.global.u32 [%rd2], %r1;
     ret;
