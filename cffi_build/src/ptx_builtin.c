@@ -108,12 +108,7 @@ static const uint8_t *block_at(void *ctx, uint64_t addr, uint64_t size)
 
 static int stop(ptx_warp *w, const ptx_insn *i, uint64_t addr, int code)
 {
-    ptx_block *b = w->b;
-    b->err = code;
-    b->err_line = i->line;
-    b->err_addr = addr;
-    snprintf(b->why, sizeof b->why, "%s", ptx_devrt_why());
-    return code;
+    return ptx_fault_why(w, i, addr, code, ptx_devrt_why());
 }
 
 int ptx_h_devcall(ptx_warp *w, const ptx_insn *i, uint32_t m)

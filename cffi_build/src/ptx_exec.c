@@ -1158,14 +1158,6 @@ H(isspacep)
 
 /* ---------------------------------------------------------------- memory */
 
-static int fault(ptx_warp *w, const ptx_insn *i, uint64_t addr, int code)
-{
-    w->b->err = code;
-    w->b->err_line = i->line;
-    w->b->err_addr = addr;
-    return code;
-}
-
 #define SX1(x) ((uint64_t)(int64_t)(int8_t)(x))
 #define SX2(x) ((uint64_t)(int64_t)(int16_t)(x))
 #define SX4(x) ((uint64_t)(int64_t)(int32_t)(x))
@@ -1183,10 +1175,10 @@ static int fault(ptx_warp *w, const ptx_insn *i, uint64_t addr, int code)
 #define MEM_LANE(PT, WHERE)                                                                   \
     uint64_t a = A[l] + off;                                                                  \
     if (a & (size - 1))                                                                       \
-        return fault(w, i, a, PTX_E_MISALIGNED);                                              \
+        return ptx_fault(w, i, a, PTX_E_MISALIGNED);                                          \
     PT *p = WHERE(a, size);                                                                   \
     if (p == NULL)                                                                            \
-        return fault(w, i, a, PTX_E_ILLEGAL_ADDRESS)
+        return ptx_fault(w, i, a, PTX_E_ILLEGAL_ADDRESS)
 
 #define MEMOPS(cls, WHERE)                                                                    \
     MEMOP(cls, 1, uint8_t, SX1, WHERE)                                                        \
@@ -1340,10 +1332,10 @@ static uint64_t atom1(uint8_t *p, int op, int tk, uint64_t b, uint64_t c)
         LANES(m, {                                                                            \
             uint64_t a = A[l] + (uint64_t)i->imm;                                             \
             if (a & (uint64_t)(size - 1))                                                     \
-                return fault(w, i, a, PTX_E_MISALIGNED);                                      \
+                return ptx_fault(w, i, a, PTX_E_MISALIGNED);                                  \
             uint8_t *p = WHERE(a, (uint64_t)size);                                            \
             if (p == NULL)                                                                    \
-                return fault(w, i, a, PTX_E_ILLEGAL_ADDRESS);                                 \
+                return ptx_fault(w, i, a, PTX_E_ILLEGAL_ADDRESS);                             \
             uint64_t old = atom1(p, i->mode, tk, B[l], i->mode == 9 ? C[l] : 0);              \
             D[l] = size == 4 ? (uint32_t)old : old;                                           \
         });                                                                                   \
@@ -1363,11 +1355,11 @@ H(cpasync)
         uint64_t ga = A[l] + (uint64_t)i->imm, sa = S[l] + (uint64_t)(int64_t)(int32_t)i->aux;
         uint64_t n = N[l] < size ? N[l] : size;
         if ((ga | sa) & (size - 1))
-            return fault(w, i, ga, PTX_E_MISALIGNED);
+            return ptx_fault(w, i, ga, PTX_E_MISALIGNED);
         uint8_t *dst = at_shared(b, sa, size);
         const uint8_t *from = n ? ptx_gaddr(b, ga, n) : dst;
         if (dst == NULL || from == NULL)
-            return fault(w, i, dst == NULL ? sa : ga, PTX_E_ILLEGAL_ADDRESS);
+            return ptx_fault(w, i, dst == NULL ? sa : ga, PTX_E_ILLEGAL_ADDRESS);
         uint8_t tmp[16] = {0};
         memcpy(tmp, from, n);
         memcpy(dst, tmp, size);
@@ -1666,18 +1658,18 @@ static int do_ocall(ptx_warp *w, const ptx_insn *i, uint32_t em, uint32_t m, uin
             uint64_t v = w->r[i->s[0]][l], fid = v & 0xffffffffu;
             if ((v & ~0xffffffffull) != PTX_FUNC_TAG || fid >= k->nfuncs
                 || (bi = k->body_of[fid]) < 0)
-                return fault(w, i, v, PTX_E_LAUNCH_FAILED);
+                return ptx_fault(w, i, v, PTX_E_LAUNCH_FAILED);
         }
         const ptx_body *bd = &k->bodies[bi];
         uint64_t fp = w->fp[l], nfp = fp + oc->k;
         if (nfp + bd->frame > lsz) /* too deep a recursion */
-            return fault(w, i, nfp, PTX_E_LAUNCH_FAILED);
+            return ptx_fault(w, i, nfp, PTX_E_LAUNCH_FAILED);
         uint8_t *base = lane_frame(w, l), *fr = base + nfp;
         uint32_t top = 0;
         for (uint32_t a = 0; a < oc->nargs; a++) {
             uint32_t off = oc->off[oc->nret + a], size = oc->size[oc->nret + a];
             if (top + size > bd->rets || fp + off + size > lsz)
-                return fault(w, i, fp + off, PTX_E_LAUNCH_FAILED);
+                return ptx_fault(w, i, fp + off, PTX_E_LAUNCH_FAILED);
             memcpy(fr + top, base + fp + off, size);
             top += a16(size);
         }
@@ -1706,13 +1698,13 @@ static int do_oret(ptx_warp *w, const ptx_insn *i, uint32_t em)
         uint32_t hdr[4];
         memcpy(hdr, fr + bd->hdr, sizeof hdr);
         if (hdr[2] >= k->nocalls)
-            return fault(w, i, 0, PTX_E_LAUNCH_FAILED);
+            return ptx_fault(w, i, 0, PTX_E_LAUNCH_FAILED);
         const ptx_ocall *oc = &k->ocalls[hdr[2]];
         uint64_t ofp = hdr[1];
         for (uint32_t j = 0; j < oc->nret; j++) {
             uint32_t size = oc->size[j] < 16 ? oc->size[j] : 16;
             if (ofp + oc->off[j] + size > lsz)
-                return fault(w, i, ofp + oc->off[j], PTX_E_LAUNCH_FAILED);
+                return ptx_fault(w, i, ofp + oc->off[j], PTX_E_LAUNCH_FAILED);
             memcpy(base + ofp + oc->off[j], fr + bd->rets + 16 * j, size);
         }
         for (uint32_t r = 0; r < bd->nr; r++)
@@ -1864,13 +1856,13 @@ int ptx_warp_run(ptx_warp *w)
             continue;
         case PTX_C_TRAP:
             if (em) {
-                rc = fault(w, i, 0, PTX_E_LAUNCH_FAILED);
+                rc = ptx_fault(w, i, 0, PTX_E_LAUNCH_FAILED);
                 goto out;
             }
             pc++;
             continue;
         default:
-            rc = fault(w, i, 0, PTX_E_LAUNCH_FAILED);
+            rc = ptx_fault(w, i, 0, PTX_E_LAUNCH_FAILED);
             goto out;
         }
     reselect:

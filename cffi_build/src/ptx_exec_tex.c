@@ -14,15 +14,6 @@
 #include "ptx_int.h"
 #include "ptx_tex.h"
 
-static int tex_fault(ptx_warp *w, const ptx_insn *i, uint64_t addr, int code)
-{
-    ptx_block *b = w->b;
-    b->err = code;
-    b->err_line = i->line;
-    b->err_addr = addr;
-    return code;
-}
-
 typedef struct {
     uint64_t value;
     const ptx_texref *t;
@@ -36,11 +27,11 @@ static const ptx_texref *object(ptx_warp *w, const ptx_insn *i, object_cache *oc
         return oc->t;
     const ptx_texref *t = ptx_texture_of(w->b, v, surface);
     if (t == NULL) {
-        *rc = tex_fault(w, i, v, PTX_E_ILLEGAL_ADDRESS);
+        *rc = ptx_fault(w, i, v, PTX_E_ILLEGAL_ADDRESS);
         return NULL;
     }
     if (t->size != 0 && ptx_gaddr(w->b, t->lo, t->size) == NULL) {
-        *rc = tex_fault(w, i, t->lo, PTX_E_ILLEGAL_ADDRESS);
+        *rc = ptx_fault(w, i, t->lo, PTX_E_ILLEGAL_ADDRESS);
         return NULL;
     }
     oc->value = v;
@@ -160,7 +151,7 @@ static int surface_lane(ptx_warp *w, const ptx_insn *i, int l, const ptx_texref 
     int rc = ptx_surf_access(t, geom, i->mode2, xyz[0], xyz[1], xyz[2], layer, vec * lane, data,
                              store, &addr);
     if (rc != 0)
-        return tex_fault(w, i, addr, rc);
+        return ptx_fault(w, i, addr, rc);
     for (uint32_t k = 0; !store && k < vec; k++) {
         uint64_t v = 0;
         memcpy(&v, data + k * lane, lane);

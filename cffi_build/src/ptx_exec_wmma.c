@@ -37,26 +37,16 @@
 
 #define MAXE 256 /* elements of the largest fragment (16 x 16) */
 
-static int stop(ptx_warp *w, const ptx_insn *i, uint64_t addr, int code, const char *why)
-{
-    ptx_block *b = w->b;
-    b->err = code;
-    b->err_line = i->line;
-    b->err_addr = addr;
-    snprintf(b->why, sizeof b->why, "%s", why);
-    return code;
-}
-
 /* Every lane runs the instruction, and V (an address or stride) is the same
  * in each: 0, else the launch fails. */
 static int collective(ptx_warp *w, const ptx_insn *i, uint32_t m, const uint64_t *v)
 {
     if (m != PTX_FULL)
-        return stop(w, i, 0, PTX_E_LAUNCH_FAILED,
+        return ptx_fault_why(w, i, 0, PTX_E_LAUNCH_FAILED,
                     "wmma needs all 32 lanes of the warp (it ran with fewer)");
     for (int l = 1; l < PTX_LANES && v != NULL; l++)
         if (v[l] != v[0])
-            return stop(w, i, v[l], PTX_E_LAUNCH_FAILED,
+            return ptx_fault_why(w, i, v[l], PTX_E_LAUNCH_FAILED,
                         "wmma's address and stride must be the same in every lane");
     return 0;
 }
@@ -136,7 +126,7 @@ static uint8_t *line_at(ptx_warp *w, const ptx_insn *i, uint64_t base, uint64_t 
     else
         p = ptx_gaddr(b, a, len);
     if (p == NULL)
-        stop(w, i, a, PTX_E_ILLEGAL_ADDRESS, "");
+        ptx_fault_why(w, i, a, PTX_E_ILLEGAL_ADDRESS, "");
     return p;
 }
 
@@ -151,7 +141,7 @@ static int access_of(ptx_warp *w, const ptx_insn *i, uint32_t m, int dst, ptx_wm
     if (rc != 0)
         return rc;
     if (ptx_wmma_frag_of((int)i->aux, (int)(i->mode & PTX_WM_KIND), i->mode2, f) != 0)
-        return stop(w, i, 0, PTX_E_LAUNCH_FAILED, "bad wmma encoding");
+        return ptx_fault_why(w, i, 0, PTX_E_LAUNCH_FAILED, "bad wmma encoding");
     carried(i, 0, dst, f->nregs, regs);
     *base = w->r[i->ab][0] + (uint64_t)i->imm;
     *stride_b = (uint64_t)(uint32_t)w->r[i->s[0]][0] * f->esize;
@@ -159,7 +149,7 @@ static int access_of(ptx_warp *w, const ptx_insn *i, uint32_t m, int dst, ptx_wm
      * be aligned with the size of the corresponding fragment in bytes." */
     uint64_t frag_b = (uint64_t)f->nregs * (f->esize == 8 ? 8 : 4);
     if (*base % frag_b != 0 || *stride_b % frag_b != 0)
-        return stop(w, i, *base, PTX_E_MISALIGNED,
+        return ptx_fault_why(w, i, *base, PTX_E_MISALIGNED,
                     "wmma's address and stride must be multiples of the fragment's size");
     return 0;
 }
@@ -389,7 +379,7 @@ static inline __attribute__((always_inline)) int wmma_mma(ptx_warp *w, const ptx
     if (ptx_wmma_frag_of(shape, PTX_WM_A, ab, &fa) || ptx_wmma_frag_of(shape, PTX_WM_B, ab, &fb)
         || ptx_wmma_frag_of(shape, PTX_WM_C, ct, &fc)
         || ptx_wmma_frag_of(shape, PTX_WM_C, dt, &fd))
-        return stop(w, i, 0, PTX_E_LAUNCH_FAILED, "bad wmma encoding");
+        return ptx_fault_why(w, i, 0, PTX_E_LAUNCH_FAILED, "bad wmma encoding");
     uint32_t ra[8], rb[8], rcg[8], rd[8];
     carried(i, 0, 0, fa.nregs, ra); /* carriers 0-1: s[] A, d[] D */
     carried(i, 0, 1, fd.nregs, rd);

@@ -19,6 +19,7 @@
 #define GLEAM_PTX_INT_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "ptx.h"
@@ -310,6 +311,26 @@ typedef struct ptx_warp {
     const struct ptx_insn *bar; /* the barrier its waiting lanes arrived at */
     uint64_t insns;
 } ptx_warp;
+
+/* A fault of instruction I (any lane) at ADDR: the block stops with CODE and
+ * the launch reports the instruction's PTX line and the address. WHY, where a
+ * handler has more to say, becomes the block's note. */
+static inline int ptx_fault_why(ptx_warp *w, const struct ptx_insn *i, uint64_t addr, int code,
+                                const char *why)
+{
+    ptx_block *b = w->b;
+    b->err = code;
+    b->err_line = i->line;
+    b->err_addr = addr;
+    if (why != NULL)
+        snprintf(b->why, sizeof b->why, "%s", why);
+    return code;
+}
+
+static inline int ptx_fault(ptx_warp *w, const struct ptx_insn *i, uint64_t addr, int code)
+{
+    return ptx_fault_why(w, i, addr, code, NULL);
+}
 
 extern const ptx_fn ptx_handlers[PTX_NOPS];
 /* The handlers that live outside ptx_exec.c (ptx_exec_tex.c, ptx_video.c). */

@@ -73,16 +73,6 @@ static uint64_t mb_encode(const mbar_state *s)
            | (s->valid ? MB_VALID : 0) | (s->phase ? MB_PHASE : 0);
 }
 
-static int mb_fault(ptx_warp *w, const ptx_insn *i, uint64_t addr, int code, const char *why)
-{
-    ptx_block *b = w->b;
-    b->err = code;
-    b->err_line = i->line;
-    b->err_addr = addr;
-    snprintf(b->why, sizeof b->why, "%s", why);
-    return code;
-}
-
 /* Lane l's object: a pointer into the block's shared memory, or NULL after a
  * fault (*rc). The address is a shared-window offset, or generic
  * (PTX_MB_GENERIC) and then must point into the block's shared memory. */
@@ -93,11 +83,11 @@ static uint8_t *mb_at(ptx_warp *w, const ptx_insn *i, int l, int *rc)
     if (i->mode & PTX_MB_GENERIC)
         off = a - (uint64_t)(uintptr_t)b->shared;
     if (off > b->shared_size || b->shared_size - off < 8) {
-        *rc = mb_fault(w, i, a, PTX_E_ILLEGAL_ADDRESS, "an mbarrier outside shared memory");
+        *rc = ptx_fault_why(w, i, a, PTX_E_ILLEGAL_ADDRESS, "an mbarrier outside shared memory");
         return NULL;
     }
     if (off & 7) {
-        *rc = mb_fault(w, i, a, PTX_E_MISALIGNED, "");
+        *rc = ptx_fault_why(w, i, a, PTX_E_MISALIGNED, "");
         return NULL;
     }
     return b->shared + off;
@@ -129,7 +119,7 @@ static uint8_t *mb_valid_at(ptx_warp *w, const ptx_insn *i, int l, mbar_state *s
         return NULL;
     *s = mb_decode(mb_load(p));
     if (!s->valid) {
-        *rc = mb_fault(w, i, (uint64_t)(uintptr_t)p, PTX_E_LAUNCH_FAILED,
+        *rc = ptx_fault_why(w, i, (uint64_t)(uintptr_t)p, PTX_E_LAUNCH_FAILED,
                        "an mbarrier used before mbarrier.init or after mbarrier.inval");
         return NULL;
     }
@@ -171,7 +161,7 @@ static int mb_init_lane(ptx_warp *w, const ptx_insn *i, int l, uint8_t *p, mbar_
 {
     uint64_t count = (uint32_t)w->r[i->s[0]][l];
     if (count < 1 || count > MB_COUNT_MAX)
-        return mb_fault(w, i, (uint64_t)(uintptr_t)p, PTX_E_LAUNCH_FAILED,
+        return ptx_fault_why(w, i, (uint64_t)(uintptr_t)p, PTX_E_LAUNCH_FAILED,
                         "mbarrier.init with a count outside [1, 2^20-1]");
     *s = (mbar_state){(uint32_t)count, (uint32_t)count, 0, 1, 0};
     mb_store(p, mb_encode(s));
@@ -202,19 +192,19 @@ static int mb_arrive_lane(ptx_warp *w, const ptx_insn *i, int l, uint8_t *p, mba
         return 0;
     uint64_t count = (uint32_t)w->r[i->s[0]][l];
     if ((i->mode & PTX_MB_EXPECT_TX) && mb_add_tx(s, (uint32_t)w->r[i->s[1]][l]) != 0)
-        return mb_fault(w, i, addr, PTX_E_LAUNCH_FAILED,
+        return ptx_fault_why(w, i, addr, PTX_E_LAUNCH_FAILED,
                         "an mbarrier's tx-count leaves [-(2^20-1), 2^20-1]");
     if (count < 1 || count > s->pending)
-        return mb_fault(w, i, addr, PTX_E_LAUNCH_FAILED,
+        return ptx_fault_why(w, i, addr, PTX_E_LAUNCH_FAILED,
                         "an mbarrier arrival with fewer arrivals pending");
     if ((i->mode & PTX_MB_DROP) && count > s->expected)
-        return mb_fault(w, i, addr, PTX_E_LAUNCH_FAILED,
+        return ptx_fault_why(w, i, addr, PTX_E_LAUNCH_FAILED,
                         "mbarrier.arrive_drop below zero expected arrivals");
     s->pending -= (uint32_t)count;
     if (i->mode & PTX_MB_DROP)
         s->expected -= (uint32_t)count;
     if ((i->mode & PTX_MB_NOCOMPLETE) && s->pending == 0 && s->tx == 0)
-        return mb_fault(w, i, addr, PTX_E_LAUNCH_FAILED,
+        return ptx_fault_why(w, i, addr, PTX_E_LAUNCH_FAILED,
                         "an mbarrier arrival .noComplete that completes the phase");
     mb_maybe_complete(s);
     mb_store(p, mb_encode(s));
@@ -229,7 +219,7 @@ static int mb_tx_lane(ptx_warp *w, const ptx_insn *i, int l, uint8_t *p, mbar_st
 {
     int64_t n = (uint32_t)w->r[i->s[0]][l];
     if (mb_add_tx(s, (i->mode & PTX_MB_COMPLETE_TX) ? -n : n) != 0)
-        return mb_fault(w, i, (uint64_t)(uintptr_t)p, PTX_E_LAUNCH_FAILED,
+        return ptx_fault_why(w, i, (uint64_t)(uintptr_t)p, PTX_E_LAUNCH_FAILED,
                         "an mbarrier's tx-count leaves [-(2^20-1), 2^20-1]");
     if (i->mode & PTX_MB_COMPLETE_TX)
         mb_maybe_complete(s);
