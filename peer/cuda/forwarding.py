@@ -195,20 +195,23 @@ class CudaForwarding:
 
     def client_ended(self, client: ClientSession, reason: str) -> None:
         """A client session is over (its reader thread): release the server's side."""
+        # The route leaves and the run's tally gains the session in one step: a
+        # run's report (Trio thread) must never see the session in neither.
         with self._lock:
-            route = self.routes.pop(client.session, None)
-        if route is None:
-            return
+            route = self.routes.get(client.session)
+            if route is None:
+                return
+            row = client.row()
+            row.update(ended=time.time(), end_reason=reason, failed=client.failed is not None)
+            if route.served is not None:
+                row["server_stats"] = dict(route.served.stats)
+            kept = finished_row(row, ended=row["ended"], reason=reason, failed=row["failed"])
+            if client.run:
+                self.runs.add(client.run, kept)
+            del self.routes[client.session]
         log.info("session %016x (%s) ended: %s", client.session, client.program, reason)
-        row = client.row()
-        row.update(ended=time.time(), end_reason=reason, failed=client.failed is not None)
-        if route.served is not None:
-            row["server_stats"] = dict(route.served.stats)
         self.finished.append(row)
-        kept = finished_row(row, ended=row["ended"], reason=reason, failed=row["failed"])
         self.ended.add(kept)
-        if client.run:
-            self.runs.add(client.run, kept)
         if self._token is not None and not self.stopped:
             server = route.link.node_id if route.link is not None else None
             with contextlib.suppress(trio.RunFinishedError):
@@ -233,17 +236,21 @@ class CudaForwarding:
 
     # ------------------------------------------------------------ runs
 
-    def _ending(self, run: str) -> tuple[int, int]:
+    def _ending(self, run: str) -> tuple[int, int, dict[str, Any]]:
         """(sessions of ``run`` whose program is gone but that have not ended yet,
-        sessions of it whose program still runs: a child the program left behind)."""
+        sessions of it whose program still runs: a child the program left behind,
+        the run's tally of ended sessions), all taken at one instant."""
+        with self._lock:
+            routes = list(self.routes.values())
+            report = self.runs.report(run)
         gone = alive = 0
-        for route in list(self.routes.values()):
+        for route in routes:
             if route.client.run == run:
                 if _process_alive(route.client.pid):
                     alive += 1
                 else:
                     gone += 1
-        return gone, alive
+        return gone, alive, report
 
     async def run_report(self, run: str, wait: float) -> dict[str, Any]:
         """What the ended sessions of ``run`` did, once every session whose program
@@ -255,7 +262,8 @@ class CudaForwarding:
                 if not run or self._ending(run)[0] == 0:
                     break
                 await ended.wait()
-        return {**self.runs.report(run), "running": self._ending(run)[1] if run else 0}
+        _, alive, report = self._ending(run)
+        return {**report, "running": alive if run else 0}
 
     # ------------------------------------------------------------ data connections
 
