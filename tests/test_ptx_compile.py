@@ -31,7 +31,7 @@ from .ptx_corpus.cases import CASES
 from .ptx_corpus.spec import Buf, Case, inputs, pack_params
 from .ptx_kernels_gen import HEADER, SLOT, kernels
 from .test_ptx_fuzz import STORE
-from .test_ptx_warp_groups import JOIN_FIRST
+from .test_ptx_warp_groups import JOIN_FIRST, SYNCWARP_JOIN_FIRST
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "ptx_corpus"
@@ -304,6 +304,14 @@ def test_sync_instruction_in_a_join_block_laid_out_first_waits_on_both_tiers():
                             lambda: np.zeros(64, np.uint32))
     assert interp.rc == 0 and compiled == interp
     assert np.frombuffer(compiled.memory["buf"], np.uint32).tolist() == [64, 4] * 32
+
+
+def test_syncwarp_in_a_join_block_laid_out_first_waits_on_both_tiers():
+    interp, compiled = both(SYNCWARP_JOIN_FIRST, "syncwarp_join_first",
+                            lambda b: struct.pack("<Q", b.ctypes.data),
+                            lambda: np.zeros(32, np.uint32))
+    assert interp.rc == 0 and compiled == interp
+    assert np.frombuffer(compiled.memory["buf"], np.uint32).tolist() == [10] * 32
 
 
 def test_vote_match_redux_and_shfl_after_a_divergent_region_agree_over_blocks_and_warps():

@@ -187,3 +187,67 @@ def test_a_sync_instruction_waits_for_lanes_still_in_a_region_laid_out_after_it(
     assert rc == 0, msg
     assert out[:, 0].tolist() == [64] * LANES  # every ballot saw all 16 even lanes
     assert out[:, 1].tolist() == [4] * LANES   # lane 0's count after its 4th region
+
+
+# __syncwarp in the same place: the lanes that skip the region reach the join's
+# bar.warp.sync first and must wait there for the lanes still writing their slots, so
+# every odd lane reads what its even neighbour wrote in this trip (1 + 2 + 3 + 4 = 10).
+# Taken as a plain fence, the odd lanes read a slot from an earlier trip or none.
+SYNCWARP_JOIN_FIRST = """
+.version 8.0
+.target sm_80
+.address_size 64
+
+.visible .entry syncwarp_join_first(.param .u64 out)
+{
+    .reg .pred %p<3>; .reg .b32 %r<10>; .reg .b64 %rd<8>;
+    .shared .align 4 .b32 slots[32];
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %laneid;
+    mov.u32 %r2, 0;
+    mov.u32 %r5, 0;
+    mov.u64 %rd4, slots;
+    and.b32 %r8, %r1, -2;
+    mul.wide.u32 %rd5, %r8, 4;
+    add.s64 %rd5, %rd4, %rd5;
+    mov.u32 %r9, 0;
+    st.shared.u32 [%rd5], %r9;
+    bar.warp.sync -1;
+    bra.uni HEAD;
+JOIN:
+    bar.warp.sync -1;
+    ld.shared.u32 %r6, [%rd5];
+    add.u32 %r5, %r5, %r6;
+    bar.warp.sync -1;
+    add.u32 %r2, %r2, 1;
+HEAD:
+    setp.lt.u32 %p2, %r2, 4;
+    @!%p2 bra DONE;
+    and.b32 %r6, %r1, 1;
+    setp.eq.u32 %p1, %r6, 0;
+    @!%p1 bra JOIN;
+    add.u32 %r7, %r2, 1;
+    st.shared.u32 [%rd5], %r7;
+    bra.uni JOIN;
+DONE:
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r5;
+    ret;
+}
+"""
+
+
+def test_syncwarp_waits_for_lanes_still_in_a_region_laid_out_after_it():
+    out = np.zeros(LANES, np.uint32)
+    rc, _, msg = run(load(SYNCWARP_JOIN_FIRST), "syncwarp_join_first",
+                     struct.pack("<Q", out.ctypes.data), [out])
+    assert rc == 0, msg
+    assert out.tolist() == [10] * LANES
+
+
+def test_syncwarp_without_its_mask_is_refused():
+    text = SYNCWARP_JOIN_FIRST.replace("bar.warp.sync -1;\n    bra.uni HEAD;",
+                                       "bar.warp.sync;\n    bra.uni HEAD;")
+    with pytest.raises(AssertionError, match=r"bar\.warp\.sync takes 1 operand"):
+        load(text)

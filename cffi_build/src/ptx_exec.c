@@ -118,6 +118,15 @@ H(fence)
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     return 0;
 }
+/* bar.warp.sync: the waiting is done before it runs (sync_must_hold holds the
+ * group until its mask's parked lanes arrive); what is left is the ordering
+ * of memory among the lanes that met. */
+H(warpsync)
+{
+    (void)w, (void)i, (void)m;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return 0;
+}
 
 /* ---------------------------------------------------- integer arithmetic */
 

@@ -413,6 +413,8 @@ static inline int ptx_sync_mask_operand(int op)
     case PTX_OP_match_all:
     case PTX_OP_redux:
         return 1;
+    case PTX_OP_warpsync:
+        return 0;
     default:
         return -1;
     }

@@ -65,7 +65,7 @@
     X(atom_g) X(atom_s) X(fence) X(cpasync)                                                              \
     /* warp-wide */                                                                           \
     X(shfl) X(redux) X(vote_all) X(vote_any) X(vote_uni) X(vote_ballot) X(activemask) X(match_any)     \
-    X(match_all)                                                                              \
+    X(match_all) X(warpsync)                                                                  \
     /* textures and surfaces (handlers in ptx_exec_tex.c) */                                  \
     X(tex) X(tld4) X(txq) X(suq) X(suld) X(sust)                                              \
     /* a call of the device runtime (printf, assert, malloc, free: ptx_builtin.c) */          \

@@ -1768,11 +1768,19 @@ static int instruction_(ps *s, uint32_t guard)
     if (!strcmp(base, "exit")) return b_ctl(&c, PTX_C_EXIT);
     if (!strcmp(base, "trap")) return b_ctl(&c, PTX_C_TRAP);
     if (!strcmp(base, "bar") || !strcmp(base, "barrier")) {
-        if (take(&m, "warp")) { /* __syncwarp: lanes already run in lockstep here */
+        if (take(&m, "warp")) { /* __syncwarp(mask): the lanes of its mask meet there */
             take(&m, "sync");
             if (finish(s, &m) != 0)
                 return -1;
-            return px_emit(s, PTX_OP_fence, guard) ? 0 : -1;
+            if (n != 1) {
+                px_fail(s, "bar.warp.sync takes 1 operand (the member mask)");
+                return -1;
+            }
+            ptx_insn *i = px_emit(s, PTX_OP_warpsync, guard);
+            if (i == NULL)
+                return -1;
+            SS(i, 0, src(s, &o[0], T_U32));
+            return 0;
         }
         return b_ctl(&c, PTX_C_BAR);
     }

@@ -205,6 +205,7 @@ static int emit_warp(ptxc_emitter *c, uint32_t pc)
     ptxc_put(t, " if (em) {");
     switch (i->op) {
     case PTX_OP_fence:
+    case PTX_OP_warpsync: /* its waiting is emit_hold's */
         ptxc_put(t, " __atomic_thread_fence(__ATOMIC_SEQ_CST);");
         break;
     case PTX_OP_activemask:

@@ -82,7 +82,7 @@ int ptxc_kind(const ptx_insn *i)
         return PTXC_MEM;
     if (ptxc_atom_inline(i))
         return PTXC_MEM;
-    if (op == PTX_OP_shfl || op == PTX_OP_fence || op == PTX_OP_activemask
+    if (op == PTX_OP_shfl || op == PTX_OP_fence || op == PTX_OP_activemask || op == PTX_OP_warpsync
         || (op >= PTX_OP_vote_all && op <= PTX_OP_vote_ballot))
         return PTXC_WARP;
     if (rounds(op) && (i->mode & 3) != 0)
