@@ -24,10 +24,13 @@ LANES = 32
 OUTPUTS = ("add.u32", "min.s32", "max.s32", "min.u32", "max.u32", "and.b32", "or.b32",
            "xor.b32", "ballot", "all", "any", "uni", "match.all", "match.all pred", "group")
 
-GROUPS = """
+PTX_HEAD = """
 .version 8.0
 .target sm_80
 .address_size 64
+"""
+
+GROUPS = PTX_HEAD + """
 
 // A lane whose key is negative sits out (it branches past the warp-wide part, as
 // a grid-stride loop's lanes past the end do); the others group by key.
@@ -143,10 +146,7 @@ def test_one_group_is_the_whole_active_warp():
 # .sync instruction waits there for the others of its mask (PTX ISA, vote.sync), so every
 # ballot counts the 16 even lanes, 4 times; running the skipping lanes first, alone, once
 # gave the odd lanes 0 and the even lanes 64 (points lost without an error).
-JOIN_FIRST = """
-.version 8.0
-.target sm_80
-.address_size 64
+JOIN_FIRST = PTX_HEAD + """
 
 .visible .entry join_first(.param .u64 out)
 {
@@ -193,10 +193,7 @@ def test_a_sync_instruction_waits_for_lanes_still_in_a_region_laid_out_after_it(
 # bar.warp.sync first and must wait there for the lanes still writing their slots, so
 # every odd lane reads what its even neighbour wrote in this trip (1 + 2 + 3 + 4 = 10).
 # Taken as a plain fence, the odd lanes read a slot from an earlier trip or none.
-SYNCWARP_JOIN_FIRST = """
-.version 8.0
-.target sm_80
-.address_size 64
+SYNCWARP_JOIN_FIRST = PTX_HEAD + """
 
 .visible .entry syncwarp_join_first(.param .u64 out)
 {
