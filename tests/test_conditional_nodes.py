@@ -1,0 +1,144 @@
+"""Conditional graph nodes on the executor: descriptions with nested bodies read from the
+wire (each rule checked; tests/test_graph_executor.py fuzzes them), bodies chosen by the
+values kernels set with cudaGraphSetConditional, and that call faulting outside its graph.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from . import graph_desc as gd
+from .cuda_session import Session, ptx_only_session, rec
+from .test_graph_executor import instantiate, launch
+
+INVALID_VALUE, INVALID_HANDLE, LAUNCH_FAILED = 1, 400, 719
+
+
+# ------------------------------------------------------------ the executor's side
+
+# Sets the handle p (a u64 parameter) to the u32 word at q.
+DECIDE = b"""
+.version 7.8
+.target sm_80
+.address_size 64
+.extern .func cudaGraphSetConditional(.param .b64 h, .param .b32 v);
+.visible .entry decide(.param .u64 h, .param .u64 q)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [h];
+    ld.param.u64 %rd2, [q];
+    cvta.to.global.u64 %rd3, %rd2;
+    ld.global.u32 %r1, [%rd3];
+    {
+    .param .b64 p0;
+    st.param.b64 [p0+0], %rd1;
+    .param .b32 p1;
+    st.param.b32 [p1+0], %r1;
+    call.uni cudaGraphSetConditional, (p0, p1);
+    }
+    ret;
+}
+\0"""
+
+
+def decide_fn(s: Session) -> int:
+    return s.function(s.load(DECIDE), "decide")
+
+
+@pytest.fixture
+def s():
+    with ptx_only_session() as session:
+        yield session
+
+
+def test_a_switch_and_a_while_run_the_bodies_the_values_choose(s):
+    fn, word, out = decide_fn(s), s.alloc(16), s.alloc(64)
+    key = 0x676C636E00000001
+    bodies = [gd.Graph([gd.memset(out + 4 * k, 4, 10 + k)], stages=1) for k in range(3)]
+    g = gd.Graph([gd.kernel(fn, (1, 1, 1), (1, 1, 1), struct.pack("<QQ", key, word)),
+                  gd.cond(0, gd.SWITCH, bodies)], edges=[(0, 1)],
+                 handles=[(key, 0, 0)])
+    ex = instantiate(s, g)
+    for value, want in ((1, [0, 11, 0]), (2, [0, 11, 12]), (3, [0, 11, 12])):
+        s.htod(word, struct.pack("<I", value))
+        assert launch(s, ex) == (0, 0)
+        assert list(s.dtoh(out, 12)) == [b for w in want for b in [w] * 4]
+
+
+def test_the_default_applies_at_each_launch_only_with_its_flag(s):
+    fn, word, out = decide_fn(s), s.alloc(16), s.alloc(16)
+    key = 0x676C636E00000002
+    # WHILE: the body sets the value to the word (0), once per launch when the default
+    # 1 is applied at each launch; without the flag the 0 stays and the body never runs.
+    body = gd.Graph([gd.kernel(fn, (1, 1, 1), (1, 1, 1), struct.pack("<QQ", key, word)),
+                     gd.memset(out, 1, 1)], edges=[], stages=1)
+    for flags, want in ((1, [1, 1]), (0, [1, 0])):
+        s.htod(out, bytes(16))
+        ex = instantiate(s, gd.Graph([gd.cond(0, gd.WHILE, [body])],
+                                     handles=[(key, 1, flags)]))
+        seen = []
+        for _ in range(2):
+            s.htod(out, bytes(16))
+            assert launch(s, ex) == (0, 0)
+            seen.append(s.dtoh(out, 1)[0])
+        assert seen == want, flags
+
+
+def test_a_kernel_outside_its_graph_cannot_set_the_handle(s):
+    fn, word = decide_fn(s), s.alloc(16)
+    args = struct.pack("<QQ", 0x676C636E00000003, word)
+    assert s.run(rec("glLaunch", fn, 1, 1, 1, 1, 1, 1, 0, 0, len(args), payload=args)) is None
+    assert s.sync() == (0, LAUNCH_FAILED)
+    assert any("not one of the launching graph's" in n for n in s.notes), s.notes
+
+
+@pytest.mark.parametrize("change", [
+    "handle_index", "while_size", "if_size", "type", "body_outside", "body_gap",
+    "body_with_handles", "body_stages", "bodies_without_node", "nest_too_deep", "flags",
+    "cond_contents"])
+def test_malformed_conditional_descriptions_are_refused_whole(s, change):
+    a = s.alloc(64)
+    key = 0x676C636E00000004
+    body = gd.Graph([gd.memset(a, 4, 1)], stages=1)
+    handles = [(key, 0, 0)]
+    node = gd.cond(0, gd.IF, [body])
+    extra = b""
+    if change == "handle_index":
+        node = gd.cond(1, gd.IF, [body])
+    elif change == "while_size":
+        node = gd.cond(0, gd.WHILE, [body, body])
+    elif change == "if_size":
+        node = gd.cond(0, gd.IF, [body, body, body])
+    elif change == "type":
+        node = gd.cond(0, 3, [body])
+    elif change == "body_with_handles":
+        node = gd.cond(0, gd.IF, [gd.Graph([gd.memset(a, 4, 1)], stages=1, handles=handles)])
+    elif change == "body_stages":
+        node = gd.cond(0, gd.IF, [gd.Graph([gd.memset(a, 4, 1)], stages=2)])
+    elif change == "nest_too_deep":
+        for _ in range(20):
+            body = gd.Graph([gd.cond(0, gd.IF, [body])], stages=1)
+        node = gd.cond(0, gd.IF, [body])
+    elif change == "flags":
+        handles = [(key, 0, 2)]
+    elif change == "cond_contents":
+        node.body = node.body.ljust(20, b"\0") + b"\1"
+    g = gd.Graph([gd.memset(a, 4, 2), node], edges=[(0, 1)], handles=handles)
+    desc = bytearray(g.encode())
+    cond_at = gd.HEAD.size + gd.NODE_HEAD.size + gd.UNION + gd.NODE_HEAD.size
+    if change == "body_outside":  # the body's range runs past the bodies bytes
+        struct.pack_into("<I", desc, cond_at + 16, len(body.encode()) + 8)
+    elif change == "body_gap":  # the range starts past the first byte
+        struct.pack_into("<I", desc, cond_at + 12, 4)
+    elif change == "bodies_without_node":
+        desc = bytearray(gd.Graph([gd.memset(a, 4, 2)], handles=handles).encode())
+        struct.pack_into("<I", desc, 28, 32)
+        extra = bytes(32)
+    ex = instantiate(s, bytes(desc + extra))
+    assert s.sync() == (0, INVALID_VALUE)
+    assert any("refused the graph" in note for note in s.notes), s.notes
+    assert launch(s, ex) == (0, INVALID_HANDLE)
+    assert s.dtoh(a, 4) == bytes(4)
