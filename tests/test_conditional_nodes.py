@@ -1,19 +1,48 @@
-"""Conditional graph nodes on the executor: descriptions with nested bodies read from the
-wire (each rule checked; tests/test_graph_executor.py fuzzes them), bodies chosen by the
-values kernels set with cudaGraphSetConditional, and that call faulting outside its graph.
+"""Conditional graph nodes (cuda-samples' graphConditionalNodes), end to end and on the wire.
+
+examples/cuda/runtime/conditional.cu, built by nvcc with static and shared cudart, runs
+through ``gleam-peer run`` against a host-backend server running its kernels from PTX:
+IF/ELSE, WHILE (a default applied at each launch), SWITCH, a WHILE captured into a graph
+under capture with an IF nested in its body, each decided by kernels calling
+cudaGraphSetConditional on the server; then what gleam refuses (a host function or a copy
+of the program's memory in a body, bad flags, a handle of another graph) and a kernel
+setting a handle outside any graph (a launch failure with a line). The executor's side
+reads descriptions with nested bodies from the wire: each rule is checked, and
+tests/test_graph_executor.py fuzzes them.
 """
 
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 
 from . import graph_desc as gd
+from .cuda_mesh import ptx_mesh, run_through  # noqa: F401 (a fixture)
 from .cuda_session import Session, ptx_only_session, rec
+from .test_cuda_runtime import static_and_shared
 from .test_graph_executor import instantiate, launch
 
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "examples" / "cuda" / "runtime" / "conditional.cu"
 INVALID_VALUE, INVALID_HANDLE, LAUNCH_FAILED = 1, 400, 719
+CHECKS = 13
+
+
+def test_conditional_nodes_decided_by_kernels(ptx_mesh, tmp_path_factory):  # noqa: F811
+    """The program built with static and with shared cudart, each run through gleam."""
+    client, _ = ptx_mesh
+    for kind, binary in static_and_shared(SOURCE, tmp_path_factory).items():
+        done, verdict = run_through(client, binary)
+        assert verdict == {"ok": True, "checks": CHECKS, "failed": 0, "wrong": "",
+                           "outside": "cudaErrorLaunchFailure"}, (kind, done.stdout,
+                                                                  done.stderr)
+        # Each refusal says why, in gleam's words.
+        assert "host function in a conditional node's body is not supported" in done.stderr
+        assert "copy of the program's memory" in done.stderr
+        assert "cudaGraphSetConditional: handle 0x3039 is not one of the launching graph's" \
+            in done.stderr
 
 
 # ------------------------------------------------------------ the executor's side

@@ -644,7 +644,8 @@ static CUresult begin(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps,
     gl_graph *g = hGraph != NULL ? gl_graph_of(hGraph) : gl_graph_new_locked(0);
     if (find_stream(key) != NULL)
         r = CUDA_ERROR_ILLEGAL_STATE; /* already capturing */
-    else if (g == NULL || (hGraph != NULL && (g->capturing || g->child)))
+    /* (a child graph is its node's; a conditional node's body is the program's to fill) */
+    else if (g == NULL || (hGraph != NULL && (g->capturing || (g->child && g->owner == NULL))))
         r = hGraph != NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
     else if ((s = add_stream(key, c)) == NULL)
         r = CUDA_ERROR_OUT_OF_MEMORY;
