@@ -226,13 +226,6 @@ static CUresult build_execs(gl_exec *x, const gl_sgraph *g, exec_t *exec)
 
 static CUresult instantiate(gl_exec *x, gl_sgraph *g)
 {
-    /* A real conditional node would need the driver's own handles, which the
-     * kernels' arguments (the interposer's handles) do not hold: refused. */
-    if (g->nbodies > 0 || g->handles > 0) {
-        gl_exec_note(x, "glGraphInstantiate: conditional graph nodes are not supported on the "
-                     "cuda backend yet; returning CUDA_ERROR_NOT_SUPPORTED");
-        return CUDA_ERROR_NOT_SUPPORTED;
-    }
     cuda_graph *c = calloc(1, sizeof *c);
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
     if (c != NULL && (c->exec = calloc((size_t)g->stages + 1, sizeof *c->exec)) != NULL)

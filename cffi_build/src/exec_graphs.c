@@ -57,6 +57,19 @@ static CUresult read_desc(gl_exec *x, const void *desc, size_t n, gl_sgraph **ou
     return CUDA_SUCCESS;
 }
 
+/* Conditional nodes run on the host device only: on a GPU the kernels'
+ * cudaGraphSetConditional would reach the real device runtime with the
+ * interposer's handles, which a real conditional node (cuGraphAddNode with
+ * CU_GRAPH_NODE_TYPE_CONDITIONAL) would need to be the driver's own. */
+static CUresult refuse_conditionals(gl_exec *x, const gl_sgraph *g)
+{
+    if (x->be->ops->graphs == NULL || (g->nbodies == 0 && g->handles == 0))
+        return CUDA_SUCCESS;
+    gl_exec_note(x, "%s: conditional graph nodes are not supported on the cuda backend yet; "
+                 "returning CUDA_ERROR_NOT_SUPPORTED", gl_call_name(x->call));
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 static void destroy(gl_exec *x, gl_sgraph *g)
 {
     const gl_graph_backend *ops = graph_ops(x);
@@ -71,7 +84,9 @@ CUresult gx_glGraphInstantiate(gl_exec *x, CUgraphExec *exec, const void *desc, 
     CUresult r = read_desc(x, desc, n, &g);
     const gl_graph_backend *ops = graph_ops(x);
 
-    if (r == CUDA_SUCCESS && ops != NULL && (r = ops->instantiate(x, g)) != CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS && (r = refuse_conditionals(x, g)) != CUDA_SUCCESS)
+        gl_graph_free(g);
+    else if (r == CUDA_SUCCESS && ops != NULL && (r = ops->instantiate(x, g)) != CUDA_SUCCESS)
         gl_graph_free(g);
     if (r == CUDA_SUCCESS)
         *exec = (CUgraphExec)g;
@@ -86,6 +101,8 @@ CUresult gx_glGraphUpdate(gl_exec *x, CUgraphExec exec, const void *desc, size_t
     CUresult r = read_desc(x, desc, n, &with);
     const gl_graph_backend *ops = graph_ops(x);
 
+    if (r == CUDA_SUCCESS && (r = refuse_conditionals(x, with)) != CUDA_SUCCESS)
+        gl_graph_free(with);
     if (r != CUDA_SUCCESS)
         return r;
     if (!gl_graph_same_shape(g, with)) {
