@@ -23,6 +23,7 @@ from .cuda_mesh import ptx_mesh, run_through  # noqa: F401 (a fixture)
 from .cuda_session import Session, ptx_only_session, rec
 from .test_cuda_runtime import static_and_shared
 from .test_graph_executor import instantiate, launch
+from .test_ptx_compile import kernel_c, load
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "examples" / "cuda" / "runtime" / "conditional.cu"
@@ -73,6 +74,13 @@ DECIDE = b"""
 \0"""
 
 
+def test_a_kernel_setting_a_handle_stays_with_the_interpreter():
+    """The compile tier leaves device-runtime calls to the interpreter, whose built-in
+    knows the launching graph."""
+    source, why = kernel_c(load(DECIDE.rstrip(b"\0").decode()), "decide")
+    assert source is None and "is not compiled" in why, why
+
+
 def decide_fn(s: Session) -> int:
     return s.function(s.load(DECIDE), "decide")
 
@@ -114,6 +122,21 @@ def test_the_default_applies_at_each_launch_only_with_its_flag(s):
             assert launch(s, ex) == (0, 0)
             seen.append(s.dtoh(out, 1)[0])
         assert seen == want, flags
+
+
+def test_an_update_replaces_the_bodies(s):
+    out = s.alloc(16)
+    handles = [(0x676C636E00000005, 1, 1)]  # IF, its default 1 at each launch
+
+    def graph(value: int) -> gd.Graph:
+        return gd.Graph([gd.cond(0, gd.IF, [gd.Graph([gd.memset(out, 4, value)], stages=1)])],
+                        handles=handles)
+
+    ex = instantiate(s, graph(1))
+    assert launch(s, ex) == (0, 0) and s.dtoh(out, 4) == bytes([1] * 4)
+    new = graph(7).encode()
+    assert s.run(rec("glGraphUpdate", ex, len(new), payload=new)) is None
+    assert launch(s, ex) == (0, 0) and s.dtoh(out, 4) == bytes([7] * 4)
 
 
 def test_a_kernel_outside_its_graph_cannot_set_the_handle(s):
