@@ -17,6 +17,8 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from . import graph_desc as gd
 from .cuda_mesh import ptx_mesh, run_through  # noqa: F401 (a fixture)
@@ -194,3 +196,50 @@ def test_malformed_conditional_descriptions_are_refused_whole(s, change):
     assert any("refused the graph" in note for note in s.notes), s.notes
     assert launch(s, ex) == (0, INVALID_HANDLE)
     assert s.dtoh(a, 4) == bytes(4)
+
+
+# ------------------------------------------------------------------- fuzzing
+
+def body_strategy(alloc: int, handles: int, depth: int,
+                  min_size: int = 0) -> st.SearchStrategy[gd.Graph]:
+    """Well-formed bodies (memsets in the session, IF and SWITCH nodes nesting bodies):
+    the fuzz below mutates them, so most descriptions it sends are near valid ones."""
+    memset = st.builds(lambda o, w, v: gd.memset(alloc + o, w, v), st.integers(0, 4000),
+                       st.integers(0, 32), st.integers(0, 255))
+    if depth == 0:
+        return st.builds(lambda ns: gd.Graph(ns, stages=1), st.lists(memset, max_size=3))
+    body = body_strategy(alloc, handles, depth - 1)
+    index = st.sampled_from([*range(handles)] * 4 + [handles])  # now and then not a handle
+    cond = st.one_of(
+        st.builds(lambda h, bodies: gd.cond(h, gd.IF, bodies), index,
+                  st.lists(body, min_size=1, max_size=2)),
+        st.builds(lambda h, bodies: gd.cond(h, gd.SWITCH, bodies), index,
+                  st.lists(body, min_size=1, max_size=3)))
+    return st.builds(lambda ns: gd.Graph(ns, edges=[(i, i + 1) for i in range(len(ns) - 1)],
+                                         stages=1),
+                     st.lists(st.one_of(cond, memset), min_size=min_size, max_size=3))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_fuzzed_conditional_descriptions_never_crash_or_reach_outside_the_session(data):
+    with ptx_only_session() as s:
+        a = s.alloc(4096)
+        # No WHILE: with no kernel to end it, one whose value is not 0 runs forever (as on
+        # a GPU). Mutated descriptions start every value at 0, so that a byte turned into
+        # WHILE's type finds its loop ended.
+        mutations = data.draw(st.integers(0, 3))
+        handles = data.draw(st.lists(st.tuples(st.integers(0, 2 ** 64 - 1),
+                                               st.integers(0, 0 if mutations else 3),
+                                               st.integers(0, 1)), min_size=1, max_size=3))
+        root = data.draw(body_strategy(a, len(handles), 3, min_size=1))
+        desc = bytearray(gd.Graph(root.nodes, root.edges, handles=handles).encode())
+        for _ in range(mutations):
+            i = data.draw(st.integers(0, len(desc) - 1))
+            desc[i] = data.draw(st.integers(0, 255))
+        ex = instantiate(s, bytes(desc))
+        assert s.run(rec("glGraphLaunch", ex, 0, 0)) is None
+        assert s.run(rec("glGraphLaunch", ex, 0, 0)) is None
+        assert s.sync()[0] == 0
+        s.htod(a, b"ok")
+        assert s.dtoh(a, 2) == b"ok"
