@@ -1077,6 +1077,14 @@ ROWS: tuple[Row, ...] = (
       ctx=False),
     R("glVmmSetAccess", "CUdeviceptr ptr, size_t size, unsigned int flags", WAITING, (),
       server="exec", backend=False, ctx=False),
+    # ------------- appended for conditional graph nodes (issue 25, branch condg2)
+    # A graph's conditional handles are the interposer's (interposer/graph_cond.c);
+    # conditional nodes travel in the graph's description with their bodies, and
+    # the server decides them (src/exec_graphs.c, cudaGraphSetConditional in
+    # src/ptx_devrt.c).
+    R("cuGraphConditionalHandleCreate", "CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, "
+      "CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags", LOCAL,
+      (s("cuGraphConditionalHandleCreate", 12030),), ready=True),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

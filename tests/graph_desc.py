@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 
 MAGIC = 0x52474C47
 VERSION = 1
-HEAD = struct.Struct("<IHHIIIIQ")
+HEAD = struct.Struct("<IHHIIIIII")
 NODE_HEAD = struct.Struct("<B3xI")
 EDGE = struct.Struct("<II")
 UNION = 72
-EMPTY, KERNEL, MEMSET, COPY, EVENT_RECORD, EVENT_WAIT = range(6)
+EMPTY, KERNEL, MEMSET, COPY, EVENT_RECORD, EVENT_WAIT, COND = range(7)
+IF, WHILE, SWITCH = range(3)  # a conditional node's type
+HANDLE = struct.Struct("<QII")  # a conditional handle: its value, default and flags
 
 
 @dataclass
@@ -21,11 +23,14 @@ class Node:
     stage: int = 0
     body: bytes = b""  # the union's bytes (padded to 72)
     params: bytes = b""  # a kernel's packed parameters
+    bodies: list[Graph] = field(default_factory=list)  # a conditional node's
 
-    def encode(self, params_off: int) -> bytes:
+    def encode(self, params_off: int, bodies_off: int = 0, bodies_len: int = 0) -> bytes:
         body = self.body
         if self.kind == KERNEL:  # the offset is the description's
             body = body[:48] + struct.pack("<II", params_off, len(self.params))
+        if self.kind == COND and len(body) >= 12:  # so is the bodies' place
+            body = body[:12] + struct.pack("<II", bodies_off, bodies_len) + body[20:]
         return NODE_HEAD.pack(self.kind, self.stage) + body.ljust(UNION, b"\0")
 
 
@@ -55,21 +60,32 @@ def event(kind: int, handle: int, stage: int = 0) -> Node:
     return Node(kind, stage, struct.pack("<Q", handle))
 
 
+def cond(handle: int, type_: int, bodies: list[Graph], stage: int = 0) -> Node:
+    """A conditional node: handle is an index into the root's handles."""
+    return Node(COND, stage, struct.pack("<III", handle, type_, len(bodies)), bodies=bodies)
+
+
 @dataclass
 class Graph:
     nodes: list[Node] = field(default_factory=list)
     edges: list[tuple[int, int]] = field(default_factory=list)
     stages: int | None = None
+    handles: list[tuple[int, int, int]] = field(default_factory=list)
 
     def encode(self) -> bytes:
         stages = self.stages if self.stages is not None else \
             max((n.stage for n in self.nodes), default=0) + 1
-        params, offs = b"", []
+        params, offs, bodies, places = b"", [], b"", []
         for n in self.nodes:
             offs.append(len(params))
             params += n.params
+            mine = b"".join(b.encode() for b in n.bodies)
+            places.append((len(bodies), len(mine)))
+            bodies += mine
         out = HEAD.pack(MAGIC, VERSION, 0, len(self.nodes), len(self.edges), stages,
-                        len(params), 0)
-        out += b"".join(n.encode(o) for n, o in zip(self.nodes, offs, strict=True))
+                        len(params), len(self.handles), len(bodies))
+        out += b"".join(n.encode(o, *p) for n, o, p in zip(self.nodes, offs, places,
+                                                            strict=True))
         out += b"".join(EDGE.pack(a, b) for a, b in self.edges)
-        return out + params
+        out += b"".join(HANDLE.pack(*h) for h in self.handles)
+        return out + params + bodies

@@ -52,6 +52,16 @@ def nvcc(source: Path, out: Path, *flags: str) -> Path:
     return out
 
 
+def static_and_shared(source: Path, factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """source built by nvcc with static and with shared cudart 13, in a fresh folder (the
+    test skips without nvcc)."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc (the CUDA toolkit) is not on PATH")
+    out = factory.mktemp(source.stem)
+    return {"static": nvcc(source, out / f"{source.stem}_static"),
+            "shared": nvcc(source, out / f"{source.stem}_shared", "-cudart", "shared")}
+
+
 def flavours(source: Path, out: Path, *cudart12_flags: str) -> dict[str, Path]:
     """source built with static and shared cudart 13 and, when the wheel is installed,
     with libcudart 12 shared and static (cudart12_flags added to those builds)."""

@@ -15,7 +15,7 @@ from .cuda_session import EVENT, FUNC, MOD, mint, rec
 from .stand_in_driver import build_stand_in, needs_gcc, stand_in_session
 
 GEXEC = 11
-CUDA_ERROR_INVALID_VALUE = 1
+CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED = 1, 801
 
 GRAPH_DRIVER = r"""
 typedef struct { int type; uint64_t a[12]; uint64_t param0; unsigned cluster[3]; } N;
@@ -163,3 +163,27 @@ def test_stages_are_real_graphs_launched_once_each_in_order(tmp_path):
         assert s.run(rec("glGraphExecDestroy", ex)) is None
         assert s.sync() == (0, 0)
         assert [fake.fake_count(i) for i in (EXEC_DESTROYED, EVENT_DESTROYED)] == [2, 1]
+
+
+@needs_gcc
+def test_conditional_nodes_are_refused_with_a_note(tmp_path):
+    """The kernels' handles are the interposer's, not a real driver's: not built."""
+    so, fake = build_stand_in(tmp_path, GRAPH_DRIVER,
+                              "uint64_t fake_count(int); uint64_t fake_last(int);")
+    with stand_in_session(so) as s:
+        a = s.alloc(64)
+        body = gd.Graph([gd.memset(a, 4, 1)], stages=1)
+        desc = gd.Graph([gd.cond(0, gd.IF, [body])], handles=[(1, 0, 0)]).encode()
+        ex = mint(GEXEC)
+        assert s.run(rec("glGraphInstantiate", ex, len(desc), payload=desc)) is None
+        assert s.sync() == (0, CUDA_ERROR_NOT_SUPPORTED)
+        assert any("conditional graph nodes are not supported on the cuda backend" in n
+                   for n in s.notes), s.notes
+        assert fake.fake_count(CREATED) == 0
+        # nor does an update bring one in (the same shape: one node, kinds may change)
+        plain = gd.Graph([gd.memset(a, 4, 2)]).encode()
+        assert s.run(rec("glGraphInstantiate", ex, len(plain), payload=plain)) is None
+        assert s.sync() == (0, 0)
+        assert s.run(rec("glGraphUpdate", ex, len(desc), payload=desc)) is None
+        assert s.sync() == (0, CUDA_ERROR_NOT_SUPPORTED)
+        assert fake.fake_count(UPDATED) == 0

@@ -237,6 +237,20 @@ def test_destroyed_exec_is_gone(s):
 # ------------------------------------------------------------------- fuzzing
 
 def node_strategy(alloc: int) -> st.SearchStrategy[gd.Node]:
+    """Nodes of every kind, conditional ones holding bodies of such nodes (nested). No
+    WHILE: with no kernel to set its value, one whose value starts nonzero runs forever,
+    as on a GPU (tests/test_conditional_nodes.py runs WHILE nodes)."""
+    return st.recursive(
+        plain_node_strategy(alloc),
+        lambda inner: st.builds(
+            lambda h, t, bodies: gd.cond(h, t, bodies), st.integers(0, 3),
+            st.sampled_from([gd.IF, gd.SWITCH, 3]),
+            st.lists(st.builds(lambda ns, g: gd.Graph(ns, stages=g), st.lists(inner, max_size=3),
+                               st.sampled_from([1, 1, 1, 0, 2])), min_size=0, max_size=3)),
+        max_leaves=6)
+
+
+def plain_node_strategy(alloc: int) -> st.SearchStrategy[gd.Node]:
     u = st.integers(0, 40)
     # (offsets drawn, not addresses: each example's session lies elsewhere)
     addr = st.one_of(st.integers(-64, 4096 + 64).map(lambda o: alloc + o),
@@ -263,7 +277,11 @@ def test_fuzzed_descriptions_never_crash_and_never_reach_outside_the_session(dat
         n = max(len(nodes), 1)
         edges = data.draw(st.lists(st.tuples(st.integers(0, n + 1), st.integers(0, n + 1)),
                                    max_size=10))
-        desc = bytearray(gd.Graph(nodes, edges, data.draw(st.integers(0, 5))).encode())
+        # conditional handles (defaults of 0 and 1: IF and SWITCH bodies run or not)
+        handles = data.draw(st.lists(st.tuples(st.integers(0, 2 ** 64 - 1),
+                                               st.integers(0, 1), st.integers(0, 2)),
+                                     max_size=3))
+        desc = bytearray(gd.Graph(nodes, edges, data.draw(st.integers(0, 5)), handles).encode())
         for _ in range(data.draw(st.integers(0, 4))):  # and some mutated bytes
             if desc:
                 i = data.draw(st.integers(0, len(desc) - 1))

@@ -11,7 +11,6 @@ interposer forwards are fuzzed as the executor receives them.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from gleam.peer.cuda import native
 
 from .cuda_mesh import ptx_mesh, run_through  # noqa: F401 (a fixture)
 from .cuda_session import STREAM, Session, mint, rec
-from .test_cuda_runtime import nvcc
+from .test_cuda_runtime import static_and_shared
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "examples" / "cuda" / "runtime" / "l2_persist.cu"
@@ -31,11 +30,7 @@ SOURCE = ROOT / "examples" / "cuda" / "runtime" / "l2_persist.cu"
 
 @pytest.fixture(scope="module")
 def program(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    if shutil.which("nvcc") is None:
-        pytest.skip("nvcc (the CUDA toolkit) is not on PATH")
-    out = tmp_path_factory.mktemp("l2")
-    return {"static": nvcc(SOURCE, out / "l2_static"),
-            "shared": nvcc(SOURCE, out / "l2_shared", "-cudart", "shared")}
+    return static_and_shared(SOURCE, tmp_path_factory)
 
 
 @pytest.mark.parametrize("kind", ["static", "shared"])

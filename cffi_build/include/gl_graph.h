@@ -8,9 +8,11 @@
  * (docs/cuda-forwarding.md, "Graphs and host functions").
  *
  * Layout (little-endian, as every record): a gl_graph_head, `nodes`
- * gl_graph_node, `edges` gl_graph_edge, then `params` bytes of kernel
- * parameters (packed as glLaunch packs them). Nothing else: the total must
- * match exactly. Edges join nodes of one stage (ordering across stages is the
+ * gl_graph_node, `edges` gl_graph_edge, `handles` gl_graph_handle, `params`
+ * bytes of kernel parameters (packed as glLaunch packs them), then `bodies`
+ * bytes: the bodies of the conditional nodes, each a whole description of
+ * its own (one stage, no handles), node after node and body after body.
+ * Nothing else: the total must match exactly. Edges join nodes of one stage (ordering across stages is the
  * stages' order). The description is untrusted on the server: every count,
  * index, kind, extent and the absence of cycles is checked before any of it
  * is used, and handles and device ranges again at every launch.
@@ -27,6 +29,10 @@
 #define GL_GRAPH_MAX_NODES (1u << 20)
 #define GL_GRAPH_MAX_EDGES (1u << 22)
 #define GL_GRAPH_MAX_PARAMS (1u << 28)
+/* Conditional bodies nest (a body may hold conditional nodes): a bound keeps
+ * a hostile description's recursion finite. */
+#define GL_GRAPH_MAX_DEPTH 16
+#define GL_GRAPH_MAX_HANDLES (1u << 16)
 
 enum {
     GL_GN_EMPTY = 0,        /* an empty node, a memory node (its memory is the session's) */
@@ -35,6 +41,7 @@ enum {
     GL_GN_COPY = 3,         /* device to device: depth slices of height rows of width bytes */
     GL_GN_EVENT_RECORD = 4, /* records an event */
     GL_GN_EVENT_WAIT = 5,   /* waits for an event */
+    GL_GN_COND = 6,         /* a conditional node: a body chosen by a handle's value */
     GL_GN_KINDS
 };
 
@@ -43,8 +50,20 @@ typedef struct {
     uint16_t version;
     uint16_t reserved;
     uint32_t nodes, edges, stages, params;
-    uint64_t reserved2;
+    uint32_t handles; /* the root's conditional handles; 0 in a body */
+    uint32_t bodies;  /* bytes of conditional bodies after the parameters */
 } gl_graph_head;
+
+/* CUDA's conditional node types (CU_GRAPH_COND_TYPE_*). */
+enum { GL_COND_IF = 0, GL_COND_WHILE = 1, GL_COND_SWITCH = 2 };
+#define GL_COND_ASSIGN_DEFAULT 1u /* CU_GRAPH_COND_ASSIGN_DEFAULT */
+
+/* A conditional handle of the graph: the value the program holds (what a
+ * kernel passes to cudaGraphSetConditional), its default and its flags. */
+typedef struct {
+    uint64_t value;
+    uint32_t dflt, flags;
+} gl_graph_handle;
 
 typedef struct {
     uint8_t kind;
@@ -67,6 +86,12 @@ typedef struct {
         struct {
             uint64_t event; /* a minted event handle */
         } event;
+        struct {
+            uint32_t handle;           /* an index into the root's handles */
+            uint32_t type;             /* GL_COND_* */
+            uint32_t size;             /* bodies: 1 (WHILE), 1 or 2 (IF), n (SWITCH) */
+            uint32_t body_off, body_len; /* its bodies, within the bodies bytes */
+        } cond;
         uint8_t bytes[72];
     } u;
 } gl_graph_node;
@@ -78,5 +103,6 @@ typedef struct {
 _Static_assert(sizeof(gl_graph_head) == 32, "the description's header is 32 bytes");
 _Static_assert(sizeof(gl_graph_node) == 80, "a node is 80 bytes");
 _Static_assert(sizeof(gl_graph_edge) == 8, "an edge is 8 bytes");
+_Static_assert(sizeof(gl_graph_handle) == 16, "a handle is 16 bytes");
 
 #endif /* GLEAM_GRAPH_H */

@@ -67,6 +67,8 @@ typedef struct {
     gl_gnode **deps;
     uint32_t ndeps, cap_deps, cap_edges;
     CUgraphEdgeData *edges; /* all zero, parallel to deps (cuStreamGetCaptureInfo_v3) */
+    CUgraphNode *shown;     /* deps' handles as cuStreamGetCaptureInfo last gave them */
+    uint32_t cap_shown;
 } cstream;
 
 typedef struct {
@@ -178,6 +180,7 @@ static void drop_stream(cstream *s)
 {
     free(s->deps);
     free(s->edges);
+    free(s->shown);
     *s = g_streams[--g_nstreams];
 }
 
@@ -641,7 +644,8 @@ static CUresult begin(CUstream hStream, CUgraph hGraph, const CUgraphNode *deps,
     gl_graph *g = hGraph != NULL ? gl_graph_of(hGraph) : gl_graph_new_locked(0);
     if (find_stream(key) != NULL)
         r = CUDA_ERROR_ILLEGAL_STATE; /* already capturing */
-    else if (g == NULL || (hGraph != NULL && (g->capturing || g->child)))
+    /* (a child graph is its node's; a conditional node's body is the program's to fill) */
+    else if (g == NULL || (hGraph != NULL && (g->capturing || (g->child && g->owner == NULL))))
         r = hGraph != NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
     else if ((s = add_stream(key, c)) == NULL)
         r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -769,9 +773,8 @@ CUresult gli_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph, int ptds)
     CUresult r = check_stream(hStream);
     if (r != CUDA_SUCCESS)
         return r;
-    if (phGraph == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    *phGraph = NULL;
+    if (phGraph != NULL)
+        *phGraph = NULL;
     uint64_t key = key_of(gl_stream_arg((uint64_t)(uintptr_t)hStream, ptds));
     pthread_mutex_lock(&g_lock);
     pthread_mutex_lock(&gl_graph_lock);
@@ -779,6 +782,8 @@ CUresult gli_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph, int ptds)
     capture *c = s != NULL ? s->cap : NULL;
     if (c == NULL)
         r = CUDA_ERROR_ILLEGAL_STATE; /* not capturing */
+    else if (phGraph == NULL && !c->to_graph) /* (into the program's graph: nothing to hand back) */
+        r = CUDA_ERROR_INVALID_VALUE;
     else if (c->origin != key)
         r = CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
     else if (c->mode != GL_CU_STREAM_CAPTURE_MODE_RELAXED && !pthread_equal(c->thread,
@@ -806,7 +811,7 @@ CUresult gli_cuStreamEndCapture(CUstream hStream, CUgraph *phGraph, int ptds)
             break;
         }
     c->graph->capturing = 0;
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS && phGraph != NULL)
         *phGraph = (CUgraph)(uintptr_t)c->graph->handle;
     else if (!c->to_graph)
         gl_graph_free_locked(c->graph);
@@ -847,8 +852,16 @@ CUresult gli_cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *
         *id_out = s != NULL ? s->cap->id : 0;
     if (graph_out)
         *graph_out = s != NULL ? (CUgraph)(uintptr_t)s->cap->graph->handle : NULL;
+    /* (the program gets the nodes' handles, never the interposer's objects) */
+    for (uint32_t i = 0; s != NULL && dependencies_out != NULL && i < s->ndeps; i++) {
+        if (gl_grow(&s->shown, &s->cap_shown, i, sizeof *s->shown, 4) != 0) {
+            pthread_mutex_unlock(&g_lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        s->shown[i] = (CUgraphNode)(uintptr_t)s->deps[i]->handle;
+    }
     if (dependencies_out)
-        *dependencies_out = s != NULL ? (const CUgraphNode *)s->deps : NULL;
+        *dependencies_out = s != NULL ? (const CUgraphNode *)s->shown : NULL;
     if (edgeData_out)
         *edgeData_out = s != NULL ? s->edges : NULL;
     if (numDependencies_out)

@@ -8,7 +8,8 @@
  * graph_nodes.c.
  *
  * Ownership: a graph owns its nodes; a child-graph node owns its child graph
- * (which has a handle too, but cannot be destroyed by it). Everything is
+ * and a conditional node its bodies (graph_cond.c; each has a handle too,
+ * but cannot be destroyed by it). Everything is
  * under gl_graph_lock.
  */
 #include <pthread.h>
@@ -75,6 +76,9 @@ void gl_gnode_params_free(gl_gnode *n)
     case GL_CU_GRAPH_NODE_TYPE_MEM_ALLOC:
         gl_graphmem_unref(n->u.alloc.dptr);
         break;
+    case GL_CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        gl_cond_free_locked(n);
+        break;
     default:
         break;
     }
@@ -100,6 +104,8 @@ CUresult gl_gnode_params_copy(gl_gnode *dst, const gl_gnode *src)
     case GL_CU_GRAPH_NODE_TYPE_MEM_ALLOC:
         gl_graphmem_ref(src->u.alloc.dptr);
         return CUDA_SUCCESS;
+    case GL_CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return gl_cond_copy_locked(dst, src);
     default:
         return CUDA_SUCCESS;
     }
@@ -123,6 +129,7 @@ void gl_graph_free_locked(gl_graph *g)
     if (g_graphs != NULL)
         gl_hmap_take(g_graphs, g->handle);
     free(g->nodes);
+    free(g->conds);
     free(g);
 }
 
@@ -147,7 +154,7 @@ gl_gnode *gl_gnode_add_nodes_locked(gl_graph *g, int type, gl_gnode *const *deps
 {
     gl_gnode *n = calloc(1, sizeof *n);
     *r = CUDA_ERROR_OUT_OF_MEMORY;
-    if (n == NULL || !maps())
+    if (n == NULL || !maps() || !gl_cond_body_allows(g, type, r))
         goto fail;
     n->type = type;
     n->graph = g;
@@ -217,7 +224,7 @@ void gl_gnode_remove_locked(gl_gnode *n)
 gl_graph *gl_graph_clone_locked(const gl_graph *src, int child)
 {
     gl_graph *g = gl_graph_new_locked(child);
-    CUresult r = g != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = g != NULL ? gl_cond_handles_copy(g, src) : CUDA_ERROR_OUT_OF_MEMORY;
     for (uint32_t i = 0; r == CUDA_SUCCESS && i < src->n; i++) {
         const gl_gnode *s = src->nodes[i];
         gl_gnode *n = gl_gnode_add_nodes_locked(g, s->type, NULL, 0, &r);
@@ -267,7 +274,7 @@ CUresult gls_cuGraphDestroy(CUgraph hGraph, int ptds)
     gl_graph *g = gl_graph_of(hGraph);
     if (g == NULL || g->child)
         r = CUDA_ERROR_INVALID_VALUE;
-    else if (g->capturing)
+    else if (g->capturing || gl_cond_capturing(g))
         r = CUDA_ERROR_ILLEGAL_STATE; /* a capture still adds to it */
     else
         gl_graph_free_locked(g);
@@ -324,6 +331,8 @@ CUresult gls_cuGraphDestroyNode(CUgraphNode hNode, int ptds)
         r = CUDA_ERROR_INVALID_VALUE;
     else if (n->graph->capturing)
         r = CUDA_ERROR_ILLEGAL_STATE; /* a capture may depend on it */
+    else if (gl_cond_node_capturing(n))
+        r = CUDA_ERROR_ILLEGAL_STATE; /* a capture adds to a body */
     else
         gl_gnode_remove_locked(n);
     pthread_mutex_unlock(&gl_graph_lock);

@@ -59,6 +59,13 @@ struct gl_gnode {
             CUdeviceptr dptr;
         } alloc;
         CUdeviceptr free_dptr;
+        struct {
+            uint64_t handle; /* a CUgraphConditionalHandle of this graph or one above */
+            int type;        /* GL_COND_* (CU_GRAPH_COND_TYPE_*) */
+            uint32_t size;   /* bodies */
+            gl_graph **body; /* owned, each a graph whose owner is this node */
+            CUgraph *out;    /* owned: their handles, the program's phGraph_out */
+        } cond;
     } u;
 };
 
@@ -68,6 +75,9 @@ struct gl_graph {
     uint32_t n, cap;
     int capturing;    /* a capture adds to it: no destroy, no node removal */
     int child;        /* owned by a child-graph node: not in the handle map */
+    gl_gnode *owner;  /* a conditional node's body: that node (graph_cond.c) */
+    gl_graph_handle *conds; /* conditional handles made for this graph, owned */
+    uint32_t nconds, ccap;
 };
 
 extern pthread_mutex_t gl_graph_lock;
@@ -92,6 +102,25 @@ void gl_gnode_remove_locked(gl_gnode *n);
 void gl_gnode_params_free(gl_gnode *n);
 /* Copies src's parameters into dst (deep: owned buffers duplicated). */
 CUresult gl_gnode_params_copy(gl_gnode *dst, const gl_gnode *src);
+
+/* ---- graph_cond.c: conditional nodes and their handles */
+
+/* A conditional node's parameters checked and its bodies made (their handles
+ * written to p->phGraph_out), or why not (nothing made). */
+CUresult gl_cond_fill_locked(gl_gnode *n, CUDA_CONDITIONAL_NODE_PARAMS *p);
+void gl_cond_free_locked(gl_gnode *n);
+/* dst's bodies become deep copies of src's (dst->u.cond holds src's fields). */
+CUresult gl_cond_copy_locked(gl_gnode *dst, const gl_gnode *src);
+/* The handle table of src copied to dst (a clone keeps its graph's handles). */
+CUresult gl_cond_handles_copy(gl_graph *dst, const gl_graph *src);
+/* Whether a node of type may join g: anything outside a body; in a body
+ * (and the graphs it holds, as CUDA documents) kernel, empty, memset, memcpy,
+ * child-graph and conditional nodes. *r says why not. */
+int gl_cond_body_allows(const gl_graph *g, int type, CUresult *r);
+/* Whether a capture fills a body of g's conditional nodes (at any depth):
+ * then neither g nor such a node may be destroyed. */
+int gl_cond_capturing(const gl_graph *g);
+int gl_cond_node_capturing(const gl_gnode *n);
 
 /* ---- graph_nodes.c: node parameters */
 

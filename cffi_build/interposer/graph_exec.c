@@ -66,6 +66,7 @@ typedef struct {
     int kind;         /* GL_GN_* of a device node */
     uint32_t stage;
     uint32_t desc;    /* index among the description's nodes */
+    uint32_t cond_handle, body_off, body_len; /* a conditional node's, in the description */
 } flat;
 
 typedef struct {
@@ -176,6 +177,9 @@ static void classify(flat *f)
     case GL_CU_GRAPH_NODE_TYPE_WAIT_EVENT:
         f->kind = GL_GN_EVENT_WAIT;
         break;
+    case GL_CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        f->kind = GL_GN_COND;
+        break;
     default:
         break;
     }
@@ -270,15 +274,173 @@ static void describe_node(gl_graph_node *d, const flat *f, uint32_t *params_at, 
     case GL_GN_EVENT_WAIT:
         d->u.event.event = n->u.event;
         break;
+    case GL_GN_COND:
+        d->u.cond.handle = f->cond_handle;
+        d->u.cond.type = (uint32_t)n->u.cond.type;
+        d->u.cond.size = n->u.cond.size;
+        d->u.cond.body_off = f->body_off;
+        d->u.cond.body_len = f->body_len;
+        break;
     default:
         break;
     }
 }
 
-/* Two passes over the flattened graph: sizes, then the bytes. */
-static CUresult describe(const flats *v, uint8_t **out, size_t *len, uint32_t stages)
+/* ------------------------------------------------ conditional bodies */
+
+/* The handles an exec's description carries: every one made for its graph,
+ * the graphs it holds and their bodies, once each. */
+typedef struct {
+    gl_graph_handle *h;
+    uint32_t n, cap;
+} handle_table;
+
+static int collect_handles(handle_table *t, const gl_graph *g, int depth)
 {
-    gl_graph_head h = {GL_GRAPH_MAGIC, GL_GRAPH_VERSION, 0, 0, 0, stages, 0, 0};
+    if (depth >= MAX_DEPTH)
+        return -1;
+    for (uint32_t k = 0; k < g->nconds; k++) {
+        uint32_t j = 0;
+        while (j < t->n && t->h[j].value != g->conds[k].value)
+            j++;
+        if (j < t->n)
+            continue;
+        if (t->n >= GL_GRAPH_MAX_HANDLES || gl_grow(&t->h, &t->cap, t->n, sizeof *t->h, 4) != 0)
+            return -1;
+        t->h[t->n++] = g->conds[k];
+    }
+    int rc = 0;
+    for (uint32_t i = 0; rc == 0 && i < g->n; i++) {
+        const gl_gnode *n = g->nodes[i];
+        if (n->type == GL_CU_GRAPH_NODE_TYPE_GRAPH)
+            rc = collect_handles(t, n->u.child, depth + 1);
+        for (uint32_t b = 0; n->type == GL_CU_GRAPH_NODE_TYPE_CONDITIONAL && rc == 0
+                             && b < n->u.cond.size; b++)
+            rc = collect_handles(t, n->u.cond.body[b], depth + 1);
+    }
+    return rc;
+}
+
+static CUresult describe(const flats *v, uint8_t **out, size_t *len, uint32_t stages,
+                         const handle_table *t, int nest);
+static int order(const flats *v, uint32_t *ord);
+
+/* Whether a flattened body's node can run in a body on the server: what
+ * CUDA takes in a body, and only device work (the condition is decided on
+ * the server, between the process's stages there is no place for it). */
+static CUresult body_node(const flat *f)
+{
+    if (f->client) {
+        gl_log(GL_LOG_ERROR, "cuGraphInstantiate", "a conditional node's body holds a %s, "
+               "which only the program's process can run, but the server decides the "
+               "condition; returning CUDA_ERROR_NOT_SUPPORTED",
+               f->node->type == GL_CU_GRAPH_NODE_TYPE_HOST ? "host function"
+                                                           : "copy of the program's memory");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (f->node == NULL || !f->enabled)
+        return CUDA_SUCCESS;
+    switch (f->node->type) {
+    case GL_CU_GRAPH_NODE_TYPE_KERNEL:
+    case GL_CU_GRAPH_NODE_TYPE_EMPTY:
+    case GL_CU_GRAPH_NODE_TYPE_MEMSET:
+    case GL_CU_GRAPH_NODE_TYPE_MEMCPY:
+    case GL_CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return CUDA_SUCCESS;
+    default: /* event and memory nodes, from a child graph in the body */
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* A body's description: one stage, no handles of its own. */
+static CUresult describe_body(const gl_graph *g, const handle_table *t, int nest,
+                              uint8_t **out, size_t *len)
+{
+    flats v = {0};
+    uint32_t *ord = NULL;
+    CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+
+    if (nest >= GL_GRAPH_MAX_DEPTH) {
+        gl_log(GL_LOG_ERROR, "cuGraphInstantiate", "conditional nodes nest deeper than %d; "
+               "returning CUDA_ERROR_NOT_SUPPORTED", GL_GRAPH_MAX_DEPTH - 1);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if (flatten(&v, g, NULL, 0) != 0 || (ord = malloc(((size_t)v.n + 1) * sizeof *ord)) == NULL)
+        goto out;
+    r = CUDA_SUCCESS;
+    for (uint32_t i = 0; r == CUDA_SUCCESS && i < v.n; i++) {
+        classify(&v.f[i]);
+        v.f[i].desc = i;
+        r = body_node(&v.f[i]);
+    }
+    if (r == CUDA_SUCCESS && order(&v, ord) != 0)
+        r = CUDA_ERROR_INVALID_VALUE; /* a cycle (or no memory) */
+    if (r == CUDA_SUCCESS)
+        r = describe(&v, out, len, 1, t, nest);
+out:
+    free(ord);
+    flats_free(&v);
+    return r;
+}
+
+/* Each conditional node's bodies, described into one buffer (*bodies, *n),
+ * node after node; each node's place in it and its handle's index. */
+static CUresult describe_bodies(flats *v, const handle_table *t, int nest, uint8_t **bodies,
+                                size_t *n)
+{
+    CUresult r = CUDA_SUCCESS;
+
+    *bodies = NULL;
+    *n = 0;
+    for (uint32_t i = 0; r == CUDA_SUCCESS && i < v->n; i++) {
+        flat *f = &v->f[i];
+        if (f->client || f->kind != GL_GN_COND)
+            continue;
+        uint32_t k = 0;
+        while (k < t->n && t->h[k].value != f->node->u.cond.handle)
+            k++;
+        if (k == t->n) /* a handle of another graph */
+            r = CUDA_ERROR_INVALID_VALUE;
+        f->cond_handle = k;
+        f->body_off = (uint32_t)*n;
+        for (uint32_t b = 0; r == CUDA_SUCCESS && b < f->node->u.cond.size; b++) {
+            uint8_t *one;
+            size_t len;
+            r = describe_body(f->node->u.cond.body[b], t, nest + 1, &one, &len);
+            if (r != CUDA_SUCCESS)
+                break;
+            uint8_t *more = *n + len <= GL_GRAPH_MAX_PARAMS ? realloc(*bodies, *n + len) : NULL;
+            if (more == NULL) {
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+            } else {
+                *bodies = more;
+                memcpy(*bodies + *n, one, len);
+                *n += len;
+            }
+            free(one);
+        }
+        f->body_len = (uint32_t)(*n - f->body_off);
+    }
+    if (r != CUDA_SUCCESS) {
+        free(*bodies);
+        *bodies = NULL;
+    }
+    return r;
+}
+
+/* Two passes over the flattened graph: sizes, then the bytes. The root
+ * (nest 0) carries the handle table; bodies follow the parameters. */
+static CUresult describe(const flats *v, uint8_t **out, size_t *len, uint32_t stages,
+                         const handle_table *t, int nest)
+{
+    gl_graph_head h = {GL_GRAPH_MAGIC, GL_GRAPH_VERSION, 0, 0, 0, stages, 0, 0, 0};
+    uint8_t *bodies;
+    size_t nbodies;
+    CUresult r = describe_bodies((flats *)v, t, nest, &bodies, &nbodies);
+    if (r != CUDA_SUCCESS)
+        return r;
+    h.handles = nest == 0 ? t->n : 0;
+    h.bodies = (uint32_t)nbodies;
     for (uint32_t i = 0; i < v->n; i++) {
         const flat *f = &v->f[i];
         if (f->client)
@@ -292,14 +454,23 @@ static CUresult describe(const flats *v, uint8_t **out, size_t *len, uint32_t st
         }
     }
     size_t n = sizeof h + (size_t)h.nodes * sizeof(gl_graph_node)
-               + (size_t)h.edges * sizeof(gl_graph_edge) + h.params;
+               + (size_t)h.edges * sizeof(gl_graph_edge)
+               + (size_t)h.handles * sizeof(gl_graph_handle) + h.params + h.bodies;
     uint8_t *b = malloc(n);
-    if (b == NULL)
+    if (b == NULL) {
+        free(bodies);
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     memcpy(b, &h, sizeof h);
     gl_graph_node *nodes = (gl_graph_node *)(b + sizeof h);
     gl_graph_edge *edges = (gl_graph_edge *)(nodes + h.nodes);
-    uint8_t *params = (uint8_t *)(edges + h.edges);
+    gl_graph_handle *handles = (gl_graph_handle *)(edges + h.edges);
+    uint8_t *params = (uint8_t *)(handles + h.handles);
+    if (h.handles > 0)
+        memcpy(handles, t->h, (size_t)h.handles * sizeof *handles);
+    if (h.bodies > 0)
+        memcpy(params + h.params, bodies, h.bodies);
+    free(bodies);
     uint32_t k = 0, e = 0, at = 0;
     for (uint32_t i = 0; i < v->n; i++)
         if (!v->f[i].client)
@@ -330,6 +501,7 @@ static CUresult build(const gl_graph *g, const uint8_t *disabled, uint64_t flags
 {
     flats v = {0};
     uint32_t *ord = NULL;
+    handle_table handles = {0};
     CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
 
     memset(b, 0, sizeof *b);
@@ -352,7 +524,9 @@ static CUresult build(const gl_graph *g, const uint8_t *disabled, uint64_t flags
         if (!v.f[i].client)
             v.f[i].desc = desc++;
     }
-    if ((r = describe(&v, &b->desc, &b->len, stages)) != CUDA_SUCCESS)
+    if (collect_handles(&handles, g, 0) != 0)
+        goto out;
+    if ((r = describe(&v, &b->desc, &b->len, stages, &handles, 0)) != CUDA_SUCCESS)
         goto out;
     gl_plan_node *pn = calloc((size_t)v.n + 1, sizeof *pn);
     CUdeviceptr *mem = calloc((size_t)v.n + 1, sizeof *mem);
@@ -396,6 +570,7 @@ out:
         free(b->desc);
         b->desc = NULL;
     }
+    free(handles.h);
     free(ord);
     flats_free(&v);
     return r;
@@ -744,7 +919,8 @@ CUresult gls_cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
     CUresult r = a != NULL ? gl_node_args_of(nodeParams, a) : CUDA_ERROR_OUT_OF_MEMORY;
     (void)ptds;
     if (r != CUDA_SUCCESS || nodeParams->type == GL_CU_GRAPH_NODE_TYPE_MEM_ALLOC
-        || nodeParams->type == GL_CU_GRAPH_NODE_TYPE_MEM_FREE) {
+        || nodeParams->type == GL_CU_GRAPH_NODE_TYPE_MEM_FREE
+        || nodeParams->type == GL_CU_GRAPH_NODE_TYPE_CONDITIONAL) {
         free(a);
         return r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE;
     }

@@ -144,6 +144,7 @@ typedef struct {
     CUevent event;
     CUDA_MEM_ALLOC_NODE_PARAMS *alloc;
     CUdeviceptr free_dptr;
+    CUDA_CONDITIONAL_NODE_PARAMS *cond; /* its phGraph_out is written */
 } node_args;
 
 /* Checks the arguments and writes them into n (whose parameters are empty).
@@ -210,6 +211,8 @@ static CUresult fill(gl_gnode *n, node_args *a)
         return CUDA_SUCCESS;
     case GL_CU_GRAPH_NODE_TYPE_EMPTY:
         return CUDA_SUCCESS;
+    case GL_CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return gl_cond_fill_locked(n, a->cond);
     default:
         return CUDA_ERROR_NOT_SUPPORTED;
     }
@@ -554,9 +557,8 @@ CUresult gl_node_args_of(CUgraphNodeParams *p, void *out)
     case GL_CU_GRAPH_NODE_TYPE_EMPTY:
         return CUDA_SUCCESS;
     case GL_CU_GRAPH_NODE_TYPE_CONDITIONAL:
-        gl_log(GL_LOG_ERROR, "cuGraphAddNode", "conditional graph nodes are not supported; "
-               "returning CUDA_ERROR_NOT_SUPPORTED");
-        return CUDA_ERROR_NOT_SUPPORTED;
+        a->cond = &p->conditional;
+        return CUDA_SUCCESS;
     default:
         gl_log(GL_LOG_ERROR, "cuGraphAddNode", "graph nodes of type %d are not supported; "
                "returning CUDA_ERROR_NOT_SUPPORTED", p->type);
@@ -600,7 +602,8 @@ CUresult gls_cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodePara
         return r;
     if (nodeParams->type == GL_CU_GRAPH_NODE_TYPE_GRAPH
         || nodeParams->type == GL_CU_GRAPH_NODE_TYPE_MEM_ALLOC
-        || nodeParams->type == GL_CU_GRAPH_NODE_TYPE_MEM_FREE)
+        || nodeParams->type == GL_CU_GRAPH_NODE_TYPE_MEM_FREE
+        || nodeParams->type == GL_CU_GRAPH_NODE_TYPE_CONDITIONAL)
         return CUDA_ERROR_INVALID_VALUE; /* not changeable after creation */
     return set_node(hNode, nodeParams->type, &a);
 }

@@ -13,6 +13,13 @@
  * session's memory as it is now (memory freed since instantiation is
  * refused, not written). Nothing of the stage runs when a check fails.
  *
+ * A conditional node runs after its dependencies, like any node: its
+ * handle's value (in the root graph's per-launch array, which the kernels'
+ * cudaGraphSetConditional writes through the device runtime's scope,
+ * ptx_devrt.h) chooses the body to run as a one-stage graph of its own
+ * (WHILE: again while the value is not 0). A launch's first stage resets
+ * the values of the handles whose flag asks for their default.
+ *
  * Ownership: the session's handle table holds each gl_sgraph; destroying the
  * exec, or the session's end (gl_exec_graphs_free), frees it.
  */
@@ -21,6 +28,7 @@
 
 #include "exec_graphs.h"
 #include "graph_desc.h"
+#include "ptx_devrt.h"
 
 static const gl_graph_backend *graph_ops(gl_exec *x)
 {
@@ -49,6 +57,19 @@ static CUresult read_desc(gl_exec *x, const void *desc, size_t n, gl_sgraph **ou
     return CUDA_SUCCESS;
 }
 
+/* Conditional nodes run on the host device only: on a GPU the kernels'
+ * cudaGraphSetConditional would reach the real device runtime with the
+ * interposer's handles, which a real conditional node (cuGraphAddNode with
+ * CU_GRAPH_NODE_TYPE_CONDITIONAL) would need to be the driver's own. */
+static CUresult refuse_conditionals(gl_exec *x, const gl_sgraph *g)
+{
+    if (x->be->ops->graphs == NULL || (g->nbodies == 0 && g->handles == 0))
+        return CUDA_SUCCESS;
+    gl_exec_note(x, "%s: conditional graph nodes are not supported on the cuda backend yet; "
+                 "returning CUDA_ERROR_NOT_SUPPORTED", gl_call_name(x->call));
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 static void destroy(gl_exec *x, gl_sgraph *g)
 {
     const gl_graph_backend *ops = graph_ops(x);
@@ -63,7 +84,9 @@ CUresult gx_glGraphInstantiate(gl_exec *x, CUgraphExec *exec, const void *desc, 
     CUresult r = read_desc(x, desc, n, &g);
     const gl_graph_backend *ops = graph_ops(x);
 
-    if (r == CUDA_SUCCESS && ops != NULL && (r = ops->instantiate(x, g)) != CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS && (r = refuse_conditionals(x, g)) != CUDA_SUCCESS)
+        gl_graph_free(g);
+    else if (r == CUDA_SUCCESS && ops != NULL && (r = ops->instantiate(x, g)) != CUDA_SUCCESS)
         gl_graph_free(g);
     if (r == CUDA_SUCCESS)
         *exec = (CUgraphExec)g;
@@ -78,6 +101,8 @@ CUresult gx_glGraphUpdate(gl_exec *x, CUgraphExec exec, const void *desc, size_t
     CUresult r = read_desc(x, desc, n, &with);
     const gl_graph_backend *ops = graph_ops(x);
 
+    if (r == CUDA_SUCCESS && (r = refuse_conditionals(x, with)) != CUDA_SUCCESS)
+        gl_graph_free(with);
     if (r != CUDA_SUCCESS)
         return r;
     if (!gl_graph_same_shape(g, with)) {
@@ -89,12 +114,16 @@ CUresult gx_glGraphUpdate(gl_exec *x, CUgraphExec exec, const void *desc, size_t
         gl_graph_free(with);
         return r;
     }
-    /* The shapes match, so only node contents and parameters change. */
-    gl_graph_node *node = g->node;
-    uint8_t *params = g->params;
-    g->node = with->node, with->node = node;
-    g->params = with->params, with->params = params;
-    g->nparams = with->nparams;
+    /* The shapes match, so only node contents, parameters, conditional
+     * bodies and handles change: g takes with's, with frees g's old ones. */
+    gl_sgraph old = *g;
+    g->node = with->node, g->params = with->params, g->nparams = with->nparams;
+    g->body = with->body, g->nbodies = with->nbodies, g->body_first = with->body_first;
+    g->handles = with->handles, g->handle = with->handle, g->value = with->value;
+    g->key = with->key;
+    with->node = old.node, with->params = old.params;
+    with->body = old.body, with->nbodies = old.nbodies, with->body_first = old.body_first;
+    with->handle = old.handle, with->value = old.value, with->key = old.key;
     gl_graph_free(with);
     return CUDA_SUCCESS;
 }
@@ -147,8 +176,16 @@ CUresult gl_graph_check_node(gl_exec *x, const gl_sgraph *g, const gl_graph_node
             r = gl_exec_check_dptr(x, n->u.copy.dst, span);
         return r;
     }
+    case GL_GN_COND: { /* every body, as it would run */
+        CUresult r = CUDA_SUCCESS;
+        uint32_t first = g->body_first[n - g->node];
+        for (uint32_t b = first; r == CUDA_SUCCESS && b < first + n->u.cond.size; b++)
+            for (uint32_t i = 0; r == CUDA_SUCCESS && i < g->body[b]->nodes; i++)
+                r = gl_graph_check_node(x, g->body[b], &g->body[b]->node[i], object);
+        *object = NULL;
+        return r;
+    }
     default:
-        (void)g;
         return CUDA_SUCCESS;
     }
 }
@@ -227,8 +264,38 @@ static CUresult run_node(gl_exec *x, const gl_sgraph *g, const gl_graph_node *n,
     }
 }
 
+static CUresult run_stage(gl_exec *x, gl_sgraph *root, const gl_sgraph *g, uint32_t stage,
+                          CUstream s);
+
+/* A conditional node: the body its handle's value chooses (IF: the first when
+ * the value is not 0, else the second if there is one; SWITCH: body k for k;
+ * WHILE: the body while the value is not 0), each body a one-stage graph. */
+static CUresult run_cond(gl_exec *x, gl_sgraph *root, const gl_sgraph *g, uint32_t i,
+                         CUstream s)
+{
+    const gl_graph_node *n = &g->node[i];
+    gl_sgraph *const *body = g->body + g->body_first[i];
+    uint64_t *v = &root->value[n->u.cond.handle];
+    uint64_t now = __atomic_load_n(v, __ATOMIC_RELAXED);
+    CUresult r = CUDA_SUCCESS;
+
+    switch (n->u.cond.type) {
+    case GL_COND_IF:
+        if (now != 0)
+            return run_stage(x, root, body[0], 0, s);
+        return n->u.cond.size == 2 ? run_stage(x, root, body[1], 0, s) : CUDA_SUCCESS;
+    case GL_COND_SWITCH:
+        return now < n->u.cond.size ? run_stage(x, root, body[now], 0, s) : CUDA_SUCCESS;
+    default: /* WHILE: as on a GPU, a body that never sets 0 runs on */
+        while (r == CUDA_SUCCESS && __atomic_load_n(v, __ATOMIC_RELAXED) != 0)
+            r = run_stage(x, root, body[0], 0, s);
+        return r;
+    }
+}
+
 /* The stage's nodes checked, then run in order; the first failure stops it. */
-static CUresult run_stage(gl_exec *x, const gl_sgraph *g, uint32_t stage, CUstream s)
+static CUresult run_stage(gl_exec *x, gl_sgraph *root, const gl_sgraph *g, uint32_t stage,
+                          CUstream s)
 {
     uint32_t lo = g->stage_start[stage], hi = g->stage_start[stage + 1];
     void **objects = calloc((size_t)(hi - lo) + 1, sizeof *objects);
@@ -237,6 +304,10 @@ static CUresult run_stage(gl_exec *x, const gl_sgraph *g, uint32_t stage, CUstre
     for (uint32_t i = lo; r == CUDA_SUCCESS && i < hi; i++)
         r = gl_graph_check_node(x, g, &g->node[g->order[i]], &objects[i - lo]);
     for (uint32_t i = lo; r == CUDA_SUCCESS && i < hi; i++) {
+        if (g->node[g->order[i]].kind == GL_GN_COND) {
+            r = run_cond(x, root, g, g->order[i], s);
+            continue;
+        }
         r = run_node(x, g, &g->node[g->order[i]], objects[i - lo], s);
         if (g->node[g->order[i]].kind == GL_GN_KERNEL && r == CUDA_SUCCESS)
             x->stats.launches++;
@@ -254,7 +325,18 @@ CUresult gx_glGraphLaunch(gl_exec *x, CUgraphExec exec, unsigned int stage, CUst
         return CUDA_ERROR_INVALID_VALUE;
     if (g->stage_start[stage] == g->stage_start[stage + 1])
         return CUDA_SUCCESS;
+    if (stage == g->first_stage) /* a launch begins */
+        for (uint32_t k = 0; k < g->handles; k++)
+            if (g->handle[k].flags & GL_COND_ASSIGN_DEFAULT)
+                g->value[k] = g->handle[k].dflt;
     if (ops != NULL && g->backend != NULL)
         return ops->launch(x, g, stage, stream);
-    return run_stage(x, g, stage, stream);
+    /* the graph's kernels set its handles' values (cudaGraphSetConditional) */
+    ptx_cond_scope scope = {g->key, g->value, g->handles};
+    if (x->devrt != NULL)
+        ptx_devrt_set_cond_scope(x->devrt, &scope);
+    CUresult r = run_stage(x, g, g, stage, stream);
+    if (x->devrt != NULL)
+        ptx_devrt_set_cond_scope(x->devrt, NULL);
+    return r;
 }

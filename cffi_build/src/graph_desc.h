@@ -20,11 +20,26 @@ typedef struct gl_sgraph {
     uint8_t *params;
     uint32_t *order;       /* node indices: stage 0's in dependency order, then stage 1's ... */
     uint32_t *stage_start; /* stages + 1 offsets into order */
+    /* Conditional nodes' bodies, node after node; node i's are body[body_first[i]
+     * ...] (body_first is NULL when the graph has none). */
+    struct gl_sgraph **body;
+    uint32_t nbodies;
+    uint32_t *body_first;
+    /* The root's conditional handles, and each one's value in the launch under
+     * way (set by cudaGraphSetConditional; reset to the default at a launch's
+     * first stage when the handle's flag asks). Bodies have none. */
+    uint32_t handles;
+    gl_graph_handle *handle;
+    uint64_t *key;   /* each handle's value as the program holds it */
+    uint64_t *value;
+    uint32_t first_stage; /* the first stage with nodes: where a launch begins */
     void *backend;         /* the cuda backend's real graphs (cudadev_graphs.c); NULL on the host */
 } gl_sgraph;
 
 /* Reads desc[0 .. len) into a new graph: 0, or -1 with err saying what is
- * wrong (nothing is kept). Out of memory is -2. */
+ * wrong (nothing is kept). Out of memory is -2. Conditional bodies are read
+ * as descriptions of their own (at most GL_GRAPH_MAX_DEPTH deep), each
+ * handle index checked against the root's handles. */
 int gl_graph_parse(const uint8_t *desc, size_t len, gl_sgraph **out, char *err, size_t err_len);
 /* Whether b has a's shape: as many nodes, in the same stages, and the same
  * edges, so that its nodes may replace a's in an instantiated graph (a node's

@@ -1,7 +1,8 @@
 /*
  * ptx_builtin.c — calls of CUDA's device runtime in the interpreter. PTX
  * declares vprintf, __assertfail, malloc and free (C++'s new and delete
- * become malloc and free; the mangled operators are taken too) as `.extern
+ * become malloc and free; the mangled operators are taken too) and
+ * cudaGraphSetConditional (conditional graph nodes) as `.extern
  * .func` without a body: the driver's JIT links them to its own. Here the
  * linker (ptx_link.c) turns each call into one PTX_OP_devcall instruction
  * whose handler reads the call's arguments from each active lane's frame,
@@ -36,6 +37,8 @@ static const struct {
     {"_ZdaPv", PTX_BI_FREE, 0, 1, {8}},   /* operator delete[](void *) */
     {"_ZdlPvm", PTX_BI_FREE, 0, 2, {8, 8}}, /* sized delete: the size is not needed */
     {"_ZdaPvm", PTX_BI_FREE, 0, 2, {8, 8}},
+    /* conditional graph nodes: a handle (64 bits) and the value (unsigned int) */
+    {"cudaGraphSetConditional", PTX_BI_SET_CONDITIONAL, 0, 2, {8, 4}},
     /* dynamic parallelism (ptx_cdp.h): CUDA 12's __cudaCDP2 names, the
      * older ones (libNVVM's output uses them), the per-thread-stream ones;
      * a dim3 travels by value (12 bytes) */
@@ -155,6 +158,9 @@ int ptx_h_devcall(ptx_warp *w, const ptx_insn *i, uint32_t m)
             break;
         case PTX_BI_FREE:
             rc = ptx_devrt_free(b->rt, a[0][0], &fault);
+            break;
+        case PTX_BI_SET_CONDITIONAL:
+            rc = ptx_devrt_set_conditional(b->rt, a[0][0], (uint32_t)a[1][0]);
             break;
         default: { /* dynamic parallelism: the grid has a queue (ptx_launch.c) */
             struct ptx_cdp_grid *g = ptx_block_cdp(b);

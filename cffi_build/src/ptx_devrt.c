@@ -41,6 +41,7 @@ struct ptx_devrt {
     ptx_heap heap;
     int printed;               /* a kernel that calls vprintf was launched */
     uint32_t pending_launches; /* CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT */
+    const ptx_cond_scope *cond; /* the graph running now (exec_graphs.c), else NULL */
 };
 
 static __thread char t_why[160];
@@ -273,6 +274,25 @@ uint8_t *ptx_devrt_heap_base(ptx_devrt *rt)
     uint8_t *base = rt->heap.size ? rt->heap.base : NULL;
     pthread_mutex_unlock(&rt->heap_lock);
     return base;
+}
+
+void ptx_devrt_set_cond_scope(ptx_devrt *rt, const ptx_cond_scope *scope)
+{
+    rt->cond = scope;
+}
+
+int ptx_devrt_set_conditional(ptx_devrt *rt, uint64_t handle, uint32_t value)
+{
+    const ptx_cond_scope *c = rt != NULL ? rt->cond : NULL;
+    for (uint32_t k = 0; c != NULL && k < c->n; k++)
+        if (c->keys[k] == handle) {
+            /* racing calls are undefined in CUDA; each store is whole here */
+            __atomic_store_n(&c->values[k], (uint64_t)value, __ATOMIC_RELAXED);
+            return 0;
+        }
+    return why(PTX_E_LAUNCH_FAILED, "cudaGraphSetConditional: handle %#llx is not one of the "
+               "launching graph's%s", (unsigned long long)handle,
+               c == NULL ? " (the kernel was not launched by a graph)" : "");
 }
 
 void ptx_devrt_launch(ptx_devrt *rt, uint32_t uses)

@@ -37,7 +37,7 @@ typedef struct ptx_devrt ptx_devrt;
 
 /* The built-ins a kernel calls (ptx_kernel_info.devrt_uses is a mask of 1 << these).
  * From PTX_BI_PARAM_BUFFER on: dynamic parallelism (ptx_cdp.h). */
-enum { PTX_BI_VPRINTF, PTX_BI_ASSERTFAIL, PTX_BI_MALLOC, PTX_BI_FREE,
+enum { PTX_BI_VPRINTF, PTX_BI_ASSERTFAIL, PTX_BI_MALLOC, PTX_BI_FREE, PTX_BI_SET_CONDITIONAL,
        PTX_BI_PARAM_BUFFER, PTX_BI_PARAM_BUFFER_V2, PTX_BI_LAUNCH, PTX_BI_LAUNCH_V2,
        PTX_BI_STREAM_CREATE, PTX_BI_STREAM_DESTROY, PTX_BI_GET_LAST_ERROR,
        PTX_BI_PEEK_LAST_ERROR, PTX_BI_MEMCPY_ASYNC, PTX_BI_MEMSET_ASYNC,
@@ -69,6 +69,10 @@ int ptx_devrt_malloc(ptx_devrt *rt, uint64_t size, uint64_t *ptr, uint64_t *faul
 /* free(ptr): free(NULL) does nothing; a pointer malloc did not return (or
  * freed already) is PTX_E_ILLEGAL_ADDRESS. */
 int ptx_devrt_free(ptx_devrt *rt, uint64_t ptr, uint64_t *fault);
+/* cudaGraphSetConditional(handle, value): the launching graph's value for
+ * the handle becomes value; a handle that graph does not own (or a kernel
+ * launched outside a graph) is PTX_E_LAUNCH_FAILED with a reason. */
+int ptx_devrt_set_conditional(ptx_devrt *rt, uint64_t handle, uint32_t value);
 /* Why the last fault of an entry point on this thread happened, for the
  * kernel's note ("" when it was a plain bad address). */
 const char *ptx_devrt_why(void);
@@ -77,6 +81,18 @@ const char *ptx_devrt_why(void);
 int ptx_devrt_fault(int code, const char *reason);
 
 /* ---- the session's side (the executor thread) */
+
+/* The conditional handles of the graph whose nodes run now (exec_graphs.c):
+ * n handles as the program holds them and, parallel, their values in the
+ * launch under way. */
+typedef struct {
+    const uint64_t *keys;
+    uint64_t *values;
+    uint32_t n;
+} ptx_cond_scope;
+/* Kernels launched from now on set values in scope (NULL: none, outside a
+ * graph); the scope stays the caller's. */
+void ptx_devrt_set_cond_scope(ptx_devrt *rt, const ptx_cond_scope *scope);
 
 /* cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE): 0, or -1 once a kernel that
  * prints has been launched (CUDA's rule: then it is CUDA_ERROR_INVALID_VALUE). */

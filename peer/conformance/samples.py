@@ -175,7 +175,12 @@ SAMPLES: tuple[Sample, ...] = (
     _features("dmmaTensorCoreGemm"),
     _features("globalToShmemAsyncCopy", args=("-wA=128", "-hA=128", "-wB=128", "-hB=128"),
               expect=PASS, note="128x128 matrices (default 1280x1280)"),
-    _features("graphConditionalNodes"),
+    # (it prints what each conditional node chose: the ELSE body, and a SWITCH value past
+    # its bodies running none, must show)
+    _features("graphConditionalNodes",
+              expect=r"(?s)condition was true.*counter = 0\n.*condition was false.*"
+                     r"set to 3\nGPU: Handle set to 3\nGPU: Hello from switchGraphKernelF.*"
+                     r"set to 4\nGPU: Handle set to 4\nsimpleSwitchGraph: Complete"),
     _features("graphMemoryFootprint"),
     _features("graphMemoryNodes", expect=PASS),
     _features("immaTensorCoreGemm"),
