@@ -2,11 +2,12 @@
 
 A kernel reads its registers from an input slot per thread, runs a random body
 (integer, float and conversion arithmetic, comparisons and predicate logic, guards,
-forward branches that diverge, short loops with per-lane trip counts, warp shuffles and
-votes, shared and local memory, a barrier, and now and then a store that may land out of
-bounds), then writes every register to an output slot. It runs in one block, so no register
-is read before it is written and every lane's result is defined: the interpreter and the
-compiled code must leave identical bytes (or the identical fault).
+forward branches that diverge, short loops with per-lane trip counts (some with their
+join block, and a warp-wide .sync, laid out before the divergent region), warp shuffles,
+votes and __syncwarp, shared and local memory, a barrier, and now and then a store that may
+land out of bounds), then writes every register to an output slot. It runs in one block, so
+no register is read before it is written and every lane's result is defined: the
+interpreter and the compiled code must leave identical bytes (or the identical fault).
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ def _warp(draw: st.DrawFn) -> str:
         f"shfl.sync.{mode}.b32 {d}, {a}, {lane}, {c}, -1;",
         f"shfl.sync.{mode}.b32 {d}|{p}, {a}, {lane}, {c}, -1;",
         f"vote.sync.ballot.b32 {d}, {p}, -1;", f"vote.sync.any.pred {p}, {p}, -1;",
-        f"vote.sync.all.pred {p}, !{p}, -1;", f"activemask.b32 {d};",
+        f"vote.sync.all.pred {p}, !{p}, -1;", f"activemask.b32 {d};", "bar.warp.sync -1;",
     ]))
 
 
@@ -197,7 +198,7 @@ def _memory(draw: st.DrawFn) -> str:
 def _straight(draw: st.DrawFn) -> str:
     line = draw(st.one_of(_int_op(), _wide_op(), _float_op(), _convert(), _compare(),
                           _select(), _warp(), _memory()))
-    if ";" in line[:-1] or line.startswith(("shfl", "vote", "activemask")):
+    if ";" in line[:-1] or line.startswith(("shfl", "vote", "activemask", "bar")):
         return line  # several instructions, or warp-wide: never guarded
     guard = draw(st.sampled_from(["", "", "", f"@{_one(draw, P)} ",
                                   f"@!{_one(draw, P)} "]))
@@ -226,6 +227,21 @@ def kernels(draw: st.DrawFn) -> Kernel:
             body.append(f"sub.s32 %r10, %r10, 1; setp.ne.s32 %p5, %r10, 0; @%p5 bra $L{labels};")
         elif shape == 2:
             body.append("bar.sync 0;")
+        elif shape == 3:  # a loop whose join block, with a .sync, comes before its region
+            labels += 1  # (nvcc's layout: the lanes that skip the region get there first)
+            j, h, d = f"$J{labels}", f"$H{labels}", f"$D{labels}"
+            body.append(f"and.b32 %r10, {_one(draw, R)}, 3; add.s32 %r10, %r10, 1; "
+                        f"bra.uni {h};")
+            body.append(f"{j}:")
+            body += [draw(_straight()) for _ in range(draw(st.integers(0, 2)))]
+            body.append(draw(_warp()))
+            body.append("sub.s32 %r10, %r10, 1;")
+            body.append(f"{h}:")
+            body.append(f"setp.eq.s32 %p5, %r10, 0; @%p5 bra {d}; "
+                        f"@{draw(st.sampled_from(['', '!']))}{_one(draw, P)} bra {j};")
+            body += [draw(_straight()) for _ in range(draw(st.integers(1, 3)))]
+            body.append(f"bra.uni {j};")
+            body.append(f"{d}:")
         else:
             body.append(draw(_straight()))
     regs = (f".reg .pred %p<6>; .reg .b32 %r<13>; .reg .b64 %rd<14>; .reg .f32 %f<{NF + 1}>;"

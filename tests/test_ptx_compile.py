@@ -314,6 +314,41 @@ def test_syncwarp_in_a_join_block_laid_out_first_waits_on_both_tiers():
     assert np.frombuffer(compiled.memory["buf"], np.uint32).tolist() == [10] * 32
 
 
+# A loop whose block ends with its branch back: compiled code counted that branch twice,
+# once in the block's count and again at the label a yielded warp resumes at, which the
+# straight path fell through (64 threads, 2 trips: 1280 thread-instructions, not 1152).
+LOOP_BACK = HEADER + """
+.visible .entry loop_back(.param .u64 out)
+{
+    .reg .pred %p<3>; .reg .b32 %r<16>; .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r10, 0;
+    and.b32 %r12, %r1, 3;
+LOOP:
+    setp.eq.u32 %p2, %r12, 0;
+    @%p2 bra DONE;
+    sub.s32 %r12, %r12, 1;
+    add.s32 %r10, %r10, 10000;
+    bra.uni LOOP;
+DONE:
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r10;
+    ret;
+}
+"""
+
+
+def test_a_loop_counts_the_same_instructions_on_both_tiers():
+    interp, compiled = both(LOOP_BACK, "loop_back", lambda b: struct.pack("<Q", b.ctypes.data),
+                            lambda: np.zeros(64, np.uint32), block=64)
+    assert interp.rc == 0 and compiled == interp
+    # per thread: 4 before the loop, 4 a trip (the untaken branch runs in no lane), 2 to
+    # leave it, 4 after; trips are tid % 4
+    assert interp.insns == 64 * 10 + 4 * 16 * (0 + 1 + 2 + 3)
+
+
 def test_vote_match_redux_and_shfl_after_a_divergent_region_agree_over_blocks_and_warps():
     # 3 blocks of 3 warps; the region each lane takes depends on its lane, warp, block and
     # trip, so every join sees lanes held back by a different set

@@ -276,9 +276,11 @@ static void emit_control(ptxc_emitter *c, uint32_t pc)
     ptxc_text *t = c->t;
     uint32_t next = pc + 1;
     /* a warp that yielded at a branch back resumes here and runs the branch
-     * again, counted again, as the interpreter does */
+     * again, counted again, as the interpreter does; the block's own count
+     * holds it already for the code that falls through to it */
     if (resumes_at(c->p, pc) && c->bb->start != pc)
-        ptxc_put(t, "R%u: n += (uint64_t)__builtin_popcount(m) * %u;\n", pc, i->guard == 0);
+        ptxc_put(t, "if (0) { R%u: n += (uint64_t)__builtin_popcount(m) * %u; }\n", pc,
+                 i->guard == 0);
     ptxc_put(t, "{ /* %u */ ", pc);
     ptxc_put_em(t, i);
     switch (i->ctl) {
