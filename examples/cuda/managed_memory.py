@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -139,7 +140,8 @@ def memsets_and_copies(checks: dict[str, bool], stream: Any) -> None:
     ok(cu.cuMemcpy(dev, m, N * 4))  # managed -> device: the CPU's writes go along
     out = np.zeros(N, np.float32)
     ok(cu.cuMemcpyDtoH(out.ctypes.data, dev, out.nbytes))
-    checks["copy_out_has_cpu_writes"] = bool((out[:10] == -1).all() and (out[10:] == src[10:]).all())
+    checks["copy_out_has_cpu_writes"] = bool((out[:10] == -1).all()
+                                             and (out[10:] == src[10:]).all())
     ok(cu.cuMemFree(dev))
     ok(cu.cuMemFree(m))
 
@@ -158,7 +160,8 @@ def queries(checks: dict[str, bool], gleam: bool, stream: Any) -> None:
     checks["bad_flags_refused"] = code(cu.cuMemAllocManaged(64, 3)) == 1
     m = int(ok(cu.cuMemAllocManaged(N * 4, flags)))
     checks["managed_pointer"] = (bool(attr("CU_POINTER_ATTRIBUTE_IS_MANAGED", m + 8))
-                                 and int(attr("CU_POINTER_ATTRIBUTE_DEVICE_POINTER", m + 8)) == m + 8
+                                 and int(attr("CU_POINTER_ATTRIBUTE_DEVICE_POINTER", m + 8))
+                                 == m + 8
                                  and int(attr("CU_POINTER_ATTRIBUTE_HOST_POINTER", m + 8)) == m + 8
                                  and int(attr("CU_POINTER_ATTRIBUTE_RANGE_START_ADDR", m + 8)) == m)
     reg = np.zeros(1024, np.float32)
@@ -202,7 +205,7 @@ def queries(checks: dict[str, bool], gleam: bool, stream: Any) -> None:
 def steps(kernels: str, count: int, gate: bool) -> None:
     ok(cu.cuInit(0))
     ok(cu.cuCtxSetCurrent(ok(cu.cuDevicePrimaryCtxRetain(ok(cu.cuDeviceGet(0))))))
-    mod = ok(cu.cuModuleLoadData(open(kernels, "rb").read() + b"\0"))
+    mod = ok(cu.cuModuleLoadData(Path(kernels).read_bytes() + b"\0"))
     saxpy = ok(cu.cuModuleGetFunction(mod, b"saxpy"))
     vadd = ok(cu.cuModuleGetFunction(mod, b"vector_add"))
     stream = ok(cu.cuStreamCreate(0))
@@ -241,7 +244,7 @@ def main() -> None:
         from gleam.peer.cuda.examples import KERNELS_PTX
 
         path = str(KERNELS_PTX)
-    image = open(path, "rb").read() + b"\0"
+    image = Path(path).read_bytes() + b"\0"
     ok(cu.cuInit(0))
     ok(cu.cuCtxSetCurrent(ok(cu.cuDevicePrimaryCtxRetain(ok(cu.cuDeviceGet(0))))))
     mod = ok(cu.cuModuleLoadData(image))
