@@ -217,6 +217,85 @@ def both(text: str, entry: str, params: bytes, make: Any, block: int = 32,
     return outcomes[0], outcomes[1]
 
 
+# Lanes of one warp waiting at two different barrier instructions (even lanes at one, odd
+# at the other: sm_70's barriers count threads), then a barrier reached by a warp in two
+# groups after a divergent loop. Every thread reads what the other warp stored before each
+# barrier, so a lane let through early, or resumed at the wrong pc, reads a stale value.
+BARRIERS = HEADER + """
+.visible .entry barriers(.param .u64 out)
+{
+    .reg .pred %p<3>; .reg .b32 %r<16>; .reg .b64 %rd<4>;
+    .shared .align 4 .b8 sh[256];
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, sh;
+    shl.b32 %r3, %r1, 2;
+    add.s32 %r4, %r2, %r3;
+    add.s32 %r5, %r1, 100;
+    st.shared.u32 [%r4], %r5;
+    add.s32 %r8, %r1, 32;
+    and.b32 %r8, %r8, 63;
+    shl.b32 %r9, %r8, 2;
+    add.s32 %r9, %r2, %r9;
+    and.b32 %r6, %r1, 1;
+    setp.eq.u32 %p1, %r6, 0;
+    @%p1 bra EVEN;
+    bar.sync 0;
+    mov.u32 %r7, 1000;
+    bra.uni JOIN;
+EVEN:
+    bar.sync 0;
+    mov.u32 %r7, 2000;
+JOIN:
+    ld.shared.u32 %r10, [%r9];
+    add.s32 %r10, %r10, %r7;
+    bar.sync 0;
+    add.s32 %r11, %r1, 7;
+    st.shared.u32 [%r4], %r11;
+    and.b32 %r12, %r1, 3;
+LOOP:
+    setp.eq.u32 %p2, %r12, 0;
+    @%p2 bra DONE;
+    sub.s32 %r12, %r12, 1;
+    add.s32 %r10, %r10, 10000;
+    bra.uni LOOP;
+DONE:
+    bar.sync 0;
+    ld.shared.u32 %r13, [%r9];
+    mul.lo.u32 %r13, %r13, 100000;
+    add.s32 %r10, %r10, %r13;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r10;
+    ret;
+}
+"""
+
+
+def barriers_both_tiers() -> tuple[Outcome, Outcome]:
+    return both(BARRIERS, "barriers", lambda b: struct.pack("<Q", b.ctypes.data),
+                lambda: np.zeros(64, np.uint32), block=64)
+
+
+def test_barriers_reached_at_two_instructions_and_in_two_groups_give_the_same_memory():
+    interp, compiled = barriers_both_tiers()
+    t = np.arange(64, dtype=np.uint64)
+    other = (t + 32) % 64
+    want = (other + 100 + np.where(t % 2, 1000, 2000) + (t % 4) * 10000
+            + (other + 7) * 100000).astype(np.uint32)
+    assert interp.rc == compiled.rc == 0, interp.err + compiled.err
+    assert np.frombuffer(interp.memory["buf"], np.uint32).tolist() == want.tolist()
+    assert compiled.memory == interp.memory
+
+
+@pytest.mark.xfail(strict=True, reason="compiled code counts 96 thread-instructions fewer "
+                   "(2432 against 2528) on this kernel, before and after the barrier fast "
+                   "path; cause not found yet")
+def test_barriers_reached_at_two_instructions_count_the_same_on_both_tiers():
+    interp, compiled = barriers_both_tiers()
+    assert compiled.insns == interp.insns
+
+
 def test_out_of_bounds_store_faults_at_the_same_lane_with_the_same_message():
     interp, compiled = both(STORE, "store", lambda b: struct.pack("<QI", b.ctypes.data, 5),
                             lambda: np.zeros(32, np.uint32))

@@ -1741,9 +1741,40 @@ void ptx_bar_arrive(ptx_warp *w, const ptx_insn *i, uint32_t em, uint32_t pc)
         w->b->red_all &= (em & ~p) == 0;
         w->b->red_any |= p != 0;
     }
-    for (uint32_t q = em; q; q &= q - 1)
-        w->lpc[__builtin_ctz(q)] = pc + 1;
+    /* Lanes of a warp nearly always wait at one barrier: their resume pc is
+     * kept once (bar_pc) and written to each lane's lpc only when another
+     * barrier sees lanes of the warp too (ptx_bar_release) */
+    if (w->atbar == 0)
+        w->bar_pc = pc + 1;
+    else if (w->bar_pc != pc + 1) {
+        if (w->bar_pc != PTX_BAR_MIXED)
+            for (uint32_t q = w->atbar; q; q &= q - 1)
+                w->lpc[__builtin_ctz(q)] = w->bar_pc;
+        for (uint32_t q = em; q; q &= q - 1)
+            w->lpc[__builtin_ctz(q)] = pc + 1;
+        w->bar_pc = PTX_BAR_MIXED;
+    }
     w->atbar |= em;
+}
+
+void ptx_bar_release(ptx_warp *w)
+{
+    uint32_t lanes = w->atbar;
+    w->atbar = 0;
+    w->bar = NULL;
+    if (lanes != 0 && w->bar_pc != PTX_BAR_MIXED && w->parked == 0 && w->syncwait == 0) {
+        /* what ptx_warp_select picks: every waiting lane at one pc, no other
+         * lane parked */
+        w->pc = w->bar_pc;
+        w->mask = lanes;
+        w->merge_pc = UINT32_MAX;
+        return;
+    }
+    if (w->bar_pc != PTX_BAR_MIXED)
+        for (uint32_t q = lanes; q; q &= q - 1)
+            w->lpc[__builtin_ctz(q)] = w->bar_pc;
+    w->parked |= lanes;
+    ptx_warp_select(w);
 }
 
 int ptx_warp_run(ptx_warp *w)

@@ -290,6 +290,8 @@ typedef struct ptx_block {
     struct ptxc_worker *ptxc;  /* the compile tier's views (ptxc_run.c), or NULL */
 } ptx_block;
 
+#define PTX_BAR_MIXED UINT32_MAX
+
 typedef struct ptx_warp {
     uint64_t (*r)[PTX_LANES];
     uint32_t *p;
@@ -309,6 +311,8 @@ typedef struct ptx_warp {
     struct { uint32_t waiting, outstanding, ret_pc; } cw[16];
     uint32_t cw_used;
     const struct ptx_insn *bar; /* the barrier its waiting lanes arrived at */
+    uint32_t bar_pc;       /* where all of atbar resume (their lpc is not written), or
+                            * PTX_BAR_MIXED: they arrived at different barriers (lpc is) */
     uint64_t insns;
 } ptx_warp;
 
@@ -366,6 +370,8 @@ int ptx_warp_run(ptx_warp *w);
 int ptx_warp_select(ptx_warp *w);
 /* Lanes EM arrive at barrier I (at PC): they wait, a bar.red gathers. */
 void ptx_bar_arrive(ptx_warp *w, const struct ptx_insn *i, uint32_t em, uint32_t pc);
+/* The block's barrier opens: the warp's waiting lanes (atbar) run on. */
+void ptx_bar_release(ptx_warp *w);
 
 /* The device runtime's built-ins (ptx_builtin.c): the handler of
  * PTX_OP_devcall, and the check of a call of NAME against the built-in's

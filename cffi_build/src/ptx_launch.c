@@ -298,10 +298,7 @@ static int block_step(worker *wk, const ptxc_code *code)
                     w->p[bi->d[0]] = (w->p[bi->d[0]] & ~w->atbar) | (v ? w->atbar : 0);
                 }
             }
-            w->bar = NULL;
-            w->parked |= w->atbar;
-            w->atbar = 0;
-            ptx_warp_select(w);
+            ptx_bar_release(w);
         }
         reset_red(b);
     }
