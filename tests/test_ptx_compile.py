@@ -288,9 +288,6 @@ def test_barriers_reached_at_two_instructions_and_in_two_groups_give_the_same_me
     assert compiled.memory == interp.memory
 
 
-@pytest.mark.xfail(strict=True, reason="compiled code counts 96 thread-instructions fewer "
-                   "(2432 against 2528) on this kernel, before and after the barrier fast "
-                   "path; cause not found yet")
 def test_barriers_reached_at_two_instructions_count_the_same_on_both_tiers():
     interp, compiled = barriers_both_tiers()
     assert compiled.insns == interp.insns
