@@ -215,6 +215,32 @@ print(json.dumps({"ok": bool(x.copy_to_host()[0] == want), "limited": limited.ge
                   "free": free.get_regs_per_thread()}))
 """
 
+# A numba launch into cuda.core's GraphBuilder (numba-cuda's
+# test_cuda_core_graph_builder_launch_user_facing): completing the graph retains the
+# launch's arguments through a user object (cuUserObjectCreate, cuGraphRetainUserObject).
+GRAPH_BUILDER = PRELUDE + """
+from cuda.core import Device
+
+@cuda.jit
+def fill(a):
+    i = cuda.grid(1)
+    if i < len(a):
+        a[i] = i
+
+dev = Device()
+dev.set_current()
+stream = dev.create_stream()
+ary = cuda.to_device(np.zeros(100, np.int64), stream=stream)
+stream.sync()
+builder = dev.create_graph_builder()
+builder.begin_building()
+fill[1, 100, builder](ary)
+graph = builder.end_building().complete()
+graph.launch(stream)
+stream.sync()
+print(json.dumps({"ok": bool(np.array_equal(ary.copy_to_host(), np.arange(100)))}))
+"""
+
 
 def _numba_ready() -> str | None:
     """Why numba-cuda programs cannot run here, or None when they can."""
@@ -299,3 +325,7 @@ def test_a_kernel_linked_with_a_ptx_file(mesh, tmp_path):
 def test_max_registers_reaches_the_linker_and_bounds_num_regs(mesh, tmp_path):
     verdict = run_numba(*mesh, tmp_path, MAX_REGISTERS)
     assert verdict["free"] > 24 >= verdict["limited"], verdict
+
+
+def test_a_launch_into_a_cuda_core_graph_builder(mesh, tmp_path):
+    run_numba(*mesh, tmp_path, GRAPH_BUILDER)

@@ -62,8 +62,16 @@ struct gl_gnode {
     } u;
 };
 
+/* References to a user object that a graph owns (userobj.c). */
+typedef struct {
+    struct gl_uobj *obj;
+    uint32_t count;
+} gl_uobj_ref;
+
 struct gl_graph {
     uint64_t handle;
+    gl_uobj_ref *users; /* owned array: the user object references it holds */
+    uint32_t nusers, capusers;
     gl_gnode **nodes; /* in creation order, owned */
     uint32_t n, cap;
     int capturing;    /* a capture adds to it: no destroy, no node removal */
@@ -92,6 +100,13 @@ void gl_gnode_remove_locked(gl_gnode *n);
 void gl_gnode_params_free(gl_gnode *n);
 /* Copies src's parameters into dst (deep: owned buffers duplicated). */
 CUresult gl_gnode_params_copy(gl_gnode *dst, const gl_gnode *src);
+
+/* ---- userobj.c: user objects */
+
+/* Drops every user object reference a graph holds (a destructor may then run). */
+void gl_uobj_refs_drop_locked(gl_graph *g);
+/* Gives dst (a new copy of src) the same references again: 0, or -1 (no memory). */
+int gl_uobj_refs_copy_locked(gl_graph *dst, const gl_graph *src);
 
 /* ---- graph_nodes.c: node parameters */
 
