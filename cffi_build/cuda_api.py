@@ -1085,6 +1085,19 @@ ROWS: tuple[Row, ...] = (
     R("cuGraphConditionalHandleCreate", "CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, "
       "CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags", LOCAL,
       (s("cuGraphConditionalHandleCreate", 12030),), ready=True),
+    # User objects (interposer/userobj.c): reference counts with a destructor, owned by the
+    # program and by graphs; cuda.core keeps a graph's kernel arguments alive with them.
+    R("cuUserObjectCreate", "CUuserObject *object_out, void *ptr, CUhostFn destroy, "
+      "unsigned int initialRefcount, unsigned int flags", LOCAL,
+      (s("cuUserObjectCreate", 11030),), ready=True),
+    R("cuUserObjectRetain", "CUuserObject object, unsigned int count", LOCAL,
+      (s("cuUserObjectRetain", 11030),), ready=True),
+    R("cuUserObjectRelease", "CUuserObject object, unsigned int count", LOCAL,
+      (s("cuUserObjectRelease", 11030),), ready=True),
+    R("cuGraphRetainUserObject", "CUgraph graph, CUuserObject object, unsigned int count, "
+      "unsigned int flags", LOCAL, (s("cuGraphRetainUserObject", 11030),), ready=True),
+    R("cuGraphReleaseUserObject", "CUgraph graph, CUuserObject object, unsigned int count",
+      LOCAL, (s("cuGraphReleaseUserObject", 11030),), ready=True),
 )
 
 # Handle kinds: the byte minted handles carry (docs/cuda-forwarding.md).

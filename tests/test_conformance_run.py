@@ -129,10 +129,20 @@ def test_e_crashes():
 
 def test_f_after_them():
     assert True
+
+
+def test_g_loses_the_context():
+    os.environ["PROBE_CONTEXT"] = "lost"   # what a later test in this process would see
+    raise RuntimeError("[CUresult.CUDA_ERROR_ILLEGAL_ADDRESS: 700] Call to cuMemcpyDtoH")
+
+
+def test_h_runs_in_a_fresh_process():
+    assert os.environ.get("PROBE_CONTEXT") is None
 '''
 
 
 def test_the_numba_harness_outlives_a_hang_and_a_crash_and_resumes(tmp_path):
+    """... and runs the tests after one that lost the CUDA context in a fresh process."""
     (tmp_path / "probe").mkdir()
     (tmp_path / "probe" / "conformance_probe.py").write_text(PROBE)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -145,7 +155,8 @@ def test_the_numba_harness_outlives_a_hang_and_a_crash_and_resumes(tmp_path):
     outcome = {r.id.rsplit("::", 1)[1]: r for r in results}
     assert {k: v.outcome for k, v in outcome.items()} == {
         "test_a_passes": "passed", "test_b_fails": "failed", "test_c_skips": "skipped",
-        "test_d_hangs": "timeout", "test_e_crashes": "crash", "test_f_after_them": "passed"}
+        "test_d_hangs": "timeout", "test_e_crashes": "crash", "test_f_after_them": "passed",
+        "test_g_loses_the_context": "failed", "test_h_runs_in_a_fresh_process": "passed"}
     assert seen == ["conformance_probe"]
     assert outcome["test_b_fails"].message == "ValueError: wrong answer at 0x1f"
     assert outcome["test_e_crashes"].message.startswith("the test process died (killed by SIGABRT")

@@ -28,6 +28,7 @@ from .cuda_mesh import host_mesh, run_through
 PROGRAMS = {  # program: how many checks its verdict counts
     "graph_kernel": 12, "graph_memcpy": 3, "graph_memset": 5, "graph_host": 11,
     "graph_event": 8, "graph_child": 14, "graph_memnodes": 11, "graph_capture": 28,
+    "graph_userobj": 13,
 }
 SAMPLES = Path(os.environ.get("GLEAM_CUDA_SAMPLES", "/work/cuda-samples"))
 

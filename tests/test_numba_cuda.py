@@ -187,6 +187,60 @@ k[1, 128](out)
 print(json.dumps({"ok": bool(np.array_equal(out, np.arange(100) * 3 + 1))}))
 """
 
+# numba's max_registers reaches the driver as cuLinkCreate's CU_JIT_MAX_REGISTERS for a
+# link of one PTX: NUM_REGS must not report more than the limit (numba-cuda's
+# test_linker::test_set_registers_*), and without the limit the kernel reports more.
+MAX_REGISTERS = PRELUDE + """
+from numba.cuda import void, float64, int64
+
+def many(x, a, b, c, d, e, f):
+    a1 = a2 = a3 = a4 = a5 = b1 = b2 = b3 = b4 = b5 = c1 = c2 = c3 = c4 = c5 = 1.0
+    d1 = d2 = d3 = d4 = d5 = 10
+    for i in range(a):
+        a1 += b; a2 += c; a3 += d; a4 += e; a5 += f
+        b1 *= b; b2 *= c; b3 *= d; b4 *= e; b5 *= f
+        c1 /= b; c2 /= c; c3 /= d; c4 /= e; c5 /= f
+        d1 <<= b; d2 <<= c; d3 <<= d; d4 <<= e; d5 <<= f
+    x[cuda.grid(1)] = a1 + a2 + a3 + a4 + a5 + b1 + b2 + b3 + b4 + b5
+    x[cuda.grid(1)] += c1 + c2 + c3 + c4 + c5 + d1 + d2 + d3 + d4 + d5
+
+sig = void(float64[::1], int64, int64, int64, int64, int64, int64)
+limited = cuda.jit(sig, max_registers=24)(many)
+free = cuda.jit(sig)(many)
+x = cuda.to_device(np.zeros(1))
+limited[1, 1](x, 2, 1, 1, 1, 1, 1)
+want = x.copy_to_host()[0]
+free[1, 1](x, 2, 1, 1, 1, 1, 1)
+print(json.dumps({"ok": bool(x.copy_to_host()[0] == want), "limited": limited.get_regs_per_thread(),
+                  "free": free.get_regs_per_thread()}))
+"""
+
+# A numba launch into cuda.core's GraphBuilder (numba-cuda's
+# test_cuda_core_graph_builder_launch_user_facing): completing the graph retains the
+# launch's arguments through a user object (cuUserObjectCreate, cuGraphRetainUserObject).
+GRAPH_BUILDER = PRELUDE + """
+from cuda.core import Device
+
+@cuda.jit
+def fill(a):
+    i = cuda.grid(1)
+    if i < len(a):
+        a[i] = i
+
+dev = Device()
+dev.set_current()
+stream = dev.create_stream()
+ary = cuda.to_device(np.zeros(100, np.int64), stream=stream)
+stream.sync()
+builder = dev.create_graph_builder()
+builder.begin_building()
+fill[1, 100, builder](ary)
+graph = builder.end_building().complete()
+graph.launch(stream)
+stream.sync()
+print(json.dumps({"ok": bool(np.array_equal(ary.copy_to_host(), np.arange(100)))}))
+"""
+
 
 def _numba_ready() -> str | None:
     """Why numba-cuda programs cannot run here, or None when they can."""
@@ -266,3 +320,12 @@ def test_a_kernel_linked_with_a_ptx_file(mesh, tmp_path):
     ptx = tmp_path / "triple.ptx"
     ptx.write_text(LINKED_PTX)
     run_numba(*mesh, tmp_path, LINK_FILE, str(ptx))
+
+
+def test_max_registers_reaches_the_linker_and_bounds_num_regs(mesh, tmp_path):
+    verdict = run_numba(*mesh, tmp_path, MAX_REGISTERS)
+    assert verdict["free"] > 24 >= verdict["limited"], verdict
+
+
+def test_a_launch_into_a_cuda_core_graph_builder(mesh, tmp_path):
+    run_numba(*mesh, tmp_path, GRAPH_BUILDER)

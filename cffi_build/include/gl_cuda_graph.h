@@ -12,6 +12,7 @@
 #include "gl_cuda.h"
 
 typedef void (*CUhostFn)(void *userData);
+typedef struct CUuserObject_st *CUuserObject;
 typedef void (*CUstreamCallback)(CUstream hStream, CUresult status, void *userData);
 typedef cuuint64_t CUgraphConditionalHandle;
 typedef int CUgraphNodeType;

@@ -126,6 +126,7 @@ void gl_graph_free_locked(gl_graph *g)
         return;
     for (uint32_t i = 0; i < g->n; i++)
         node_free(g->nodes[i]);
+    gl_uobj_refs_drop_locked(g);
     if (g_graphs != NULL)
         gl_hmap_take(g_graphs, g->handle);
     free(g->nodes);
@@ -225,6 +226,8 @@ gl_graph *gl_graph_clone_locked(const gl_graph *src, int child)
 {
     gl_graph *g = gl_graph_new_locked(child);
     CUresult r = g != NULL ? gl_cond_handles_copy(g, src) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (r == CUDA_SUCCESS && gl_uobj_refs_copy_locked(g, src) != 0)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
     for (uint32_t i = 0; r == CUDA_SUCCESS && i < src->n; i++) {
         const gl_gnode *s = src->nodes[i];
         gl_gnode *n = gl_gnode_add_nodes_locked(g, s->type, NULL, 0, &r);

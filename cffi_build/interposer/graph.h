@@ -69,8 +69,16 @@ struct gl_gnode {
     } u;
 };
 
+/* References to a user object that a graph owns (userobj.c). */
+typedef struct {
+    struct gl_uobj *obj;
+    uint32_t count;
+} gl_uobj_ref;
+
 struct gl_graph {
     uint64_t handle;
+    gl_uobj_ref *users; /* owned array: the user object references it holds */
+    uint32_t nusers, capusers;
     gl_gnode **nodes; /* in creation order, owned */
     uint32_t n, cap;
     int capturing;    /* a capture adds to it: no destroy, no node removal */
@@ -121,6 +129,13 @@ int gl_cond_body_allows(const gl_graph *g, int type, CUresult *r);
  * then neither g nor such a node may be destroyed. */
 int gl_cond_capturing(const gl_graph *g);
 int gl_cond_node_capturing(const gl_gnode *n);
+
+/* ---- userobj.c: user objects */
+
+/* Drops every user object reference a graph holds (a destructor may then run). */
+void gl_uobj_refs_drop_locked(gl_graph *g);
+/* Gives dst (a new copy of src) the same references again: 0, or -1 (no memory). */
+int gl_uobj_refs_copy_locked(gl_graph *dst, const gl_graph *src);
 
 /* ---- graph_nodes.c: node parameters */
 

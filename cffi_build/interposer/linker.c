@@ -11,7 +11,9 @@
  * (docs/cuda-forwarding.md, "Linking"). Errors a link can have (an undefined
  * or twice-defined name, an input the device cannot run) are therefore
  * reported by the load of the image, with the server's line on stderr. LTO
- * IR (CU_JIT_INPUT_NVVM) is refused with a line. The other JIT options are
+ * IR (CU_JIT_INPUT_NVVM) is refused with a line. A link with a register
+ * limit (CU_JIT_MAX_REGISTERS) always completes to a link image, which
+ * carries the limit to the serving linker. The other JIT options are
  * accepted and ignored; the log buffers come back empty, the wall time 0.
  *
  * Ownership: a CUlinkState is a gl_link that this file mallocs; it owns its
@@ -206,11 +208,23 @@ CUresult gli_cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *p
     return r;
 }
 
-/* One PTX, cubin or fatbin image is its own link; anything else is kept
- * whole for the serving device's linker. */
+/* CU_JIT_MAX_REGISTERS with a limit: the serving linker must see it, since
+ * it changes the code (and what cuFuncGetAttribute(NUM_REGS) answers). */
+static int limits_registers(const gl_link *l)
+{
+    for (unsigned k = 0; k < l->nopts; k++)
+        if (l->opts[k][0] == GL_CU_JIT_MAX_REGISTERS && l->opts[k][1] != 0)
+            return 1;
+    return 0;
+}
+
+/* One PTX, cubin or fatbin image, without a register limit, is its own link;
+ * anything else is kept whole, with its options, for the serving device's
+ * linker. */
 static int links_to_itself(const gl_link *l)
 {
-    return l->nparts == 1 && l->parts[0].type <= GL_CU_JIT_INPUT_FATBINARY;
+    return l->nparts == 1 && l->parts[0].type <= GL_CU_JIT_INPUT_FATBINARY
+           && !limits_registers(l);
 }
 
 CUresult gli_cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut, int ptds)

@@ -36,6 +36,7 @@ typedef struct {
     int unloaded;
     int loaded;          /* its PTX was looked for (and translated when found) */
     CUresult load_error; /* what that gave, answered again to every later use */
+    uint32_t max_registers; /* its link's CU_JIT_MAX_REGISTERS; 0: no limit */
 } gl_hmod;
 
 /* A function or kernel: a resolved host implementation, or a PTX kernel. */

@@ -320,6 +320,9 @@ CUresult hb_cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction 
         }
         *pi = (int)gl_kernel_num_regs(ptx_kernel_live_registers(f->ptx), info.max_threads,
                                       info.maxnreg);
+        /* the link's register limit, which a GPU's JIT honours by spilling */
+        if (f->mod->max_registers != 0 && (uint32_t)*pi > f->mod->max_registers)
+            *pi = (int)f->mod->max_registers;
         break;
     case GL_FUNC_ATTR_PTX_VERSION: { /* the PTX's own .target: CUB sizes its tiles by it */
         unsigned target = f->ptx != NULL ? ptx_module_target(f->mod->ptx) : 0;

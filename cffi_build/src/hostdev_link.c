@@ -293,6 +293,9 @@ CUresult gl_hlink_load(gl_hmod *m, char *err, size_t err_len)
     for (uint32_t k = 0; r == CUDA_SUCCESS && k < li->ninputs; k++)
         if (gather_input(g, li, k) != 0)
             r = g->fail;
+    for (uint32_t k = 0; r == CUDA_SUCCESS && k < li->nopts; k++)
+        if (li->opts[k][0] == 0) /* CU_JIT_MAX_REGISTERS: what NUM_REGS may report */
+            m->max_registers = li->opts[k][1];
     /* nvcc links the device runtime into every -rdc program */
     if (r == CUDA_SUCCESS && (g->devrt || li->origin == GL_LINK_ORIGIN_RDC))
         g->src[g->n++] = ptx_cudadevrt_source();

@@ -714,12 +714,16 @@ static inline uint64_t hstore(float f, int bf) { return bf ? f2bf(f) : f2h(f); }
         uint64_t *D = RD(0);                                                                  \
         const uint64_t *A = RS(0), *B = RS(n > 1 ? 1 : 0), *C = RS(n > 2 ? 2 : 0);            \
         int bf = (int)(i->aux & 1), x2 = (int)(i->aux & 2), sat = i->mode2 & 1;                   \
+        int relu = i->mode2 & 4, nanp = i->mode2 & 2; /* nanp: min/max.NaN */                \
         LANES(m, {                                                                            \
             uint64_t out = 0;                                                                 \
             for (int h = 0; h < (x2 ? 2 : 1); h++) {                                          \
-                float r = name##_1(hload(A[l] >> (16 * h), bf), hload(B[l] >> (16 * h), bf),   \
-                                   hload(C[l] >> (16 * h), bf));                              \
-                out |= hstore(sat ? satf(r) : r, bf) << (16 * h);                             \
+                float a = hload(A[l] >> (16 * h), bf), b = hload(B[l] >> (16 * h), bf);       \
+                float r = name##_1(a, b, hload(C[l] >> (16 * h), bf));                        \
+                uint64_t v = hstore(sat ? satf(r) : relu && r < 0.0f ? 0.0f : r, bf);         \
+                /* .relu of a NaN and .NaN of a NaN input: the canonical NaN */               \
+                int canon = (relu && r != r) || (nanp && (a != a || b != b));                \
+                out |= (canon ? 0x7fffu : v) << (16 * h);                                     \
             }                                                                                 \
             D[l] = out;                                                                       \
         });                                                                                   \

@@ -502,11 +502,15 @@ static int b_arith(ictx *c, const char *base)
     int cc = take(m, "cc");
     int minmax = !strcmp(base, "min") || !strcmp(base, "max");
     int nanp = minmax && take(m, "NaN");
-    int relu = minmax && take(m, "relu");
+    int relu = take(m, "relu");
     int t = take_type(m);
+    int half = t == T_F16 || t == T_BF16 || t == T_F16X2 || t == T_BF16X2;
     if (finish(s, m) != 0)
         return -1;
-    if (t == T_S16X2 || t == T_U16X2 || relu) { /* packed halves (CUB's 16-bit reductions) */
+    /* fma.rn.relu of halves (numba's bf16 helpers): a negative result is 0, NaN canonical */
+    if (relu && half && strcmp(base, "fma") != 0)
+        return unsupported(s, m);
+    if (t == T_S16X2 || t == T_U16X2 || (relu && !half)) { /* packed halves (CUB's 16-bit reductions) */
         if (!minmax || (t != T_S16X2 && t != T_U16X2) || (relu && t != T_S16X2) || nanp)
             return unsupported(s, m);
         NEEDN(3);
@@ -539,7 +543,6 @@ static int b_arith(ictx *c, const char *base)
             SS(i, k - 1, src(s, &c->o[k], t));
         return 0;
     }
-    int half = t == T_F16 || t == T_BF16 || t == T_F16X2 || t == T_BF16X2;
     if (half) {
         static const char *const hn[] = {"add", "sub", "mul", "fma", "neg", "abs", "min", "max"};
         for (int k = 0; k < 8; k++)
@@ -612,10 +615,10 @@ static int b_arith(ictx *c, const char *base)
     ptx_insn *i = px_emit(s, op, c->guard);
     if (i == NULL)
         return -1;
-    if (nanp && fx < 0)
+    if (nanp && fx < 0 && !half)
         return unsupported(s, m);
     i->mode = (uint8_t)rnd;
-    i->mode2 = (uint16_t)(sat | nanp << 1);
+    i->mode2 = (uint16_t)(sat | nanp << 1 | relu << 2);
     if (half)
         i->aux = (uint32_t)((t == T_BF16 || t == T_BF16X2) | (t == T_F16X2 || t == T_BF16X2) << 1);
     SD(i, 0, dst(s, &c->o[0]));

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from gleam.peer.conformance.causes import cause_label
-from gleam.peer.conformance.numba_plugin import DESELECT_ENV, EVENTS_ENV
+from gleam.peer.conformance.numba_plugin import CONTEXT_LOST_EXIT, DESELECT_ENV, EVENTS_ENV
 from gleam.peer.conformance.run import Stopped, stop_group
 
 SUITES = ("nocuda", "cudasim", "cudadrv", "cudapy", "nrt", "doc_examples", "core")
@@ -279,8 +279,10 @@ def run_module(module: str, setup: NumbaSetup) -> tuple[list[TestOutcome], float
                                    "message": "no test started in time (collection hung)"})
         state, offset = read_events(events, state, offset)
         left = [t for t in state.collected if t not in state.reported()]
-        if running is None or not left or attempts >= MAX_ATTEMPTS:
-            for test in left if running is not None else []:
+        # the plugin ended a process whose CUDA context was lost: the rest go on afresh
+        restart = running is not None or proc.returncode == CONTEXT_LOST_EXIT
+        if not restart or not left or attempts >= MAX_ATTEMPTS:
+            for test in left if restart else []:
                 _append_event(events, {"event": "abandoned", "id": test, "why": "crash",
                                        "message": f"not run: {attempts} processes died first"})
             _append_event(events, {"event": "complete", "exit": proc.returncode})

@@ -12,7 +12,13 @@ Loaded with ``-p gleam.peer.conformance.numba_plugin`` by the conformance run
 * appends one JSON line per event to ``$GLEAM_CONFORMANCE_EVENTS``, flushed at
   once, so the harness sees which test is running and keeps every result even
   when the process dies: ``collected`` (the ids), ``start``, ``report`` (per
-  phase and per subtest), ``finish``, ``collect-error``.
+  phase and per subtest), ``finish``, ``collect-error``;
+* ends the process after a test that failed with an error that leaves the CUDA
+  context unusable (``CUDA_ERROR_ILLEGAL_ADDRESS`` and the other sticky errors:
+  on a GPU too, no later call in that process can succeed), with the event
+  ``context-lost`` and the exit status ``CONTEXT_LOST_EXIT``, so the harness runs
+  the tests after it in a fresh process, as after a crash, instead of counting
+  each of them as that one test's failure again.
 """
 
 from __future__ import annotations
@@ -28,6 +34,14 @@ import pytest
 EVENTS_ENV = "GLEAM_CONFORMANCE_EVENTS"
 DESELECT_ENV = "GLEAM_CONFORMANCE_DESELECT"
 SECTION_LIMIT = 4000
+CONTEXT_LOST_EXIT = 86
+# The errors after which CUDA documents that the context "cannot be used anymore".
+STICKY_ERRORS = ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED",
+                 "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+                 "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC",
+                 "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_LAUNCH_TIMEOUT",
+                 "CUDA_ERROR_ASSERT")
+_lost_in: set[str] = set()   # tests that failed with a sticky error
 
 
 class _Events:
@@ -78,6 +92,9 @@ def pytest_runtest_logstart(nodeid: str, location: object) -> None:
 
 def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
     _events.write({"event": "finish", "id": nodeid})
+    if nodeid in _lost_in:
+        _events.write({"event": "context-lost", "id": nodeid})
+        os._exit(CONTEXT_LOST_EXIT)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -91,6 +108,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         event["message"] = _crash_line(report)
         event["text"] = str(report.longrepr)[-3000:]
         event["gleam"] = _gleam_lines(report)
+        if any(name in event["text"] for name in STICKY_ERRORS):
+            _lost_in.add(report.nodeid)
     elif report.skipped and isinstance(report.longrepr, tuple):
         event["message"] = str(report.longrepr[2])[:300]
     _events.write(event)

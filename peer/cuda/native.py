@@ -350,6 +350,10 @@ class ExecSession:
             message = ffi.string(err).decode(errors="replace") or "cannot open a session"
             raise (MemoryError if "out of memory" in message else OSError)(message)
         self._backend = backend
+        # live_bytes runs on other threads (the inventory's sampler) while the session's
+        # own thread may close it: the lock keeps gl_exec_free from freeing the executor
+        # under a gl_exec_live_bytes that read the pointer first
+        self._closing = threading.Lock()
         backend._session_opened()
         self.va_base: int = lib.gl_exec_va_base(self._x)
         self.va_size: int = lib.gl_exec_va_size(self._x)
@@ -402,12 +406,14 @@ class ExecSession:
 
     def live_bytes(self) -> int:
         """Device bytes its live allocations hold (any thread; 0 once closed)."""
-        return 0 if self._x == ffi.NULL else int(lib.gl_exec_live_bytes(self._x))
+        with self._closing:
+            return 0 if self._x == ffi.NULL else int(lib.gl_exec_live_bytes(self._x))
 
     def close(self) -> None:
-        if self._x != ffi.NULL:
-            lib.gl_exec_free(self._x)
-            self._x = ffi.NULL
+        with self._closing:   # no live_bytes is reading it once this is NULL
+            x, self._x = self._x, ffi.NULL
+        if x != ffi.NULL:
+            lib.gl_exec_free(x)
             self._backend._session_closed()
 
     def __enter__(self) -> ExecSession:
