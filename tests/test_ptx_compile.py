@@ -101,11 +101,17 @@ def _where(address: int, buffers: dict[str, np.ndarray]) -> str:
 
 
 def run_case(case: Case, tier: int, text: str | None = None,
-             grid: tuple[int, int, int] | None = None) -> Outcome:
-    """A corpus case from fresh inputs on one tier, in a module of its own."""
+             grid: tuple[int, int, int] | None = None,
+             into: dict[str, np.ndarray] | None = None) -> Outcome:
+    """A corpus case from fresh inputs on one tier, in a module of its own; with INTO, in
+    those buffers (so that a kernel that stores an address stores the same one)."""
     module = load(text if text is not None else (CORPUS / f"{case.source}.ptx").read_text())
     values = inputs(case)
     buffers = {a.name: values[a.name].copy() for a in case.args if isinstance(a, Buf)}
+    if into is not None:
+        for name, b in buffers.items():
+            into.setdefault(name, b)[...] = b
+        buffers = {name: into[name] for name in buffers}
     for sym in case.symbols:
         addr, size = ffi.new("uint64_t *"), ffi.new("uint64_t *")
         assert lib.gl_ptx_global(module, sym.name.encode(), addr, size) == 0
@@ -552,9 +558,11 @@ def mutation_both_tiers(mutation: tuple[Case, str]) -> tuple[Outcome, Outcome] |
     case, text = mutation
     if _check(text)[0] != 0 or kernel_c(load(text), case.kernel)[0] is None:
         return None
-    # one block: a mutation may read a register nothing wrote, which holds 0 there
-    interp = run_case(case, INTERP, text, grid=(1, 1, 1))
-    compiled = run_case(case, COMPILED, text, grid=(1, 1, 1))
+    # one block: a mutation may read a register nothing wrote, which holds 0 there; one
+    # set of buffers: a mutation may store a buffer's address (a parameter's register)
+    same: dict[str, np.ndarray] = {}
+    interp = run_case(case, INTERP, text, grid=(1, 1, 1), into=same)
+    compiled = run_case(case, COMPILED, text, grid=(1, 1, 1), into=same)
     if LAUNCH_TIMEOUT in (interp.rc, compiled.rc):
         return None
     assert compiled.ran == RAN_COMPILED
