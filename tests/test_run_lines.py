@@ -167,8 +167,11 @@ def test_a_signal_sent_to_run_reaches_the_program(mesh, sig, tmp_path):
     with _reaped(start_holder(client)) as run:
         program = json.loads(run.stdout.readline())["pid"]  # in its session, waiting
         run.send_signal(sig)
-        _, err = run.communicate(timeout=60)
-        assert run.returncode == -sig, err
+        # stdin stays open until run ends: at its end of file the program would exit 0
+        # before the signal reached it (communicate() closes stdin at once)
+        run.wait(timeout=60)
+        err = run.stderr.read()
+        assert run.returncode == -sig, (run.returncode, err)
         # The program got the signal (run did not just die of it): run waited for
         # the program's end and said what its session did.
         assert _gleam_lines(err)[-1].startswith("gleam: ran on server: "), err
