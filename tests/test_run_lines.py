@@ -164,7 +164,17 @@ def test_a_signal_sent_to_run_reaches_the_program(mesh, sig, tmp_path):
     """kill(run's pid) is passed to the program (whose session is open); it dies
     of it, and so does run, as when run was the program itself."""
     client, _ = mesh
-    with _reaped(start_holder(client)) as run:
+    # Under nohup (a detached test run) SIGHUP is ignored, and an ignored signal stays
+    # ignored across exec: the program would rightly survive it. Start it as a shell would.
+    ignored = signal.getsignal(sig) == signal.SIG_IGN
+    if ignored:
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        holder = start_holder(client)
+    finally:
+        if ignored:
+            signal.signal(sig, signal.SIG_IGN)
+    with _reaped(holder) as run:
         program = json.loads(run.stdout.readline())["pid"]  # in its session, waiting
         run.send_signal(sig)
         # stdin stays open until run ends: at its end of file the program would exit 0
