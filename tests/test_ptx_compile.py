@@ -227,6 +227,17 @@ def both(text: str, entry: str, params: bytes, make: Any, block: int = 32,
 # at the other: sm_70's barriers count threads), then a barrier reached by a warp in two
 # groups after a divergent loop. Every thread reads what the other warp stored before each
 # barrier, so a lane let through early, or resumed at the wrong pc, reads a stale value.
+# A loop of tid % 4 trips, adding 10000 to %r10 each: lanes leave it at different trips.
+TID_MOD_4_TRIPS = """    and.b32 %r12, %r1, 3;
+LOOP:
+    setp.eq.u32 %p2, %r12, 0;
+    @%p2 bra DONE;
+    sub.s32 %r12, %r12, 1;
+    add.s32 %r10, %r10, 10000;
+    bra.uni LOOP;
+DONE:
+"""
+
 BARRIERS = HEADER + """
 .visible .entry barriers(.param .u64 out)
 {
@@ -258,15 +269,7 @@ JOIN:
     bar.sync 0;
     add.s32 %r11, %r1, 7;
     st.shared.u32 [%r4], %r11;
-    and.b32 %r12, %r1, 3;
-LOOP:
-    setp.eq.u32 %p2, %r12, 0;
-    @%p2 bra DONE;
-    sub.s32 %r12, %r12, 1;
-    add.s32 %r10, %r10, 10000;
-    bra.uni LOOP;
-DONE:
-    bar.sync 0;
+""" + TID_MOD_4_TRIPS + """    bar.sync 0;
     ld.shared.u32 %r13, [%r9];
     mul.lo.u32 %r13, %r13, 100000;
     add.s32 %r10, %r10, %r13;
@@ -406,15 +409,7 @@ LOOP_BACK = HEADER + """
     ld.param.u64 %rd1, [out];
     mov.u32 %r1, %tid.x;
     mov.u32 %r10, 0;
-    and.b32 %r12, %r1, 3;
-LOOP:
-    setp.eq.u32 %p2, %r12, 0;
-    @%p2 bra DONE;
-    sub.s32 %r12, %r12, 1;
-    add.s32 %r10, %r10, 10000;
-    bra.uni LOOP;
-DONE:
-    mul.wide.u32 %rd2, %r1, 4;
+""" + TID_MOD_4_TRIPS + """    mul.wide.u32 %rd2, %r1, 4;
     add.s64 %rd3, %rd1, %rd2;
     st.global.u32 [%rd3], %r10;
     ret;
