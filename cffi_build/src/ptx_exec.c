@@ -1693,6 +1693,7 @@ static int do_ocall(ptx_warp *w, const ptx_insn *i, uint32_t em, uint32_t m, uin
         for (uint32_t p = 0; p < bd->np; p++)
             fr[bd->save + 8 * bd->nr + p] = (uint8_t)(w->p[bd->pb + p] >> l & 1);
         w->fp[l] = (uint32_t)nfp;
+        w->frames_moved = 1;
         w->lpc[l] = bd->entry;
         w->parked |= 1u << l;
     }

@@ -307,6 +307,7 @@ typedef struct ptx_warp {
     uint32_t lpc[PTX_LANES];
     uint32_t index;        /* warp in block */
     uint32_t fp[PTX_LANES];   /* frame pointers (offsets in the lane's local memory) */
+    uint32_t frames_moved;    /* a call has moved some fp (the next block clears them) */
     /* lanes that did not take an out-of-line call wait for the ones that did */
     struct { uint32_t waiting, outstanding, ret_pc; } cw[16];
     uint32_t cw_used;

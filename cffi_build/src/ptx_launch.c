@@ -219,8 +219,14 @@ static void init_warp(worker *wk, uint32_t wi, const unsigned ctaid[3], const pt
     w->live = live;
     w->atbar = 0;
     w->syncwait = 0;
-    for (int l = 0; l < PTX_LANES; l++)
-        w->lpc[l] = 0, w->fp[l] = 0;
+    /* lpc needs no clear: only parked lanes' entries are read, and a lane's
+     * is written before it parks. fp only where a call moved it: a clear of
+     * every warp's lpc and fp was a quarter of a short block's start (bench
+     * ptx, saxpy; the compiler made it a rep stos) */
+    if (w->frames_moved) {
+        memset(w->fp, 0, sizeof w->fp);
+        w->frames_moved = 0;
+    }
     w->cw_used = 0;
     w->bar = NULL;
     /* every live lane at pc 0: what ptx_warp_select picks */

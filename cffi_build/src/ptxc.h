@@ -110,7 +110,14 @@ typedef struct {
     const ptxc_plan *p;
     ptxc_text *t;
     const ptxc_bb *bb; /* the block being written */
+    uint32_t *pf_site; /* per code index: its stride-prefetch slot + 1, or 0 */
+    uint64_t *read;    /* register-set bits some instruction of the kernel reads */
 } ptxc_emitter;
+
+/* Loads of generic memory that get a stride prefetch (ptxc_mem.c): the
+ * first this many such loads of a kernel, each with one slot PF_[i]. */
+#define PTXC_PF_SITES 64u
+int ptxc_prefetched_load(const ptx_insn *i);
 
 /* A register's value in lane l in a step (the register file, a constant or a
  * special register), and the lanes of an instruction (em: m and its guard). */

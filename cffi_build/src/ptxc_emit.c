@@ -89,6 +89,11 @@ static const char prelude_body[] =
     "PTXC_MINMAX(f32, float)\nPTXC_MINMAX(f64, double)\n"
     "static inline double satd(double x) { return x > 0.0 ? (x < 1.0 ? x : 1.0) : 0.0; }\n"
     "#define LD_s16(v) ((int16_t)(uint16_t)(v))\n#define LD_u16(v) ((uint16_t)(v))\n"
+    /* a 16-bit source of a widening op as a 32-bit value (the same number): gcc
+     * vectorises these in 32-bit lanes, not with word shuffles */
+    "#define LW_s16(v) ((int32_t)((uint32_t)(v) << 16) >> 16)\n"
+    "#define LW_u16(v) ((uint32_t)(v) & 0xffffu)\n"
+    "#define LW_s32(v) LD_s32(v)\n#define LW_u32(v) LD_u32(v)\n"
     "#define LD_s32(v) ((int32_t)(uint32_t)(v))\n#define LD_u32(v) ((uint32_t)(v))\n"
     "#define LD_s64(v) ((int64_t)(v))\n#define LD_u64(v) ((uint64_t)(v))\n"
     "#define LD_f32(v) f32of(v)\n#define LD_f64(v) f64of(v)\n"
@@ -120,6 +125,15 @@ static const char prelude_body[] =
     /* [lo, hi + size) as a span, 0 when it would wrap (then the slow path decides) */
     "static inline uint64_t ptxc_span(uint64_t lo, uint64_t hi, uint64_t size) {\n"
     "    return hi - lo < (UINT64_C(1) << 48) ? hi - lo + size : 0; }\n"
+    /* A warp's load that moves by a steady stride (a grid-stride loop: tens of
+     * KiB a trip, which the CPU's own prefetchers do not follow) has the
+     * lines it will read eight trips on fetched now. A prefetch never
+     * faults and changes no value. */
+    "static inline void ptxc_prefetch(uint64_t *last, uint64_t a, uint64_t span) {\n"
+    "    uint64_t d = a - *last, t = a + 8 * d; *last = a;\n"
+    "    if (d == 0 || d + (UINT64_C(1) << 24) >= (UINT64_C(1) << 25) || span > 1024) return;\n"
+    "    for (uint64_t o = t & ~UINT64_C(63); o - t < span || o < t; o += 64)\n"
+    "        __builtin_prefetch((const void *)(uintptr_t)o); }\n"
     "static inline int ptxc_window(uint64_t a, uint64_t span, uint64_t len) {\n"
     "    return span != 0 && a <= len && len - a >= span; }\n"
     /* ptx_exec.c's park and rejoin, on the views */
@@ -390,7 +404,7 @@ static int emit_block(ptxc_emitter *c, uint32_t b)
     return 0;
 }
 
-static void emit_head(ptxc_text *t)
+static void emit_head(ptxc_text *t, uint32_t pf_sites)
 {
     ptxc_put(t, "%s%s\n%s", prelude_head, PTXC_ABI_TEXT, prelude_body);
     ptxc_put(t, "__attribute__((visibility(\"default\"))) const unsigned ptxc_abi = %u;\n",
@@ -407,12 +421,40 @@ static void emit_head(ptxc_text *t)
              "const uint64_t NCX = B->nctaid[0], NCY = B->nctaid[1], NCZ = B->nctaid[2];\n"
              "const uint64_t NWI = B->nwarps, DSM = B->dyn_smem, TSM = B->total_smem;\n"
              "const uint64_t SHB = (uint64_t)(uintptr_t)B->shared, SHSZ = B->shared_size;\n"
+             /* held in locals: a store through any pointer could alias B */
+             "uint8_t *const SHP = B->shared; const uint8_t *const ZP = B->zero;\n"
              "const uint64_t LOCB = (uint64_t)(uintptr_t)B->local, LSZ = B->local_size;\n"
              "const uint64_t PLEN = B->params_len, PRMB = (uint64_t)(uintptr_t)B->params;\n"
              "const uint64_t ZERO_ADDR = (uint64_t)(uintptr_t)B->zero;\n"
              "uint32_t pc = *WV->pc, m = *WV->mask, mpc = *WV->merge_pc;\n"
-             "uint64_t n = 0;\nint rc = 0;\n"
-             "if (m == 0) goto reselect;\n");
+             "uint64_t n = 0;\nint rc = 0;\n");
+    /* each prefetched load's last warp address (ptxc_mem.c): its stride */
+    if (pf_sites > 0)
+        ptxc_put(t, "uint64_t PF_[%u] = {0};\n", pf_sites);
+    ptxc_put(t, "if (m == 0) goto reselect;\n");
+}
+
+/* The register-set bits any instruction reads (a result nothing reads need
+ * not be stored: an atom whose old value is unused). */
+static void mark_reads(const ptx_kernel *k, uint64_t *read)
+{
+    for (uint32_t pc = 0; pc < k->ncode; pc++) {
+        ptxc_rw rw;
+        uint32_t bits[16];
+        ptxc_rw_of(&k->code[pc], &rw);
+        for (uint32_t q = 0, n = ptxc_bits(&rw, k->nregs, 0, bits); q < n; q++)
+            read[bits[q] >> 6] |= UINT64_C(1) << (bits[q] & 63);
+    }
+}
+
+/* Numbers the loads that get a stride prefetch: pf_site[pc] = slot + 1. */
+static uint32_t number_prefetch_sites(const ptx_kernel *k, uint32_t *pf_site)
+{
+    uint32_t n = 0;
+    for (uint32_t pc = 0; pc < k->ncode && n < PTXC_PF_SITES; pc++)
+        if (ptxc_prefetched_load(&k->code[pc]))
+            pf_site[pc] = ++n;
+    return n;
 }
 
 int ptxc_emit(const ptx_kernel *k, ptxc_text *out, ptxc_needs *needs, char *why, size_t why_len)
@@ -420,8 +462,18 @@ int ptxc_emit(const ptx_kernel *k, ptxc_text *out, ptxc_needs *needs, char *why,
     ptxc_plan p;
     if (ptxc_plan_make(k, &p, why, why_len) != 0)
         return -1;
-    ptxc_emitter c = {.p = &p, .t = out};
-    emit_head(out);
+    uint32_t *pf_site = calloc(k->ncode + 1, sizeof *pf_site);
+    uint64_t *read = calloc(p.words, sizeof *read);
+    if (pf_site == NULL || read == NULL) {
+        free(pf_site);
+        free(read);
+        ptxc_plan_free(&p);
+        snprintf(why, why_len, "out of memory writing C");
+        return -1;
+    }
+    mark_reads(k, read);
+    ptxc_emitter c = {.p = &p, .t = out, .pf_site = pf_site, .read = read};
+    emit_head(out, number_prefetch_sites(k, pf_site));
     ptxc_put(out, "dispatch:\nswitch (pc) {\n");
     for (uint32_t b = 0; b < p.nbb; b++)
         ptxc_put(out, "case %u: goto L%u;\n", p.bb[b].start, p.bb[b].start);
@@ -446,6 +498,8 @@ int ptxc_emit(const ptx_kernel *k, ptxc_text *out, ptxc_needs *needs, char *why,
         needs->fill_consts = p.calls_read_consts;
     }
     ptxc_plan_free(&p);
+    free(pf_site);
+    free(read);
     if (rc != 0 || out->failed) {
         if (why != NULL && why_len > 0)
             snprintf(why, why_len, out->failed ? "out of memory writing C" : "an instruction "

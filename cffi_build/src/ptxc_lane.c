@@ -163,13 +163,13 @@ static int int_op(ptxc_text *t, const ptx_insn *i, const names *nm)
     static const char *const stw[4] = {"u32", "u32", "u64", "u64"};
     int ix = family(i->op, PTX_OP_mulwide_s16, 4);
     if (ix >= 0) {
-        ptxc_put(t, "%s = ST_%s((%s)LD_%s(%s) * (%s)LD_%s(%s));\n", nm->d[0], stw[ix], wtt[ix],
+        ptxc_put(t, "%s = ST_%s((%s)LW_%s(%s) * (%s)LW_%s(%s));\n", nm->d[0], stw[ix], wtt[ix],
                  int6[ix], nm->s[0], wtt[ix], int6[ix], nm->s[1]);
         return 0;
     }
     ix = family(i->op, PTX_OP_madwide_s16, 4);
     if (ix >= 0) {
-        ptxc_put(t, "%s = ST_%s((uint64_t)((%s)LD_%s(%s) * (%s)LD_%s(%s)) + %s);\n", nm->d[0],
+        ptxc_put(t, "%s = ST_%s((uint64_t)((%s)LW_%s(%s) * (%s)LW_%s(%s)) + %s);\n", nm->d[0],
                  stw[ix], wtt[ix], int6[ix], nm->s[0], wtt[ix], int6[ix], nm->s[1], nm->s[2]);
         return 0;
     }

@@ -56,7 +56,7 @@ static void put_fits(ptxc_text *t, int space, const char *a, const char *s)
 static const char *mem_where(int space)
 {
     switch (space) {
-    case SP_SHARED: return "(B->shared + a)";
+    case SP_SHARED: return "(SHP + a)";
     case SP_LOCAL: return "((uint8_t *)(uintptr_t)LOCAL_FRAME(l) + a)";
     case SP_PARAM: return "((uint8_t *)(uintptr_t)B->params + a)";
     default: return "((uint8_t *)(uintptr_t)a)";
@@ -98,7 +98,7 @@ static void mem_access(ptxc_emitter *c, const ptx_insn *i, int store, unsigned n
  * the common coalesced access): one check of the 32 elements, then a plain
  * loop over them that gcc turns into vector loads or stores. */
 static void put_contiguous(ptxc_emitter *c, const ptx_insn *i, int store, unsigned n,
-                           const char *a)
+                           const char *a, uint32_t pf)
 {
     ptxc_text *t = c->t;
     int space = mem_space(i->op);
@@ -108,7 +108,10 @@ static void put_contiguous(ptxc_emitter *c, const ptx_insn *i, int store, unsign
                 " uint32_t lin_ = 1; for (int l = 0; l < 32; l++) lin_ &= (%s) == a0_ + "
                 "(uint64_t)l * %u;\nif (lin_ & ((a0_ & %u) == 0) & ", a, a, n, n - 1);
     put_fits(t, space, "a0_", span);
-    ptxc_put(t, ") { %s%s *q_ = (%s%s *)(uintptr_t)(%s);", store ? "" : "const ", ut[n],
+    ptxc_put(t, ") {");
+    if (pf)
+        ptxc_put(t, " ptxc_prefetch(&PF_[%u], a0_, %u);", pf - 1, 32 * n);
+    ptxc_put(t, " %s%s *q_ = (%s%s *)(uintptr_t)(%s);", store ? "" : "const ", ut[n],
              store ? "" : "const ", ut[n], space == SP_SHARED ? "SHB + a0_" : "a0_");
     if (store)
         ptxc_put(t, " for (int l = 0; l < 32; l++) q_[l] = (%s)(%s);", ut[n],
@@ -137,8 +140,9 @@ int ptxc_emit_mem(ptxc_emitter *c, uint32_t pc)
     ptxc_put(t, "{ /* %u */ ", pc);
     ptxc_put_em(t, i);
     ptxc_put(t, " if (em) { int done_ = 0;\n");
+    uint32_t pf = c->pf_site != NULL ? c->pf_site[pc] : 0;
     if (i->aux == 1 && (space == SP_GENERIC || space == SP_SHARED))
-        put_contiguous(c, i, store, n, a);
+        put_contiguous(c, i, store, n, a, pf);
     ptxc_put(t, "if (!done_) {\n"
                 "uint64_t lo_ = ~UINT64_C(0), hi_ = 0, or_ = 0;\n"
                 "PTXC_LANES(em, uint64_t a = %s; lo_ = a < lo_ ? a : lo_;"
@@ -146,7 +150,10 @@ int ptxc_emit_mem(ptxc_emitter *c, uint32_t pc)
                 "uint64_t span_ = ptxc_span(lo_, hi_, %u);\n"
                 "if ((or_ & %u) == 0 && ", a, size, size - 1);
     put_fits(t, space, "lo_", "span_");
-    ptxc_put(t, ") {\nPTXC_LANES(em, uint64_t a = %s; uint8_t *p_ = %s;", a, mem_where(space));
+    ptxc_put(t, ") {\n");
+    if (pf)
+        ptxc_put(t, "ptxc_prefetch(&PF_[%u], lo_, span_);\n", pf - 1);
+    ptxc_put(t, "PTXC_LANES(em, uint64_t a = %s; uint8_t *p_ = %s;", a, mem_where(space));
     mem_access(c, i, store, n);
     ptxc_put(t, ");\n} else {\nPTXC_LANES(em, uint64_t a = %s;", a);
     put_lane_check(t, space, pc, size);
@@ -209,9 +216,12 @@ void ptxc_emit_atom_s(ptxc_emitter *c, uint32_t pc)
     snprintf(a, sizeof a, "%s + UINT64_C(0x%llx)", ptxc_step_src(c->p, i->ab, ab, sizeof ab),
              (unsigned long long)i->imm);
     atom_expr(i, ptxc_step_src(c->p, i->s[1], cx, sizeof cx), nv, sizeof nv);
-    snprintf(op, sizeof op, " uint8_t *p_ = B->shared + a; %s old, bv = (%s)(%s), nv;"
-             " memcpy(&old, p_, %u); nv = (%s)(%s); memcpy(p_, &nv, %u); R[%u][l] = old;",
-             ty, ty, ptxc_step_src(c->p, i->s[0], bx, sizeof bx), n, ty, nv, n, i->d[0]);
+    char keep[40] = "";
+    if (ptxc_bit(c->read, i->d[0])) /* else the old value is never read */
+        snprintf(keep, sizeof keep, " R[%u][l] = old;", i->d[0]);
+    snprintf(op, sizeof op, " uint8_t *p_ = SHP + a; %s old, bv = (%s)(%s), nv;"
+             " memcpy(&old, p_, %u); nv = (%s)(%s); memcpy(p_, &nv, %u);%s",
+             ty, ty, ptxc_step_src(c->p, i->s[0], bx, sizeof bx), n, ty, nv, n, keep);
     ptxc_put(t, "{ /* %u */ ", pc);
     ptxc_put_em(t, i);
     ptxc_put(t, " if (em) {\nuint64_t lo_ = ~UINT64_C(0), hi_ = 0, or_ = 0;\n"
@@ -249,6 +259,13 @@ int ptxc_fusable_load(const ptx_insn *i)
     return ptxc_is_load(i) && (mem_space(i->op) != SP_GENERIC || i->ab == PTX_R_ZERO);
 }
 
+/* A load of generic memory that is a step of its own: where a strided warp
+ * waits on DRAM, so it gets a stride prefetch (ptxc_prefetch). */
+int ptxc_prefetched_load(const ptx_insn *i)
+{
+    return ptxc_is_load(i) && !ptxc_fusable_load(i) && mem_space(i->op) == SP_GENERIC;
+}
+
 /* The same address in every lane: no register, a constant, or a special
  * register that is the same in a block (not local memory: each lane has its
  * own frame). */
@@ -271,7 +288,7 @@ static void put_spec_access(ptxc_text *t, int space, unsigned size)
         ptxc_put(t, "PTXC_IN4(a, %u);", size);
     else
         ptxc_put(t, "(%s >= %u) & (a <= %s - %u);", len[space], size, len[space], size);
-    ptxc_put(t, " bad_ |= ok_ ^ 1u; const uint8_t *p_ = ok_ ? %s : B->zero;", mem_where(space));
+    ptxc_put(t, " bad_ |= ok_ ^ 1u; const uint8_t *p_ = ok_ ? %s : ZP;", mem_where(space));
 }
 
 /* A uniform load, read once before the loop into H<pc>_<element>. */
