@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gleam.peer.cuda import native
-from gleam.peer.nativelib import ffi
+from gleam.peer.nativelib import ffi, lib
 
 from .cuda_arrays import (
     ARRAY,
@@ -60,8 +60,20 @@ INVALID_VALUE, INVALID_HANDLE, NOT_SUPPORTED = 1, 400, 801
 ILLEGAL_ADDRESS, MISALIGNED, LAUNCH_FAILED = 700, 716, 719
 
 
-@pytest.fixture
-def t():
+def tier_stats() -> tuple[int, int]:
+    """Blocks run so far in this process: (compiled, interpreted)."""
+    st = ffi.new("gl_ptx_tier_stats *")
+    lib.gl_ptx_tier_get_stats(st)
+    return int(st.blocks_compiled), int(st.blocks_interpreted)
+
+
+@pytest.fixture(params=["interpreted", "compiled"])
+def t(request, monkeypatch):
+    """A session on the host device; every test runs on both of its tiers (compiled: each
+    kernel compiled before its first launch; lookups run by their handlers there)."""
+    if request.param == "compiled":
+        monkeypatch.setenv("GLEAM_PTX_JIT", "wait")
+        monkeypatch.setenv("GLEAM_PTX_JIT_AFTER", "0")
     be = native.HostBackend({}, memory_limit=1 << 27)
     s = Session(be, 1 << 26)
     s.context()
@@ -179,6 +191,19 @@ def test_descriptors_the_server_refuses(t):
 
 
 # ------------------------------------------------------------------------ sampling
+
+
+def test_plain_lookups_run_compiled_on_the_compiled_tier(t, request):
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    tex = texture2d(t, data, address=[CLAMP] * 3, filter=POINT)
+    before = tier_stats()
+    got = f32(t.lookup("fetch2d", tex, np.array([[1.5, 2.5]], np.float32)))
+    compiled, interpreted = (a - b for a, b in zip(tier_stats(), before, strict=True))
+    assert got[0, 0] == 9
+    if request.node.callspec.params["t"] == "compiled":
+        assert compiled > 0 and interpreted == 0
+    else:
+        assert compiled == 0 and interpreted > 0
 
 
 def test_point_sampling_with_unnormalized_coordinates_clamps_or_reads_the_border(t):

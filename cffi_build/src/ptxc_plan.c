@@ -47,6 +47,18 @@ static int runs_by_handler(int op)
     return op >= PTX_OP_brev_s16 && op <= PTX_OP_brev_u64;
 }
 
+/* tex, tld4 and txq run by their handlers (ptx_exec_tex.c) as any handler
+ * does: their fields are results and sources as the analysis reads them.
+ * Not the forms with a second instruction (tex.level, tex.grad, a residency
+ * predicate: mode2 bit 3), whose nop carries sources in result fields, nor
+ * suld/sust (sust's values stored sit in the result fields). */
+static int texture_lookup(const ptx_insn *i)
+{
+    if (i->op == PTX_OP_txq)
+        return 1;
+    return (i->op == PTX_OP_tex || i->op == PTX_OP_tld4) && !(i->mode2 & 8);
+}
+
 /* The float ops that round: anything but .rn runs by its handler, which
  * switches the host's rounding mode (generated code keeps the default). */
 /* The whitelist names opcode ranges: an opcode another change puts inside
@@ -82,6 +94,8 @@ int ptxc_kind(const ptx_insn *i)
         return PTXC_MEM;
     if (ptxc_atom_inline(i))
         return PTXC_MEM;
+    if (texture_lookup(i))
+        return i->fn != NULL ? PTXC_CALL : PTXC_NO;
     if (op == PTX_OP_shfl || op == PTX_OP_fence || op == PTX_OP_activemask || op == PTX_OP_warpsync
         || (op >= PTX_OP_vote_all && op <= PTX_OP_vote_ballot))
         return PTXC_WARP;
