@@ -127,8 +127,9 @@ def inputs(case: Case, rng: np.random.Generator):
     return a, b, c, a, b
 
 
-def run_case(case: Case, a, b, c, alpha, *, c_col: bool, sat: bool = False,
-             lda: int | None = None, block: int = 32, d_buffer: bool = True):
+def case_launch(case: Case, a, b, c, alpha, *, c_col: bool, sat: bool = False,
+                lda: int | None = None, d_buffer: bool = True):
+    """A case's kernel parameters, its buffers and the D buffer."""
     m, n, k = case.shape
     size = MEMORY[case.kind]().itemsize
     acc_size = MEMORY[case.acc]().itemsize
@@ -143,7 +144,15 @@ def run_case(case: Case, a, b, c, alpha, *, c_col: bool, sat: bool = False,
                          cbuf.ctypes.data, ldc, dbuf.ctypes.data, ldc,
                          int(c_col) | (2 if sat else 0))
     params += struct.pack(ALPHA[case.acc], alpha)
+    return params, buffers, dbuf
+
+
+def run_case(case: Case, a, b, c, alpha, *, c_col: bool, sat: bool = False,
+             lda: int | None = None, block: int = 32, d_buffer: bool = True):
+    params, buffers, dbuf = case_launch(case, a, b, c, alpha, c_col=c_col, sat=sat, lda=lda,
+                                        d_buffer=d_buffer)
     rc, _, msg = run(load(WMMA_PTX.read_text()), case.kernel, params, buffers, block=block)
+    m, n, _k = case.shape
     return rc, msg, read_back(dbuf, m, n, c_col)
 
 
@@ -175,6 +184,23 @@ def test_tile_matches_numpy(case, c_col):
     scale = (np.abs(a64) @ np.abs(b64) + np.abs(c.astype(np.float64))) * abs(alpha)
     assert np.all(np.abs(d.astype(np.float64) - want) <= tol * scale + 1e-30), \
         (d.astype(np.float64) - want)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.kernel for c in CASES])
+def test_every_tile_is_identical_on_both_tiers(case):
+    # compiled code runs wmma by its handler, which reads and writes every lane's fragment
+    # registers (the carriers after it): the scaling of the accumulator between the mma and
+    # the store is compiled lane-local code around it
+    from .test_ptx_compile import both_tiers
+
+    rng = np.random.default_rng(len(case.kernel))
+    a, b, c, _a64, _b64 = inputs(case, rng)
+    alpha = 3 if case.acc == "s32" else -1.5
+    params, buffers, _dbuf = case_launch(case, a, b, c, alpha, c_col=True)
+    interp, compiled = both_tiers(WMMA_PTX.read_text(), case.kernel, (1, 1, 1), (32, 1, 1),
+                                  params, buffers)
+    assert interp.rc == 0, interp.err
+    assert compiled == interp
 
 
 def test_small_integers_are_exact_in_every_float_type():

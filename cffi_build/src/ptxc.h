@@ -85,14 +85,17 @@ static inline void ptxc_set(uint64_t *set, uint32_t b)
 }
 
 /* The register and predicate slots an instruction reads and writes (guard
- * included). Returns the counts; at most 8 of each. */
+ * included). A wmma instruction's are its own and its carriers' (the nops
+ * after it that hold its fragments' registers: it reads and writes them when
+ * it runs), and a carrier's are none. */
 typedef struct {
-    uint32_t r[8], nr, p[8], np;     /* read */
-    uint32_t wr[8], nwr, wp[8], nwp; /* written */
+    uint32_t r[32], nr, p[8], np;     /* read */
+    uint32_t wr[16], nwr, wp[8], nwp; /* written */
 } ptxc_rw;
+#define PTXC_RW_MAX 48u /* the most slots of one kind: registers and predicates */
 void ptxc_rw_of(const ptx_insn *i, ptxc_rw *rw);
 /* The slots read (WRITTEN 0) or written as register-set bits (predicates after NREGS). */
-uint32_t ptxc_bits(const ptxc_rw *rw, uint32_t nregs, int written, uint32_t out[16]);
+uint32_t ptxc_bits(const ptxc_rw *rw, uint32_t nregs, int written, uint32_t out[PTXC_RW_MAX]);
 
 /* ---- C text (ptxc_lane.c, ptxc_emit.c) ---- */
 

@@ -440,7 +440,7 @@ static void mark_reads(const ptx_kernel *k, uint64_t *read)
 {
     for (uint32_t pc = 0; pc < k->ncode; pc++) {
         ptxc_rw rw;
-        uint32_t bits[16];
+        uint32_t bits[PTXC_RW_MAX];
         ptxc_rw_of(&k->code[pc], &rw);
         for (uint32_t q = 0, n = ptxc_bits(&rw, k->nregs, 0, bits); q < n; q++)
             read[bits[q] >> 6] |= UINT64_C(1) << (bits[q] & 63);

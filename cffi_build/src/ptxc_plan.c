@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptx_wmma.h"
 #include "ptxc.h"
 
 /* The instructions whose interpreter handler the generated code may call:
@@ -38,13 +39,35 @@ static int runs_by_handler(int op)
     case PTX_OP_habs: case PTX_OP_hmin: case PTX_OP_hmax: case PTX_OP_hsetp:
     case PTX_OP_cvt: case PTX_OP_clock: case PTX_OP_clock64: case PTX_OP_globaltimer:
     case PTX_OP_isspacep: case PTX_OP_atom_g: case PTX_OP_atom_s: case PTX_OP_cpasync:
-    case PTX_OP_redux: case PTX_OP_match_any: case PTX_OP_match_all:
+    case PTX_OP_redux: case PTX_OP_match_any: case PTX_OP_match_all: case PTX_OP_cvt_tf32:
         return 1;
     default:
         break;
     }
     /* the integer families with a handler only: brev */
     return op >= PTX_OP_brev_s16 && op <= PTX_OP_brev_u64;
+}
+
+/* The carriers after a wmma instruction (ptx_wmma.h): one per four of its
+ * fragment's registers, six for an mma; -1 for an encoding without a
+ * fragment (the kernel stays interpreted, whose handler refuses it). */
+static int wmma_carriers(const ptx_insn *i)
+{
+    if (i->op == PTX_OP_wmma_mma)
+        return (int)PTX_WMMA_MMA_CARRIERS;
+    if (i->op != PTX_OP_wmma_load && i->op != PTX_OP_wmma_store)
+        return 0;
+    ptx_wmma_frag f;
+    if (ptx_wmma_frag_of((int)i->aux, (int)(i->mode & PTX_WM_KIND), i->mode2, &f) != 0)
+        return -1;
+    return (f.nregs + 3) / 4;
+}
+
+/* A nop that carries fields is another instruction's carrier (wmma's, or a
+ * texture lookup's extra operands): it does nothing when it runs. */
+static int is_carrier(const ptx_insn *i)
+{
+    return i->op == PTX_OP_nop && i->fk != 0;
 }
 
 /* tex, tld4 and txq run by their handlers (ptx_exec_tex.c) as any handler
@@ -96,6 +119,8 @@ int ptxc_kind(const ptx_insn *i)
         return PTXC_MEM;
     if (texture_lookup(i))
         return i->fn != NULL ? PTXC_CALL : PTXC_NO;
+    if (op == PTX_OP_wmma_load || op == PTX_OP_wmma_store || op == PTX_OP_wmma_mma)
+        return i->fn != NULL && wmma_carriers(i) > 0 ? PTXC_CALL : PTXC_NO;
     if (op == PTX_OP_shfl || op == PTX_OP_fence || op == PTX_OP_activemask || op == PTX_OP_warpsync
         || (op >= PTX_OP_vote_all && op <= PTX_OP_vote_ballot))
         return PTXC_WARP;
@@ -106,9 +131,8 @@ int ptxc_kind(const ptx_insn *i)
     return runs_by_handler(op) && i->fn != NULL ? PTXC_CALL : PTXC_NO;
 }
 
-void ptxc_rw_of(const ptx_insn *i, ptxc_rw *rw)
+static void fields_of(const ptx_insn *i, ptxc_rw *rw)
 {
-    memset(rw, 0, sizeof *rw);
     for (int f = 0; f < PTX_NFIELDS; f++) {
         int kind = (int)(i->fk >> (2 * f)) & 3;
         if (kind == PTX_FK_NONE)
@@ -124,11 +148,20 @@ void ptxc_rw_of(const ptx_insn *i, ptxc_rw *rw)
         else
             rw->p[rw->np++] = v;
     }
+}
+
+void ptxc_rw_of(const ptx_insn *i, ptxc_rw *rw)
+{
+    memset(rw, 0, sizeof *rw);
+    if (!is_carrier(i))
+        fields_of(i, rw);
+    for (int c = 1; c <= wmma_carriers(i); c++)
+        fields_of(i + c, rw);
     if (i->guard)
         rw->p[rw->np++] = i->guard & ~PTX_GUARD_NEG;
 }
 
-uint32_t ptxc_bits(const ptxc_rw *rw, uint32_t nregs, int written, uint32_t out[16])
+uint32_t ptxc_bits(const ptxc_rw *rw, uint32_t nregs, int written, uint32_t out[PTXC_RW_MAX])
 {
     const uint32_t *r = written ? rw->wr : rw->r, *p = written ? rw->wp : rw->p;
     uint32_t nr = written ? rw->nwr : rw->nr, np = written ? rw->nwp : rw->np, n = 0;
@@ -245,7 +278,7 @@ static void live_through(const ptxc_plan *p, uint32_t b, uint64_t *set)
     for (uint32_t pc = p->bb[b].end; pc-- > p->bb[b].start;) {
         const ptx_insn *i = &k->code[pc];
         ptxc_rw rw;
-        uint32_t bits[16], n;
+        uint32_t bits[PTXC_RW_MAX], n;
         ptxc_rw_of(i, &rw);
         if (i->guard == 0) { /* a guarded write leaves the other lanes' values live */
             n = ptxc_bits(&rw, k->nregs, 1, bits);

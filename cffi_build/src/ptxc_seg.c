@@ -39,7 +39,7 @@ static int needed_after(const ptxc_emitter *c, uint32_t bit, uint32_t after)
         return 1;
     for (uint32_t pc = after; pc < c->bb->end; pc++) {
         ptxc_rw rw;
-        uint32_t bits[16];
+        uint32_t bits[PTXC_RW_MAX];
         ptxc_rw_of(&p->k->code[pc], &rw);
         for (uint32_t q = 0, n = ptxc_bits(&rw, p->k->nregs, 0, bits); q < n; q++)
             if (bits[q] == bit)
@@ -61,7 +61,7 @@ static int analyse(const ptxc_emitter *c, uint32_t s, uint32_t e, int all_out, r
     for (uint32_t pc = s; pc < e; pc++) {
         const ptx_insn *i = &k->code[pc];
         ptxc_rw rw;
-        uint32_t bits[16], w[16];
+        uint32_t bits[PTXC_RW_MAX], w[PTXC_RW_MAX];
         ptxc_rw_of(i, &rw);
         ri->guarded |= i->guard != 0;
         if (ptxc_is_load(i)) {
