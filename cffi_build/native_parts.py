@@ -8,7 +8,7 @@ another part as ``"part/name.h"`` (the include path is ``cffi_build/src``),
 and the shared contract (``include/``, ``generated/``) bare, from anywhere.
 
 A part's ``uses`` are the parts whose headers its files may include. An include
-that breaks the table but is wanted today is an ``Exception`` below, one
+that breaks the table but is needed today is a ``KnownException`` below, one
 (file, header) pair each, with the reason; the test fails on one no longer
 needed, so the list only shrinks.
 """
@@ -25,7 +25,7 @@ class Part(NamedTuple):
 
 
 PARTS: dict[str, Part] = {
-    "mem": Part("memory bookkeeping every part may use: sorted tables of address ranges, "
+    "mem": Part("memory bookkeeping several parts share: sorted tables of address ranges, "
                 "the band where a session's virtual range goes, spare large buffers."),
     "crypto": Part("OpenSSL's libcrypto opened at run time: AES-256-GCM and SHA-256."),
     "wire": Part("the data plane's bytes: the call batch (records), the sealed data "
