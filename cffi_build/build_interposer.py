@@ -24,7 +24,7 @@ LIB_NAME = "libcuda.so.1"
 NVRTC_LIB_NAME = "libgleam_nvrtc.so"
 # Files of the native core that the interposer links too (plain C, no Python);
 # everything in cffi_build/common is linked into both as well.
-SHARED_CORE = ("records.c", "ranges.c")
+SHARED_CORE = ("wire/records.c", "mem/ranges.c")
 
 
 def shared_sources() -> list[pathlib.Path]:

@@ -510,7 +510,7 @@ ROWS: tuple[Row, ...] = (
       (s("cuMemHostGetFlags", 2030),), ready=True),
     # Images larger than one copy chunk (CuPy's CUB fatbin is 41 MB, PyTorch's
     # are larger) travel as parts that the executor stages, then one staged
-    # load (interposer/module.c, src/exec_images.c): an envelope carries at
+    # load (interposer/module.c, src/exec/exec_images.c): an envelope carries at
     # most one chunk.
     R("glImagePart", "const void *bytes, size_t n", ONEWAY, (), {"bytes": "hin:n"},
       server="exec", backend=False, ctx=False),
@@ -650,7 +650,7 @@ ROWS: tuple[Row, ...] = (
     # device runs once (include/gl_graph.h; n == 0: the description was staged
     # in glImagePart records); launching is one record per stage, the process
     # running host functions and copies of its own memory between stages
-    # (graph_launch.c, hostfn.c; server: src/exec_graphs.c).
+    # (graph_launch.c, hostfn.c; server: src/exec/exec_graphs.c).
     R("glGraphInstantiate", "CUgraphExec *exec, const void *desc, size_t n", ONEWAY, (),
       {"exec": "mint:gexec", "desc": "hin:n"}, server="exec", backend=False),
     R("glGraphUpdate", "CUgraphExec exec, const void *desc, size_t n", ONEWAY, (),
@@ -857,7 +857,7 @@ ROWS: tuple[Row, ...] = (
     # -------------- appended for mapped and managed memory (interposer/mirror.c, managed.c)
     # A mapped or managed allocation is *mirrored*: the program's view in the client
     # and device memory on the server, kept coherent by diffs against a twin on each
-    # side (include/gl_mirror_diff.h; server: src/exec_mirror.c). The coherence rule is
+    # side (include/gl_mirror_diff.h; server: src/exec/exec_mirror.c). The coherence rule is
     # in docs/cuda-forwarding.md, "Mapped and managed memory".
     R("cuMemAllocManaged", "CUdeviceptr *dptr, size_t bytesize, unsigned int flags", LOCAL,
       (s("cuMemAllocManaged", 6000),), ready=True),
@@ -901,8 +901,8 @@ ROWS: tuple[Row, ...] = (
     # cut into the 2D rows below, one slice and at most one copy chunk each
     # (interposer/arraycopy.c). Texture and surface objects are minted; the
     # request carries the handle and the server answers the value kernels see
-    # (interposer/texobj.c; server: src/exec_arrays.c; host device:
-    # src/hostdev_arrays.c, src/hostdev_textures.c).
+    # (interposer/texobj.c; server: src/exec/exec_arrays.c; host device:
+    # src/hostdev/hostdev_arrays.c, src/hostdev/hostdev_textures.c).
     R("cuArrayCreate", "CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray", LOCAL,
       (s("cuArrayCreate_v2", 3020),), ready=True),
     R("cuArray3DCreate", "CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray",
@@ -984,7 +984,7 @@ ROWS: tuple[Row, ...] = (
     R("cuSurfObjectDestroy", "CUsurfObject surfObject", ONEWAY,
       (s("cuSurfObjectDestroy", 5000),), {"surfObject": "h:surfobj!"}, client="custom",
       ready=True),
-    # ------------- appended for device printf, assert and malloc (issue 26; src/ptx_devrt.h)
+    # ------------- appended for device printf, assert and malloc (issue 26; src/ptx/ptx_devrt.h)
     # cuCtxSetLimit stays local (interposer/runtime.c) and sends the limits the
     # serving device holds: the stack (0), the printf FIFO (1) and the malloc
     # heap (2). Waiting: CUDA refuses a FIFO or heap size once a kernel that
@@ -997,7 +997,7 @@ ROWS: tuple[Row, ...] = (
     R("glDeviceHeap", "CUdeviceptr base, size_t size", ONEWAY, (), {"base": "dptr:size"}),
     R("glDeviceHeapBase", "CUdeviceptr *base", WAITING, (), {"base": "out"}),
     # Which of the device runtime's built-ins a function calls (1 << PTX_BI_*,
-    # src/ptx_devrt.h; a GPU's driver: 0), asked with its parameter layout for an
+    # src/ptx/ptx_devrt.h; a GPU's driver: 0), asked with its parameter layout for an
     # image the interposer cannot read: a heap is made only for kernels that use it.
     R("glFuncDevrt", "unsigned int *uses, CUfunction func", WAITING, (),
       {"uses": "out", "func": "h:func"}),
@@ -1008,7 +1008,7 @@ ROWS: tuple[Row, ...] = (
     # A managed variable (.attribute(.managed)) of a module on the host device lies
     # alone in pages of a module storage mapped in the band; the interposer maps
     # its view there and pairs the pages with a fresh twin, which the server fills
-    # from the variable (src/exec_mirror.c), which checks that `var` lies in a module
+    # from the variable (src/exec/exec_mirror.c), which checks that `var` lies in a module
     # variable of the session (the program knows only the variable's own bytes as
     # device memory, not the rest of its pages). Waiting: a refusal reaches the program.
     R("glManagedVarMirror", "CUdeviceptr var, CUdeviceptr twin, size_t size", WAITING, (),
@@ -1027,7 +1027,7 @@ ROWS: tuple[Row, ...] = (
       ready=True),
     # What the interposer took goes on to the serving device: the host device
     # has no L2 of its own and takes them as the hints they are
-    # (src/hostdev_cache_hints.c); the cuda backend hands them to the GPU's
+    # (src/hostdev/hostdev_cache_hints.c); the cuda backend hands them to the GPU's
     # driver. One-way: the interposer checked them first.
     R("glStreamSetAttribute", "CUstream hStream, CUstreamAttrID attr, "
       "const CUstreamAttrValue *value", ONEWAY, (),
@@ -1039,7 +1039,7 @@ ROWS: tuple[Row, ...] = (
     # The program's VMM calls are answered in the interposer (interposer/vmm.c):
     # a reservation is a held range of the session's addresses, handles and
     # mappings are its tables. What makes memory exist goes to the server
-    # (src/exec_vmm.c), which checks every range against the session's own and
+    # (src/exec/exec_vmm.c), which checks every range against the session's own and
     # trusts nothing: an allocation (a memfd on the host device), a mapping of
     # one at an address, the access that puts a mapping among the session's
     # allocations, and their undoing. Waiting: a refusal reaches the program.
@@ -1080,8 +1080,8 @@ ROWS: tuple[Row, ...] = (
     # ------------- appended for conditional graph nodes (issue 25, branch condg2)
     # A graph's conditional handles are the interposer's (interposer/graph_cond.c);
     # conditional nodes travel in the graph's description with their bodies, and
-    # the server decides them (src/exec_graphs.c, cudaGraphSetConditional in
-    # src/ptx_devrt.c).
+    # the server decides them (src/exec/exec_graphs.c, cudaGraphSetConditional in
+    # src/ptx/ptx_devrt.c).
     R("cuGraphConditionalHandleCreate", "CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, "
       "CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags", LOCAL,
       (s("cuGraphConditionalHandleCreate", 12030),), ready=True),

@@ -76,7 +76,7 @@ EXTRAS: tuple[Extra, ...] = (
     Extra("cuGraphExecUpdate_v2", required=False),
     Extra("cuGraphLaunch", required=False),
     Extra("cuGraphExecDestroy", required=False),
-    # CUDA arrays, texture and surface objects (src/cudadev_arrays.c).
+    # CUDA arrays, texture and surface objects (src/cudadev/cudadev_arrays.c).
     Extra("cuArray3DCreate_v2", required=False),
     Extra("cuArrayDestroy", required=False),
     Extra("cuMipmappedArrayCreate", required=False),

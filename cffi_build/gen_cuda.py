@@ -478,8 +478,8 @@ def gen_decoder(r: Row, ps: list[Param]) -> str:
 def gen_dispatch(wire: list[Row], parsed: dict[str, list[Param]]) -> str:
     out = [BANNER, "#include <stdint.h>\n#include <string.h>\n",
            '#include "gl_cuda.h"\n#include "gl_calls.h"\n#include "gl_span.h"\n'
-           '#include "records.h"\n'
-           '#include "executor.h"\n\n']
+           '#include "wire/records.h"\n'
+           '#include "exec/executor.h"\n\n']
     for r in wire:
         out.append(gen_decoder(r, parsed[r.name]))
     out.append("CUresult gl_dispatch(struct gl_exec *x, const gl_record *rec, gl_reply_out *o)\n"

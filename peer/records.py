@@ -1,6 +1,6 @@
 """Data-plane call batches, seen from Python.
 
-The encoder and decoder live in the native core (``cffi_build/src/records.c``)
+The encoder and decoder live in the native core (``cffi_build/src/wire/records.c``)
 because the interposer and the server executor run the same code without
 Python. This module is a thin wrapper for the agents' tests, tools and
 slow paths: the hot path moves batches as opaque buffers and never loops over

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzz the native batch decoder (cffi_build/src/records.c) with libFuzzer,
+# Fuzz the native batch decoder (cffi_build/src/wire/records.c) with libFuzzer,
 # AddressSanitizer and UndefinedBehaviorSanitizer, for a bounded time.
 #
 #   scripts/fuzz-native.sh [SECONDS]      default 60
@@ -36,11 +36,11 @@ mkdir -p "$out/seeds" "$corpus"
 cflags=(-std=c11 -g -O1 -Wall -Wextra -I "$src")
 
 # Seeds come from the real writer, so they are valid batches by construction.
-"$cc" "${cflags[@]}" "$fuzz/gen_seeds.c" "$src/records.c" -o "$out/gen_seeds"
+"$cc" "${cflags[@]}" "$fuzz/gen_seeds.c" "$src/wire/records.c" -o "$out/gen_seeds"
 "$out/gen_seeds" "$out/seeds"
 
 if ! "$cc" "${cflags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    "$fuzz/fuzz_records.c" "$src/records.c" -o "$out/fuzz_records"; then
+    "$fuzz/fuzz_records.c" "$src/wire/records.c" -o "$out/fuzz_records"; then
     echo "fuzz-native.sh: building with -fsanitize=fuzzer failed; is the clang runtime" \
         "(libclang-rt-NN-dev) installed?" >&2
     exit 3
@@ -66,11 +66,11 @@ fi
 if [ "${FUZZ_COVERAGE:-1}" != 0 ] && command -v llvm-profdata >/dev/null \
     && command -v llvm-cov >/dev/null; then
     "$cc" "${cflags[@]}" -fsanitize=fuzzer -fprofile-instr-generate -fcoverage-mapping \
-        "$fuzz/fuzz_records.c" "$src/records.c" -o "$out/fuzz_records_cov"
+        "$fuzz/fuzz_records.c" "$src/wire/records.c" -o "$out/fuzz_records_cov"
     LLVM_PROFILE_FILE="$out/cov.profraw" "$out/fuzz_records_cov" -runs=0 \
         "$corpus" "$out/seeds" >/dev/null 2>&1
     llvm-profdata merge -sparse "$out/cov.profraw" -o "$out/cov.profdata"
     llvm-cov report "$out/fuzz_records_cov" -instr-profile="$out/cov.profdata" \
-        "$src/records.c" | tee "$out/coverage.txt"
+        "$src/wire/records.c" | tee "$out/coverage.txt"
 fi
 echo "fuzz-native.sh: corpus has $(find "$corpus" -type f | wc -l) inputs; no crash found."

@@ -238,7 +238,7 @@ def show(s: Session, fn: dict[str, int], fmt: bytes, args: bytes,
     return err, result, len(s.stdout) - before
 
 
-# Dynamic parallelism (src/ptx_cdp.h), with no nvcc: poke(func, grid, block, shared,
+# Dynamic parallelism (src/ptx/ptx_cdp.h), with no nvcc: poke(func, grid, block, shared,
 # stream, shift, out) asks cudaGetParameterBufferV2(func, (grid,1,1), (block,1,1), shared)
 # for a buffer, fills it for fill(out, 9), launches buffer + shift in stream, and writes
 # out[32] = the buffer was given, out[33] = the launch's result, out[34] = the last error.

@@ -111,7 +111,7 @@ def test_the_native_lanes_do_the_cache_work_without_handing_envelopes_to_python(
         tmp_path, mlp):
     """With the data connection on, the cache work runs in the native lanes:
     no envelope of either run went to Python on either side, yet the second
-    run's weights went as references (cffi_build/src/blobref.c, serve.c)."""
+    run's weights went as references (cffi_build/src/cache/blobref.c, serve.c)."""
     mesh = LocalMesh(tmp_path)
     try:
         client, server = _pair(mesh)
@@ -126,7 +126,7 @@ def test_the_native_lanes_do_the_cache_work_without_handing_envelopes_to_python(
     assert second["refs"] > first["refs"] and second["bytes_saved"] >= 800_000
     assert second["h2d_sent"] < first["h2d_sent"] / 100 and second["ref_misses"] == 0
     # The serving side too: the first run's payloads reached the store from the
-    # serving lane (cffi_build/src/serve.c), and every reference of the second
+    # serving lane (cffi_build/src/lanes/serve.c), and every reference of the second
     # run was resolved there from the shelf, none by Python.
     assert before["shelf_lane_offers"] >= 2 and before["shelf_offers_dropped"] == 0
     assert after["shelf_lane_hits"] - before["shelf_lane_hits"] == second["refs"]

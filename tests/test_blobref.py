@@ -1,4 +1,4 @@
-"""The client agent's native reference state (cffi_build/src/blobref.c, docs/cache.md):
+"""The client agent's native reference state (cffi_build/src/cache/blobref.c, docs/cache.md):
 which payloads go as references, how long their bytes are held, and that
 nothing a program or a server sends makes it crash."""
 

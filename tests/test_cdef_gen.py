@@ -83,23 +83,25 @@ def test_a_declaration_change_changes_the_abi_number(tmp_path):
     root = copy_headers(tmp_path)
     before = abi_version(cdef.cdef_text(root=root))
     assert before == abi_version()
-    edit(root / "src/hostspeed.h", "double min_seconds);", "double min_seconds, int threads);")
+    edit(root / "src/measure/hostspeed.h", "double min_seconds);",
+         "double min_seconds, int threads);")
     assert abi_version(cdef.cdef_text(root=root)) != before
 
 
 def test_comments_and_layout_do_not_change_the_abi_number(tmp_path):
     root = copy_headers(tmp_path)
     before = abi_version(cdef.cdef_text(root=root))
-    edit(root / "src/hostspeed.h", "double gl_host_sgemm_gflops(int n, double min_seconds);",
+    edit(root / "src/measure/hostspeed.h",
+         "double gl_host_sgemm_gflops(int n, double min_seconds);",
          "/* reworded */ double gl_host_sgemm_gflops(int n,\n        double min_seconds);")
-    edit(root / "src/records.h", "#define GL_MAX_ARGS 16", "#define GL_MAX_ARGS 16 /* why */")
+    edit(root / "src/wire/records.h", "#define GL_MAX_ARGS 16", "#define GL_MAX_ARGS 16 /* why */")
     assert abi_version(cdef.cdef_text(root=root)) == before
 
 
 def test_a_constant_change_changes_the_abi_number(tmp_path):
     root = copy_headers(tmp_path)
     before = abi_version(cdef.cdef_text(root=root))
-    edit(root / "src/records.h", "#define GL_MAX_ARGS 16", "#define GL_MAX_ARGS 17")
+    edit(root / "src/wire/records.h", "#define GL_MAX_ARGS 16", "#define GL_MAX_ARGS 17")
     assert abi_version(cdef.cdef_text(root=root)) != before
 
 

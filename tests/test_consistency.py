@@ -448,7 +448,7 @@ def test_the_cuda_backend_reserves_the_range_asked_for_or_refuses(tmp_path):
     so, _ = build_stand_in(tmp_path, "", "")
     be = native.CudaBackend(str(so))
     first = native.ExecSession(be, 1 << 24)
-    assert 16 << 40 <= first.va_base < 80 << 40  # the band (cffi_build/src/vaband.h)
+    assert 16 << 40 <= first.va_base < 80 << 40  # the band (cffi_build/src/mem/vaband.h)
     with pytest.raises(OSError, match="cannot reserve the requested address range"):
         native.ExecSession(be, first.va_size, first.va_base)
     base, size = first.va_base, first.va_size

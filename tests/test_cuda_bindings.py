@@ -206,7 +206,7 @@ def test_calls_that_nvidias_samples_and_numbas_suite_check(mesh):
 
 
 def test_virtual_memory_management_two_views_of_one_allocation(mesh):
-    """VMM (interposer/vmm.c, src/exec_vmm.c): a reservation with one allocation mapped
+    """VMM (interposer/vmm.c, src/exec/exec_vmm.c): a reservation with one allocation mapped
     at two addresses, written through one and read through the other by copies and a
     kernel, the handle released while mapped and retained from a mapping, its properties,
     every documented error, the refusals

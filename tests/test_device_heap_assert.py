@@ -1,7 +1,7 @@
 """A kernel's malloc, free and assert on the host device, and the alignment of its
 local and shared arrays. The heap is a range of the session's memory that the
 interposer names with glDeviceHeap (CU_LIMIT_MALLOC_HEAP_SIZE bytes), its blocks
-kept in its own bytes (src/ptx_heap.h); a failed assertion stops the kernel,
+kept in its own bytes (src/ptx/ptx_heap.h); a failed assertion stops the kernel,
 loses the context with CUDA_ERROR_ASSERT and tells the program's stderr where, in
 NVIDIA's words. Driven in-process, straight into the executor."""
 

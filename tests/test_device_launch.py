@@ -2,7 +2,7 @@
 for compute 8.0, as the cuda-samples build; those tests skip without nvcc) and one
 written out (tests/device_runtime.py) launch kernels; the device runtime's built-ins
 queue each launch and the host device runs the children once their parent's blocks
-have ended, before the parent's launch completes (src/ptx_cdp.h). What a kernel hands
+have ended, before the parent's launch completes (src/ptx/ptx_cdp.h). What a kernel hands
 the built-ins is fuzzed: an error code or a fault, never a crash. Driven in-process,
 straight into the executor."""
 

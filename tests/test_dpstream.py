@@ -1,4 +1,4 @@
-"""The session data connection's sealed stream (cffi_build/src/dpstream.c),
+"""The session data connection's sealed stream (cffi_build/src/wire/dpstream.c),
 driven through peer/cuda/stream.py over real sockets. Frames forged, replayed
 and mangled come from the reference sealer in tests/dpstream_frames.py."""
 

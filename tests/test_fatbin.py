@@ -1,4 +1,4 @@
-"""PTX out of nvcc fatbins (cffi_build/src/fatbin.c; format notes in docs/fatbin.md).
+"""PTX out of nvcc fatbins (cffi_build/src/image/fatbin.c; format notes in docs/fatbin.md).
 
 Committed samples (tests/fatbin_samples, one per nvcc variant below) keep CI without nvcc
 checking every compression mode; with nvcc present the samples are rebuilt and compared.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from gleam.peer.cuda.host_identity import host_attributes
 from gleam.peer.cuda.native import HostBackend
 
-PTX_MAX_SHARED = 1 << 20  # cffi_build/src/ptx.h: static + dynamic shared bytes per block
+PTX_MAX_SHARED = 1 << 20  # cffi_build/src/ptx/ptx.h: static + dynamic shared bytes per block
 
 
 def test_capability_and_the_limits_libraries_read() -> None:

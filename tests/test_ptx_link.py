@@ -2,9 +2,9 @@
 
 A link image (cffi_build/include/gl_linkimage.h) holds the inputs of a link as the interposer
 keeps them at cuLinkComplete; the host device links their PTX when the image is loaded
-(src/hostdev_link.c, src/ptx_linkage.c: the PTX ISA's linking directives). Each case goes
-through the executor in-process (tests/cuda_session.py): real call batches, the real host
-device. The inputs are written here by hand, small enough to read; nvcc's own output is
+(src/hostdev/hostdev_link.c, src/ptx/ptx_linkage.c: the PTX ISA's linking directives). Each
+case goes through the executor in-process (tests/cuda_session.py): real call batches, the
+real host device. The inputs are written here by hand, small enough to read; nvcc's own output is
 checked where nvcc is installed.
 """
 

@@ -1,4 +1,4 @@
-"""The serving lane's cache work (cffi_build/src/serve.c over shelf.c): a batch's
+"""The serving lane's cache work (cffi_build/src/lanes/serve.c over shelf.c): a batch's
 references resolved from the shelf, its inline payloads offered to the store, with
 no Python per batch; and hostile batches on the lane never crash the agent."""
 

@@ -1,4 +1,4 @@
-"""The native shelf (cffi_build/src/shelf.c): the blob store's RAM bytes as the
+"""The native shelf (cffi_build/src/cache/shelf.c): the blob store's RAM bytes as the
 serving lanes see them, and the queue of what the lanes saw."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The native sketch codec (cffi_build/src/sketch.c) through its numpy wrapper.
+"""The native sketch codec (cffi_build/src/train/sketch.c) through its numpy wrapper.
 
 Round trips, adversarial inputs, exactness against float64, and fuzzing of
 everything that can arrive from the network (union index, summed cells and

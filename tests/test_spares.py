@@ -1,4 +1,4 @@
-"""Large buffers and files kept for reuse (cffi_build/src/spares.c, the disk
+"""Large buffers and files kept for reuse (cffi_build/src/mem/spares.c, the disk
 tier's spare files): reuse happens, is bounded, and never shows a buffer's or
 a file's earlier bytes."""
 

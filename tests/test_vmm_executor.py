@@ -1,4 +1,4 @@
-"""The server's half of virtual memory management (src/exec_vmm.c) in-process: the
+"""The server's half of virtual memory management (src/exec/exec_vmm.c) in-process: the
 glVmm* rows straight into an executor session on the host device.
 
 - one allocation mapped twice is one memory (bytes written through one view read
@@ -99,7 +99,7 @@ def test_another_sessions_allocation_or_range_is_refused():
 
 
 class Model:
-    """What NVIDIA's rules answer for each row (src/exec_vmm.c keeps them)."""
+    """What NVIDIA's rules answer for each row (src/exec/exec_vmm.c keeps them)."""
 
     def __init__(self, s: Session, alloc: tuple[int, int]) -> None:
         self.lo, self.hi = s.x.va_base, s.x.va_base + s.x.va_size
@@ -224,7 +224,7 @@ def test_a_session_with_vmm_memory_is_not_moved_silently():
 @needs_gcc
 def test_the_cuda_backend_drives_the_drivers_calls(tmp_path):
     """On a GPU the same rows call the real driver's cuMemCreate, cuMemMap,
-    cuMemSetAccess, cuMemUnmap and cuMemRelease (src/cudadev_vmm.c; here a stand-in
+    cuMemSetAccess, cuMemUnmap and cuMemRelease (src/cudadev/cudadev_vmm.c; here a stand-in
     that counts mappings and unreleased handles), and closing the session gives
     everything back, a mapping left by the program included."""
     so, fake = build_stand_in(tmp_path, "", "int fake_state(int w);")

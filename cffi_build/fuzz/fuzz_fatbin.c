@@ -1,11 +1,11 @@
 /*
- * libFuzzer harness for the fatbin PTX extractor (cffi_build/src/fatbin.c).
+ * libFuzzer harness for the fatbin PTX extractor (cffi_build/src/image/fatbin.c).
  * Seeds: the .fatbin files of tests/fatbin_samples and tests/ptx_corpus.
  * The input is tried as a fatbin, and as an LZ4 block into a small buffer.
  */
 #include <stdlib.h>
 
-#include "fatbin.h"
+#include "image/fatbin.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "records.h"
+#include "wire/records.h"
 
 #define FUZZ_CHECK(cond)                                                       \
     do {                                                                       \

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "records.h"
+#include "wire/records.h"
 
 static int save(const char *dir, const char *name, const gl_batch_writer *w)
 {

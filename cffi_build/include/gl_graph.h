@@ -1,7 +1,7 @@
 /*
  * gl_graph.h — gleam's description of an instantiated CUDA graph, as the
  * interposer sends it (glGraphInstantiate, glGraphUpdate) and the executor
- * reads it (src/graph_desc.c). It holds only the nodes the serving device
+ * reads it (src/exec/graph_desc.c). It holds only the nodes the serving device
  * runs; the program's process runs the rest (host functions, copies from or
  * to its memory) between *stages*: stage k's device nodes run as one
  * glGraphLaunch, then the process's nodes of stage k, then stage k + 1

@@ -29,7 +29,7 @@ enum { GL_ENV_BATCH = 1, GL_ENV_REPLY = 2, GL_ENV_HELLO = 3, GL_ENV_FAIL = 4 };
  * u64 values[GL_REPLY_MAX_VALUES] (n_values of them meaningful), then n_bytes
  * bytes, then the trailer's sections (below; the envelope's length tells
  * whether there are any). Notes are UTF-8 lines, each ending in '\n', that
- * say why the server faulted or refused (src/notes.h). The value slots are
+ * say why the server faulted or refused (src/exec/notes.h). The value slots are
  * fixed so that the executor can write output bytes in place before it knows
  * anything else. */
 #define GL_REPLY_MAX_VALUES 8

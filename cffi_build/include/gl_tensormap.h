@@ -8,7 +8,7 @@
  * (interposer/tensormap.c), the server checks the memory it names against the
  * session's (executor.c) and its backend encodes the map: the real driver on
  * the cuda backend, gleam's own layout on the host device
- * (src/hostdev_tensormap.c). The request has fixed-width fields only, so both
+ * (src/hostdev/hostdev_tensormap.c). The request has fixed-width fields only, so both
  * ends read it the same way (gleam's peers are little-endian, as the records
  * are). Header-only; the interposer, the executor and both backends share it.
  */

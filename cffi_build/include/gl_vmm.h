@@ -1,6 +1,6 @@
 /*
  * gl_vmm.h — what the interposer (interposer/vmm.c) and the server
- * (src/exec_vmm.c) agree on for virtual memory management.
+ * (src/exec/exec_vmm.c) agree on for virtual memory management.
  */
 #ifndef GLEAM_VMM_H
 #define GLEAM_VMM_H

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "internal.h"
-#include "ranges.h"
+#include "mem/ranges.h"
 
 #define GL_ALLOC_ALIGN 256u
 

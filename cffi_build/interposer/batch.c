@@ -38,7 +38,7 @@
 #include "gl_calls.h"
 #include "graph.h"
 #include "internal.h"
-#include "records.h"
+#include "wire/records.h"
 
 static pthread_mutex_t g_emit = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_wait = PTHREAD_MUTEX_INITIALIZER;

@@ -13,7 +13,7 @@
  * with glDeviceHeap, so the heap is in the server's allocation table (kernels'
  * accesses are checked against it), in cuMemGetInfo's count (a GPU's driver
  * reserves its heap too), and in a moving session's snapshot (its blocks live
- * in its own bytes: src/ptx_heap.h). A new size after that allocates a new
+ * in its own bytes: src/ptx/ptx_heap.h). A new size after that allocates a new
  * range and asks the server which heap it uses (glDeviceHeapBase): the old
  * one stays when a kernel allocated from it, as CUDA refuses the change then,
  * and the range the server does not use is freed. A GPU server keeps its

@@ -10,7 +10,7 @@
 #include "gl_client_gen.h"
 #include "graph.h"
 #include "internal.h"
-#include "vaband.h"
+#include "mem/vaband.h"
 
 CUresult gls_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize, int ptds)
 {

@@ -40,7 +40,7 @@
 #include "gl_mirror_diff.h"
 #include "gl_span.h"
 #include "internal.h"
-#include "ptx.h"
+#include "ptx/ptx.h"
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000 /* Linux 4.17; older kernels take it as a hint */

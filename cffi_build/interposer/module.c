@@ -12,7 +12,7 @@
 #include "gl_calls.h"
 #include "gl_client_gen.h"
 #include "internal.h"
-#include "ptx_devrt.h"
+#include "ptx/ptx_devrt.h"
 
 typedef struct {
     pthread_mutex_t lock; /* guards known/layout while fetching */

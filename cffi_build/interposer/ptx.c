@@ -257,7 +257,7 @@ static uint32_t bounds(lexer *l)
     }
 }
 
-/* The device runtime's heap built-ins as PTX names them (src/ptx_builtin.c):
+/* The device runtime's heap built-ins as PTX names them (src/ptx/ptx_builtin.c):
  * a module that names one needs the device heap. */
 static int heap_name(const char *t, size_t n)
 {

@@ -1,7 +1,7 @@
 /*
  * vmm.c — virtual memory management (cuMemAddressReserve, cuMemCreate,
  * cuMemMap, cuMemSetAccess, ...), checked and kept here, made real by the
- * server (src/exec_vmm.c), which checks everything again.
+ * server (src/exec/exec_vmm.c), which checks everything again.
  *
  * A reservation is a range of the session's addresses taken from gleam's
  * allocator and held (cuMemFree of it is refused); the server learns of it

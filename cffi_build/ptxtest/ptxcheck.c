@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ptx.h"
+#include "ptx/ptx.h"
 
 int main(int argc, char **argv)
 {

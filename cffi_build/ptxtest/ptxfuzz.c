@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptx.h"
+#include "ptx/ptx.h"
 
 static const char *const vocab[] = {"{", "}", "(", ")", "[", "]", ";", ",", "@%p1", ".entry",
                                     ".func", "call.uni", "bra $L__BB0_1;", "0fFFFFFFFF", "-",

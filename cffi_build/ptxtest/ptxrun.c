@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ptx.h"
+#include "ptx/ptx.h"
 
 static double now(void)
 {

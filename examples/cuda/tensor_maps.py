@@ -145,7 +145,7 @@ def gleam_only(checks: dict[str, bool], d: int, host: np.ndarray, capability: tu
         tiled(d, dims=(COLS, ROWS * 4))[0] == INVALID_VALUE
     if capability >= (9, 0):
         return
-    # The host device's layout (src/hostdev_tensormap.c): its magic, then the start.
+    # The host device's layout (src/hostdev/hostdev_tensormap.c): its magic, then the start.
     err, tmap = tiled(d)
     ok(cu.cuTensorMapReplaceAddress(tmap, d + 256))
     words = [int(w) for w in tmap.opaque]

@@ -5,7 +5,7 @@ socket, the client agent to the server agent over TCP. Its reference is the same
 crossings with nothing else on them: 8-byte messages, blocking sockets,
 TCP_NODELAY, an echo process and a timing process. Python only sets the sockets
 up; every round trip runs in ``gl_pingpong_echo`` / ``gl_pingpong_time``
-(cffi_build/src/pingpong.c).
+(cffi_build/src/measure/pingpong.c).
 
 Neither side is pinned to a CPU: the agents and the program are not, so both run
 where the kernel's scheduler puts them; each side reports the CPU set it was

@@ -1,4 +1,4 @@
-"""Python's handle on the native half of the blob cache (cffi_build/src/blobcache.c).
+"""Python's handle on the native half of the blob cache (cffi_build/src/cache/blobcache.c).
 
 Hashing and batch walking run in C; Python calls once per envelope, never per byte.
 """

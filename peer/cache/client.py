@@ -1,7 +1,7 @@
 """The client agent's side of the blob cache: what each server holds, and one
 session's references that the server has not yet confirmed.
 
-Both live in native memory (``cffi_build/src/blobref.c``), because the
+Both live in native memory (``cffi_build/src/cache/blobref.c``), because the
 session's native uplink (``pump.c``) does the per-batch work itself: it hashes
 each cacheable payload, sends the ones the server is known to hold as
 references, and keeps their bytes (a reference on the envelope's block, the one

@@ -1,4 +1,4 @@
-"""Python's handle on the native shelf (cffi_build/src/shelf.h): the blob store's
+"""Python's handle on the native shelf (cffi_build/src/cache/shelf.h): the blob store's
 RAM bytes, where the serving lanes resolve references without Python, and the
 queue of what those lanes saw (hits and inline offers) for the store to apply.
 """
@@ -116,7 +116,7 @@ class Shelf:
 
 
 def spare_counts() -> dict[str, int]:
-    """The process's spare buffers (cffi_build/src/spares.h): shelf blobs and
+    """The process's spare buffers (cffi_build/src/mem/spares.h): shelf blobs and
     journal blocks alike draw on them."""
     c = ffi.new("gl_spare_counts *")
     lib.gl_spare_counts_get(c)

@@ -1,4 +1,4 @@
-"""The sketch codec of the native core (``cffi_build/src/sketch.c``), over numpy arrays.
+"""The sketch codec of the native core (``cffi_build/src/train/sketch.c``), over numpy arrays.
 
 Each function is one C call on whole arrays: Python never loops over
 coordinates or blocks here. Arrays must be C-contiguous; ``x`` and raw

@@ -1,12 +1,12 @@
 """The local agent's side of a session: pumping envelopes for one interposer.
 
 After the HELLO, the interposer's socket leaves Trio. The session's uplink
-thread loops in C (``cffi_build/src/pump.c``): it reads each envelope into a
+thread loops in C (``cffi_build/src/lanes/pump.c``): it reads each envelope into a
 block of its own size, journals it, stamps the session id and seals it onto
 the session's data connection (``dataconn.py``). Its downlink thread loops in
 C too, writing the server's replies to the program under a lock shared with
 FAIL. With the blob cache on, the uplink also does the session's cache work
-(hashing, references, holding their bytes: ``cffi_build/src/blobref.c``) and
+(hashing, references, holding their bytes: ``cffi_build/src/cache/blobref.c``) and
 the downlink confirms references on each reply. Python sees an envelope only
 when it needs Python (a checkpoint, a move, a reply a checkpoint or replay must
 see: the slow lane below), and never per call. A session this agent serves

@@ -1,7 +1,7 @@
 """A session's data connection: its own TCP connection between the two agents.
 
 The session's envelopes travel on it, sealed and opened by C threads
-(``cffi_build/src/dpstream.c``, ``pump.c``, ``serve.c``); the peer link keeps
+(``cffi_build/src/wire/dpstream.c``, ``pump.c``, ``serve.c``); the peer link keeps
 the control plane. docs/data-connection.md has the format.
 
 Keys: both agents hold the link's exporter secret (from its authenticated

@@ -110,7 +110,7 @@ _TABLE: dict[int, tuple[int, str]] = {
     97: (_OPTIN_SHARED, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
     99: (1, "HOST_REGISTER_SUPPORTED: cuMemHostRegister works (interposer/pinned.c)"),
     106: (_SM_BLOCKS, "MAX_BLOCKS_PER_MULTIPROCESSOR: resident blocks of a core"),
-    102: (1, "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: interposer/vmm.c, src/exec_vmm.c"),
+    102: (1, "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: interposer/vmm.c, src/exec/exec_vmm.c"),
     # 107 GENERIC_COMPRESSION_SUPPORTED: 0, cuMemCreate makes ordinary memory.
     # Persisting L2 (docs/cuda-forwarding.md, "Persisting L2 and access policy windows"):
     # an 8.0 device's set-aside and window limits; the windows and the limit are

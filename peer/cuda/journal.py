@@ -7,7 +7,7 @@ server with the same virtual range rebuilds contexts, modules, functions,
 streams, events, allocations and memory exactly: handles are minted by the
 client and device pointers are the same. docs/consistency.md has the design.
 
-The journal lives in native memory (``cffi_build/src/jlog.c``): the client
+The journal lives in native memory (``cffi_build/src/journal/jlog.c``): the client
 agent's native uplink appends each envelope's block (one reference, no copy)
 after one C pass says whether it ends with a waiting call and whether it
 holds a call that cannot be replayed. Python reads it for a move or a
@@ -35,7 +35,7 @@ NOT_REPLAYABLE = {
     # layout of the driver that wrote them: another server's device may read them otherwise.
     "glTensorMapEncode": "a tensor map is in the layout of the driver that wrote it",
     # Two views of one VMM allocation share pages that no checkpoint of the session's
-    # allocations restores as one memory (src/exec_vmm.c): a moved session would lose them.
+    # allocations restores as one memory (src/exec/exec_vmm.c): a moved session would lose them.
     "glVmmCreate": "a VMM allocation is memory of the server that made it",
 }
 # The same for sessions on one kind of server only. A GPU keeps a CUDA array's

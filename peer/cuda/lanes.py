@@ -1,4 +1,4 @@
-"""Python's handle on a client session's native lanes (``cffi_build/src/pump.c``).
+"""Python's handle on a client session's native lanes (``cffi_build/src/lanes/pump.c``).
 
 The session's counters, its held flag and its two locks live in the native
 ``gl_pump`` struct, because the fast lanes update them without Python; the

@@ -1,6 +1,6 @@
 """The server side of CUDA forwarding in Python: backends and executor sessions.
 
-The work happens in the native core (``cffi_build/src/executor.c``, ``hostdev*.c``,
+The work happens in the native core (``cffi_build/src/exec/executor.c``, ``hostdev*.c``,
 ``cudadev.c``); this module opens the backends, feeds batches to a session's
 executor (the GIL is released while a batch runs) and implements the two
 callbacks through which the host backend resolves and runs Python host kernels.
@@ -310,7 +310,7 @@ class CudaBackend(_Backend):
         for attr in range(1, lib.GL_DEVICE_ATTR_SLOTS):
             if dl.cuDeviceGetAttribute(value, attr, dev[0]) == 0:
                 attrs[attr] = value[0]
-        # VMM allocations through gleam are ordinary memory (src/exec_vmm.c): no
+        # VMM allocations through gleam are ordinary memory (src/exec/exec_vmm.c): no
         # compression, whatever the GPU could do.
         attrs[107] = 0
         return [DeviceInfo(abi.string(name).decode(errors="replace"), total[0],

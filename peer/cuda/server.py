@@ -1,7 +1,7 @@
 """Serving forwarded sessions: one executor OS thread per session.
 
 A session with a data connection (``dataconn.py``) is served by its executor
-thread reading that connection itself, in C (``cffi_build/src/serve.c``):
+thread reading that connection itself, in C (``cffi_build/src/lanes/serve.c``):
 receive, open, run, seal the reply, with Python only for a batch the blob
 store must see. TCP's flow control is the backpressure.
 

@@ -1,6 +1,6 @@
 """A session's data connection: the native sealed stream (docs/data-connection.md).
 
-Frames are sealed and opened in C (``cffi_build/src/dpstream.c``) with the GIL
+Frames are sealed and opened in C (``cffi_build/src/wire/dpstream.c``) with the GIL
 released, so a thread blocked in ``recv`` or pushing a megabyte through
 ``send`` does not hold up the rest of the agent. The stream borrows the socket's
 file descriptor: keep the socket open until ``close`` and close it afterwards.

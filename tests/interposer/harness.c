@@ -13,7 +13,7 @@
 #include "gl_calls.h"
 #include "gl_client_gen.h"
 #include "internal.h"
-#include "records.h"
+#include "wire/records.h"
 
 CUresult cuInit(unsigned int);
 CUresult cuDeviceGetCount(int *);

@@ -1,0 +1,392 @@
+/*
+ * pump.c — the client agent's native lanes of one session (pump.h).
+ */
+#include "pump.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gl_bytes.h"
+#include "gl_session.h"
+#include "wire/records.h"
+
+gl_pump *gl_pump_new(int program_fd, uint64_t session, uint32_t max_body, gl_jlog *journal)
+{
+    gl_pump *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->program_fd = program_fd;
+    p->session = session;
+    p->max_body = max_body;
+    p->journal = journal;
+    p->checkpoint_at = UINT64_MAX;
+    pthread_mutex_init(&p->route_mu, NULL);
+    pthread_mutex_init(&p->reply_mu, NULL);
+    pthread_cond_init(&p->hash_cv, NULL);
+    return p;
+}
+
+void gl_pump_free(gl_pump *p)
+{
+    if (!p)
+        return;
+    if (p->hasher_on) {
+        pthread_mutex_lock(&p->route_mu);
+        p->hasher_quit = 1;
+        pthread_cond_broadcast(&p->hash_cv);
+        pthread_mutex_unlock(&p->route_mu);
+        pthread_join(p->hasher, NULL);
+    }
+    gl_jblock_unref(p->stash);
+    free(p->pre);
+    pthread_cond_destroy(&p->hash_cv);
+    pthread_mutex_destroy(&p->route_mu);
+    pthread_mutex_destroy(&p->reply_mu);
+    free(p);
+}
+
+int gl_pump_prefill(gl_pump *p, const uint8_t *buf, size_t len)
+{
+    free(p->pre);
+    p->pre = len ? malloc(len) : NULL;
+    if (len && !p->pre)
+        return GL_PUMP_E_NOMEM;
+    if (len)
+        memcpy(p->pre, buf, len);
+    p->pre_len = len;
+    p->pre_off = 0;
+    return 0;
+}
+
+void gl_pump_route_unlock(gl_pump *p) { pthread_mutex_unlock(&p->route_mu); }
+void gl_pump_reply_lock(gl_pump *p) { pthread_mutex_lock(&p->reply_mu); }
+void gl_pump_reply_unlock(gl_pump *p) { pthread_mutex_unlock(&p->reply_mu); }
+
+/* Fills buf from the program's socket: 1 done, 0 clean end before the first byte. */
+static int read_exact(gl_pump *p, uint8_t *buf, size_t len)
+{
+    size_t got = 0;
+    if (p->pre_off < p->pre_len) {
+        got = p->pre_len - p->pre_off < len ? p->pre_len - p->pre_off : len;
+        memcpy(buf, p->pre + p->pre_off, got);
+        p->pre_off += got;
+    }
+    while (got < len) {
+        ssize_t n = read(p->program_fd, buf + got, len - got);
+        if (n > 0) {
+            got += (size_t)n;
+        } else if (n == 0) {
+            if (got == 0)
+                return 0;
+            return GL_PUMP_E_TRUNCATED;
+        } else if (errno != EINTR) {
+            p->err = errno;
+            return GL_PUMP_E_IO;
+        }
+    }
+    return 1;
+}
+
+/* Reads one envelope into a new block (*out); 1, GL_PUMP_END or an error. */
+static int read_envelope(gl_pump *p, gl_jblock **out)
+{
+    uint8_t h[GL_ENV_HEADER_SIZE];
+    int rc = read_exact(p, h, sizeof h);
+    if (rc <= 0)
+        return rc == 0 ? GL_PUMP_END : rc;
+    uint32_t body = gl_get_u32(h);
+    if (h[5] != 0 || h[6] != 0 || h[7] != 0 || h[4] == 0 || h[4] > 5)
+        return GL_PUMP_E_HEADER;
+    if (h[4] != GL_ENV_BATCH) {
+        p->err = h[4];
+        return GL_PUMP_E_KIND;
+    }
+    if (body > p->max_body) {
+        p->err = (int)(body > INT32_MAX ? INT32_MAX : body);
+        return GL_PUMP_E_SIZE;
+    }
+    gl_jblock *b = gl_jblock_new(GL_ENV_HEADER_SIZE + (uint64_t)body);
+    if (!b)
+        return GL_PUMP_E_NOMEM;
+    memcpy(b->data, h, sizeof h);
+    if (body && (rc = read_exact(p, b->data + GL_ENV_HEADER_SIZE, body)) != 1) {
+        gl_jblock_unref(b);
+        return rc == 0 ? GL_PUMP_E_TRUNCATED : rc;
+    }
+    *out = b;
+    return 1;
+}
+
+/* What the fast lane must know of a batch before it forwards it. */
+typedef struct {
+    uint32_t max_inline; /* the largest inline payload, copies aside */
+    uint32_t max_h2d;    /* the largest host-to-device copy */
+    int refs;            /* blob references (only Python's cache writes them) */
+    uint64_t h2d_inline; /* host-to-device bytes inline */
+    uint32_t records;
+    int waits;           /* the last record is a waiting call */
+    int denied;          /* the first call id the journal cannot replay, else -1 */
+} scanned;
+
+static int scan(const gl_pump *p, const gl_jblock *b, scanned *out)
+{
+    gl_batch_reader rd;
+    gl_record rec;
+    int rc;
+    memset(out, 0, sizeof *out);
+    out->denied = -1;
+    if ((rc = gl_batch_reader_open(&rd, b->data + GL_ENV_HEADER_SIZE,
+                                   (size_t)b->len - GL_ENV_HEADER_SIZE)) != GL_OK)
+        return rc;
+    while ((rc = gl_batch_reader_next(&rd, &rec)) == 1) {
+        out->records++;
+        out->waits = !(rec.flags & GL_REC_ONEWAY);
+        if (out->denied < 0 && gl_jlog_denies(p->journal, rec.call_id))
+            out->denied = rec.call_id;
+        if (rec.flags & GL_REC_INLINE) {
+            if (rec.call_id == p->h2d_call) {
+                out->h2d_inline += rec.payload_len;
+                if (rec.payload_len > out->max_h2d)
+                    out->max_h2d = rec.payload_len;
+            } else if (rec.payload_len > out->max_inline) {
+                out->max_inline = rec.payload_len;
+            }
+        }
+        if (rec.flags & GL_REC_REF)
+            out->refs++;
+    }
+    return rc < 0 ? rc : GL_OK;
+}
+
+/* The batch's record count, for the counters (the executor validates the batch). */
+static uint32_t record_count(const gl_jblock *b)
+{
+    return b->len >= GL_ENV_HEADER_SIZE + 24 ? gl_get_u32(b->data + GL_ENV_HEADER_SIZE + 16) : 0;
+}
+
+/* Hands b to Python (the route lock held, and let go here). */
+static int to_python(gl_pump *p, gl_jblock *b, gl_jblock **out)
+{
+    p->slow_pending++;
+    p->slow_lane++;
+    pthread_mutex_unlock(&p->route_mu);
+    *out = b;
+    return GL_PUMP_SLOW;
+}
+
+/* Journals b, counts it and seals send (b itself, or what the cache work made
+ * of it) onto the server's stream; the route lock held. Takes the caller's
+ * references on both. 0, or GL_PUMP_LOST_SEND with the session now held. */
+static int forward(gl_pump *p, gl_jblock *b, gl_jblock *send, int well_formed, int waits,
+                   int denied)
+{
+    /* The journal keeps what the program sent, whatever went instead. */
+    gl_jlog_keep(p->journal, b, well_formed, waits, denied);
+    p->batches++;
+    p->records += record_count(b);
+    gl_jblock_unref(b); /* the journal keeps its own reference */
+    gl_put_u64(send->data + 8, p->session);
+    p->bytes_to_server += send->len;
+    if (waits)
+        p->waits_out++;
+    int sent = gl_stream_send(p->out, send->data, (size_t)send->len);
+    gl_jblock_unref(send);
+    if (sent != 0) {
+        /* Journaled: the link's loss starts the failover that replays it. */
+        p->held = 1;
+        p->err = sent;
+        return GL_PUMP_LOST_SEND;
+    }
+    return 0;
+}
+
+/* The cache work of one cacheable envelope, then its forwarding. Called with
+ * the route mutex held and hash_busy set, so that the route stays this
+ * envelope's while the mutex is let go for hashing; returns with the mutex
+ * held (the caller clears hash_busy). 0, GL_PUMP_LOST_SEND or GL_PUMP_E_NOMEM. */
+static int forward_cached(gl_pump *p, gl_jblock *b, int well_formed, int waits, int denied)
+{
+    gl_jblock *send = NULL;
+    pthread_mutex_unlock(&p->route_mu);
+    int rc = gl_blobref_outgoing(p->blobref, b, &send);
+    pthread_mutex_lock(&p->route_mu);
+    if (rc != GL_OK) {
+        gl_jblock_unref(b);
+        return GL_PUMP_E_NOMEM;
+    }
+    return forward(p, b, send, well_formed, waits, denied);
+}
+
+static void hash_done(gl_pump *p, int rc)
+{
+    p->hash_rc = rc;
+    p->hash_busy = 0;
+    pthread_cond_broadcast(&p->hash_cv);
+}
+
+/* The hashing thread: it does the cache work of one envelope at a time while
+ * the uplink reads the next. From the hand-over until hash_busy clears, it
+ * owns the route: gl_pump_route_lock and the uplink wait for it. */
+static void *hasher_main(void *arg)
+{
+    gl_pump *p = arg;
+    pthread_mutex_lock(&p->route_mu);
+    for (;;) {
+        while (!p->hash_job && !p->hasher_quit)
+            pthread_cond_wait(&p->hash_cv, &p->route_mu);
+        gl_jblock *b = p->hash_job;
+        if (!b)
+            break;
+        p->hash_job = NULL;
+        hash_done(p, forward_cached(p, b, p->job_well_formed, p->job_waits, p->job_denied));
+    }
+    pthread_mutex_unlock(&p->route_mu);
+    return NULL;
+}
+
+/* Takes the route mutex once the hashing thread is done with its envelope. */
+static void route_lock_idle(gl_pump *p)
+{
+    pthread_mutex_lock(&p->route_mu);
+    while (p->hash_busy)
+        pthread_cond_wait(&p->hash_cv, &p->route_mu);
+}
+
+void gl_pump_route_lock(gl_pump *p) { route_lock_idle(p); }
+
+/* Gives b to the hashing thread (started on first use; route lock held, and
+ * let go here): 1, or 0 when no thread could start (the caller hashes). */
+static int hand_over(gl_pump *p, gl_jblock *b, int well_formed, int waits, int denied)
+{
+    if (!p->hasher_on) {
+        if (pthread_create(&p->hasher, NULL, hasher_main, p) != 0)
+            return 0;
+        p->hasher_on = 1;
+    }
+    p->hash_job = b;
+    p->job_well_formed = well_formed;
+    p->job_waits = waits;
+    p->job_denied = denied;
+    p->hash_busy = 1;
+    pthread_cond_broadcast(&p->hash_cv);
+    pthread_mutex_unlock(&p->route_mu);
+    return 1;
+}
+
+/* The next envelope: one set aside by the last call, or one read. */
+static int next_envelope(gl_pump *p, gl_jblock **b)
+{
+    if (p->stash) {
+        *b = p->stash;
+        p->stash = NULL;
+        return 1;
+    }
+    return read_envelope(p, b);
+}
+
+int gl_pump_uplink(gl_pump *p, gl_jblock **out)
+{
+    for (;;) {
+        gl_jblock *b = NULL;
+        int rc = next_envelope(p, &b);
+        route_lock_idle(p); /* what the hashing thread had goes first */
+        if (rc != 1) {
+            pthread_mutex_unlock(&p->route_mu);
+            return rc;
+        }
+        if (p->hash_rc) {
+            /* The thread's envelope failed (or its send did): say so, then go on. */
+            rc = p->hash_rc;
+            p->hash_rc = 0;
+            p->stash = b;
+            pthread_mutex_unlock(&p->route_mu);
+            return rc;
+        }
+        uint64_t in_flight = p->waits_out - __atomic_load_n(&p->replies_in, __ATOMIC_RELAXED);
+        gl_jlog_state js;
+        gl_jlog_get(p->journal, &js);
+        int checkpoint_due = js.broken == GL_JLOG_KEEPING && js.bytes > p->checkpoint_at
+                             && in_flight == 0;
+        if (!p->out || p->held || p->slow_pending || checkpoint_due)
+            return to_python(p, b, out);
+        /* One pass says all the fast lane and the journal need to know. */
+        scanned seen;
+        int well_formed = scan(p, b, &seen) == GL_OK; /* else the executor refuses it */
+        int cacheable = (p->cache_min && seen.max_inline >= p->cache_min)
+                        || (p->h2d_min && seen.max_h2d >= p->h2d_min);
+        /* References the program wrote itself: Python's business. */
+        if (seen.refs || (cacheable && !p->blobref))
+            return to_python(p, b, out);
+        int waits = well_formed && seen.waits;
+        if (cacheable) {
+            /* The cache work (blobref.c): hashing, references for what the
+             * server holds, their bytes kept until a reply confirms them. */
+            if (hand_over(p, b, well_formed, waits, seen.denied))
+                continue;
+            p->hash_busy = 1; /* no thread: the uplink hashes */
+            rc = forward_cached(p, b, well_formed, waits, seen.denied);
+            hash_done(p, 0);
+        } else {
+            p->h2d_inline += seen.h2d_inline; /* (the cache work counts its own) */
+            if (p->blobref)
+                gl_blobref_sent(p->blobref, waits);
+            gl_jblock_ref(b);
+            rc = forward(p, b, b, well_formed, waits, seen.denied);
+        }
+        pthread_mutex_unlock(&p->route_mu);
+        if (rc != 0)
+            return rc;
+    }
+}
+
+int gl_pump_write_program(gl_pump *p, const uint8_t *buf, size_t len)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = send(p->program_fd, buf + done, len - done, MSG_NOSIGNAL);
+        if (n > 0)
+            done += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else
+            return -1;
+    }
+    return 0;
+}
+
+int gl_pump_downlink(gl_pump *p, gl_stream *s, uint8_t **out, uint64_t *len)
+{
+    for (;;) {
+        uint8_t *env;
+        int64_t n = gl_stream_recv(s, &env);
+        if (n == 0)
+            return GL_PUMP_END;
+        if (n < 0) {
+            p->err = (int)n;
+            return GL_PUMP_E_STREAM;
+        }
+        if (!gl_env_is(env, (uint64_t)n, GL_ENV_REPLY, p->session))
+            return GL_PUMP_E_REPLY;
+        pthread_mutex_lock(&p->reply_mu);
+        if (p->divert) {
+            pthread_mutex_unlock(&p->reply_mu);
+            *out = env;
+            *len = (uint64_t)n;
+            return GL_PUMP_SLOW;
+        }
+        if (!p->closed) {
+            __atomic_add_fetch(&p->replies_in, 1, __ATOMIC_RELAXED);
+            if (p->blobref) /* the batches up to this reply's ran: their references hold */
+                gl_blobref_replied(p->blobref);
+            p->replies++;
+            gl_jlog_answered_add(p->journal, 1);
+            p->bytes_from_server += (uint64_t)n;
+            /* When the program is gone its reader notices and ends the session. */
+            (void)gl_pump_write_program(p, env, (size_t)n);
+        }
+        pthread_mutex_unlock(&p->reply_mu);
+    }
+}

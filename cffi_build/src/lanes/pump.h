@@ -1,0 +1,114 @@
+/*
+ * pump.h — the client agent's native lanes of one forwarded session
+ * (docs/architecture.md, "Data path of one waiting call").
+ *
+ * The uplink reads the program's envelopes from its Unix socket; the downlink
+ * reads the server's replies from the session's data connection (dpstream.h)
+ * and writes them to the program. Each runs on its own thread and loops in C;
+ * it returns to Python only for an envelope that needs Python (a checkpoint
+ * due, a move under way, a reply a checkpoint or a replay must see: the "slow
+ * lane"), at the end, or on an error. Nothing runs in Python per call on the
+ * fast lane, and the counters Python shows are these. With the blob cache on,
+ * the uplink does the session's cache work (blobref.h) itself: a cacheable
+ * payload the server holds goes as a reference, and the downlink confirms
+ * references on each reply.
+ *
+ * Locks: the route lock orders the uplink's forwarding against a move (Python's
+ * hold / replay / checkpoint take it too); the reply lock orders writes to the
+ * program (Python's deliver and fail take it too). Order: route before reply.
+ * A cacheable envelope's cache work runs on the pump's own hashing thread, so
+ * that hashing one envelope overlaps reading the next; from the hand-over
+ * until it is sent that thread owns the route (gl_pump_route_lock waits for
+ * it), which keeps the envelopes in order whoever forwards them.
+ * The pump borrows program_fd, the journal and the streams; Python owns them.
+ */
+#ifndef GLEAM_PUMP_H
+#define GLEAM_PUMP_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire/dpstream.h"
+#include "cache/blobref.h"
+#include "journal/jlog.h"
+
+/* cdef: begin */
+enum {
+    GL_PUMP_SLOW = 1,         /* an envelope for Python */
+    GL_PUMP_END = 0,          /* a clean end of stream */
+    GL_PUMP_E_IO = -1,        /* the socket failed: errno in err */
+    GL_PUMP_E_TRUNCATED = -2, /* the program closed its connection mid-envelope */
+    GL_PUMP_E_HEADER = -3,    /* flags or reserved bits set, or an unknown type */
+    GL_PUMP_E_KIND = -4,      /* not a BATCH (the type in err) */
+    GL_PUMP_E_SIZE = -5,      /* larger than max_body (the size in err) */
+    GL_PUMP_E_NOMEM = -6,
+    GL_PUMP_E_STREAM = -7,    /* the data connection failed: GL_STREAM_E_* in err */
+    GL_PUMP_E_REPLY = -8,     /* the server sent something not a REPLY of this session */
+    GL_PUMP_LOST_SEND = -9    /* a fast-lane send failed: the session is now held */
+};
+
+typedef struct gl_pump {
+    /* Route side: under the route lock. */
+    gl_stream *out;          /* the fast lane's server; NULL: every envelope goes to Python */
+    int held;                /* a move is under way (or a send failed): Python journals */
+    int slow_pending;        /* envelopes handed to Python and not forwarded yet */
+    uint32_t cache_min;      /* an inline payload this large is cacheable (0: none) */
+    uint32_t h2d_min;        /* the same for host-to-device copies (0: none) */
+    gl_blobref *blobref;     /* the session's cache work (NULL: none); set with both locks */
+    uint64_t slow_lane;      /* envelopes handed to Python */
+    uint64_t checkpoint_at;  /* journal bytes past which the next safe point checkpoints */
+    uint64_t batches, records, waits_out, bytes_to_server;
+    uint64_t h2d_inline;     /* host-to-device payload bytes the fast lane sent */
+    uint16_t h2d_call;       /* the call id of glMemcpyHtoD */
+    /* Reply side: under the reply lock. */
+    int divert;              /* every reply goes to Python (a checkpoint, a replay) */
+    int closed;              /* nothing more is written to the program */
+    uint64_t replies_in, replies, bytes_from_server;
+    /* Set at creation. */
+    int program_fd;
+    uint64_t session;
+    uint32_t max_body;
+    int err;                 /* detail of the last error a lane returned */
+    /* cdef: partial */
+    gl_jlog *journal;
+    uint8_t *pre;            /* bytes read before the pump took the socket */
+    size_t pre_len, pre_off;
+    pthread_mutex_t route_mu, reply_mu;
+    /* The hashing thread (pump.c): it owns the route from a hand-over until
+     * hash_busy clears; these are under route_mu. */
+    pthread_cond_t hash_cv;
+    pthread_t hasher;
+    int hasher_on, hasher_quit, hash_busy;
+    int hash_rc;             /* what its last envelope came to, for the uplink to return */
+    gl_jblock *hash_job;     /* handed over, not taken yet */
+    int job_well_formed, job_waits, job_denied;
+    gl_jblock *stash;        /* read, set aside while the uplink returned hash_rc */
+} gl_pump;
+
+gl_pump *gl_pump_new(int program_fd, uint64_t session, uint32_t max_body, gl_jlog *journal);
+void gl_pump_free(gl_pump *p);
+/* Bytes of the program's stream read before the pump took over (copied); they
+ * come first. 0, or GL_PUMP_E_NOMEM. */
+int gl_pump_prefill(gl_pump *p, const uint8_t *buf, size_t len);
+void gl_pump_route_lock(gl_pump *p); /* (once the hashing thread has sent its envelope) */
+void gl_pump_route_unlock(gl_pump *p);
+void gl_pump_reply_lock(gl_pump *p);
+void gl_pump_reply_unlock(gl_pump *p);
+
+/* The uplink (one thread): forwards what needs nothing of Python. Returns
+ * GL_PUMP_SLOW with *out a block (the caller owns its reference) whose
+ * envelope Python must handle, GL_PUMP_END, GL_PUMP_LOST_SEND, or an error. */
+int gl_pump_uplink(gl_pump *p, gl_jblock **out);
+
+/* The downlink (one thread) of stream s: writes replies to the program unless
+ * diverted. Returns GL_PUMP_SLOW with *out (*len bytes: the envelope inside the
+ * stream's buffer, valid until the next call), GL_PUMP_END or an error. */
+int gl_pump_downlink(gl_pump *p, gl_stream *s, uint8_t **out, uint64_t *len);
+
+/* Writes a whole buffer to the program (the reply lock held by the caller):
+ * 0, or -1 when the program's socket failed. */
+int gl_pump_write_program(gl_pump *p, const uint8_t *buf, size_t len);
+/* cdef: end */
+
+#endif
