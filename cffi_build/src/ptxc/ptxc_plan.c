@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptx_wmma.h"
+#include "ptx/ptx_wmma.h"
 #include "ptxc.h"
 
 /* The instructions whose interpreter handler the generated code may call:
