@@ -36,6 +36,7 @@ typedef struct ptx_launch_ctx {
     uint32_t nwarps;
     uint64_t shared_size;
     uint64_t next;      /* atomic: the next block to run */
+    uint64_t chunk;     /* blocks a worker takes at once (run_grid) */
     int err;            /* atomic: the first failure */
     uint64_t insns;     /* atomic */
     uint64_t deadline;  /* CLOCK_MONOTONIC ns */
@@ -354,10 +355,14 @@ static void *work(void *arg)
     worker *wk = arg;
     ptx_launch_ctx *lc = wk->lc;
     uint64_t total = 0, by_tier[2] = {0, 0};
-    for (;;) {
+    uint64_t idx = 0, end = 0, chunk = lc->chunk ? lc->chunk : 1;
+    for (;; idx++) {
         if (__atomic_load_n(&lc->err, __ATOMIC_RELAXED) != 0)
             break;
-        uint64_t idx = __atomic_fetch_add(&lc->next, 1, __ATOMIC_RELAXED);
+        if (idx >= end) {
+            idx = __atomic_fetch_add(&lc->next, chunk, __ATOMIC_RELAXED);
+            end = idx + chunk < lc->nblocks ? idx + chunk : lc->nblocks;
+        }
         if (idx >= lc->nblocks)
             break;
         /* a kernel compiled while the launch runs takes over at the next block */
@@ -529,6 +534,12 @@ static int run_grid(ptx_launch_ctx *lc, unsigned nw)
             break;
         }
     if (rc == PTX_OK) {
+        /* a large grid of short blocks is taken a few at a time: one shared
+         * counter per block cost as much as a saxpy block with two workers
+         * (its cache line moving between the cores); 64 takes a worker
+         * leave the grid's tail evenly spread */
+        uint64_t chunk = lc->nblocks / ((uint64_t)nw * 64);
+        lc->chunk = chunk < 1 ? 1 : chunk > 8 ? 8 : chunk;
         started = start_threads(tids, nw, work, wks, sizeof *wks);
         work(&wks[0]); /* the calling thread is a worker too */
         join_threads(tids, started);
