@@ -513,9 +513,21 @@ _SWAPS = [("add.", "sub."), ("mul.lo.", "add."), ("and.", "or."), ("xor.", "and.
           (".s32", ".u32"), ("shl.", "shr."), (".f32", ".f32"), ("fma.rn.", "fma.rz.")]
 
 
+def _entry_text(case: Case) -> str:
+    text = (CORPUS / f"{case.source}.ptx").read_text()
+    start = text.index(f".entry {case.kernel}(")
+    end = text.find(".entry ", start + 1)
+    return text[start:end if end >= 0 else len(text)]
+
+
+CLOCKLESS = [c for c in CASES if not re.search(r"%clock|%globaltimer", _entry_text(c))]
+
+
 @st.composite
 def mutated_case(draw: Any) -> tuple[Case, str]:
-    case = draw(st.sampled_from(CASES))
+    # not a kernel that reads a clock: a mutation can store its value, which differs from
+    # run to run (lane_shuffle_fences storing %clock64 failed so, on neither tier's fault)
+    case = draw(st.sampled_from(CLOCKLESS))
     lines = (CORPUS / f"{case.source}.ptx").read_text().splitlines()
     start = next(n for n, line in enumerate(lines) if f".entry {case.kernel}(" in line)
     body = [n for n in range(start, len(lines))
