@@ -534,6 +534,11 @@ int gl_call_is_waiting(int id)
     return id >= 0 && id < GL_CALL_COUNT ? gl_call_waiting[id] : 0;
 }
 
+int gl_call_is_data(int id)
+{
+    return id >= 0 && id < GL_CALL_COUNT ? gl_call_data[id] : 0;
+}
+
 const char *gl_driver_cdef_text(void)
 {
     return gl_driver_cdef;

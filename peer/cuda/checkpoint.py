@@ -39,30 +39,6 @@ VARS_FIRST = 4096
 CUDA_ERROR_INVALID_HANDLE = 400
 CUDA_ERROR_NOT_SUPPORTED = 801
 
-# Calls whose lasting effect is only on memory (which the snapshot holds) or that
-# have none: a checkpoint drops them. Every other call is state and is kept, so
-# a call added to the table later is kept (replayed) unless it is listed here.
-DATA_CALLS = (
-    "glMemcpyHtoD", "glMemcpyDtoH", "cuMemcpyDtoD", "cuMemcpyDtoDAsync",
-    "cuMemsetD8", "cuMemsetD16", "cuMemsetD32", "cuMemsetD8Async", "cuMemsetD16Async",
-    "cuMemsetD32Async", "glLaunch", "cuCtxSynchronize", "cuStreamSynchronize",
-    "cuStreamQuery", "cuEventSynchronize", "cuEventQuery", "cuEventElapsedTime",
-    "cuMemGetInfo", "cuFuncGetAttribute", "cuFuncGetParamInfo", "cuKernelGetAttribute",
-    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-    "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
-    "glModuleVarsRead", "glModuleVarsWrite",  # (the snapshot holds the variables)
-    "glMemcpy2DHtoD", "glMemcpy2DDtoH", "glMemcpy2DDtoD",
-    "glLaunchCluster", "glClusterOccupancy",
-    "glGraphLaunch",  # (an instantiated graph is state: its glGraphInstantiate is kept)
-    # mapped and managed memory: their effect is on a mirror and its twin, both
-    # ordinary allocations that the snapshot holds
-    "glMirrorPush", "glMirrorPull",
-    # copies with an array side: on the host device an array's bytes are session
-    # memory, which the snapshot holds (a GPU's arrays make a session unmovable:
-    # journal.NOT_REPLAYABLE_ON)
-    "glMemcpyHtoA", "glMemcpyAtoH", "glMemcpyDtoA", "glMemcpyAtoD", "glMemcpyAtoA",
-)
-
 
 def _ids() -> dict[str, int]:
     from gleam.peer.cuda.native import call_ids
@@ -71,6 +47,13 @@ def _ids() -> dict[str, int]:
 
 
 _IDS = _ids()
+# Calls whose lasting effect is only on memory (which the snapshot holds) or that
+# have none: a checkpoint drops them. The API table says which (cuda_api.py's
+# ``data=True`` rows, generated into gl_call_data); every other call is state
+# and is kept, so a call added to the table later is replayed unless flagged.
+DATA_CALLS: frozenset[str] = frozenset(
+    name for name, i in _IDS.items() if lib.gl_call_is_data(i)
+)
 
 
 def _keep_bitmap() -> bytes:
