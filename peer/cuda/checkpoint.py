@@ -27,11 +27,14 @@ from dataclasses import dataclass, field
 
 from gleam.peer.cuda import envelope, trailer
 from gleam.peer.cuda.journal import Entry
+from gleam.peer.native_layout import wire_struct
 from gleam.peer.nativelib import ffi, lib
 from gleam.peer.records import CallRecord, encode_batch
 
 CHUNK: int = lib.GL_COPY_CHUNK
-REPLY_HEAD = struct.Struct("<iiII8Q")
+# A REPLY body's header, as gl_session.h lays it out (gl_reply_head).
+REPLY_HEAD = wire_struct("gl_reply_head")
+_DEFERRED_AT: int = ffi.offsetof("gl_reply_head", "deferred")
 _ZEROS = bytes(CHUNK)
 # The first read of a module's variables asks this much (and learns the whole
 # size): most modules have a few bytes of them, and a read's reply is n bytes.
@@ -222,7 +225,7 @@ def with_owed(reply: bytes | bytearray | memoryview, owed: Owed) -> tuple[bytear
                                       trailer.more_of(sections))
     out = bytearray(reply[:envelope.HEADER_SIZE + REPLY_HEAD.size + n_bytes])
     if give_error:
-        struct.pack_into("<i", out, envelope.HEADER_SIZE + 4, owed.deferred)
+        struct.pack_into("<i", out, envelope.HEADER_SIZE + _DEFERRED_AT, owed.deferred)
     head = [trailer.Section(trailer.NOTES, notes)] if notes else []
     out += trailer.pack(head + output)
     envelope.write_header(out, envelope.REPLY, envelope.session_of(out),
