@@ -64,6 +64,11 @@ A row is ``Row(name, signature, cls, symbols, roles, ...)``:
     Internal callers of ``gli_<name>`` (cudart's export tables) get the same
     check. Rows without it answer before cuInit (cuInit, cuDriverGetVersion,
     the error strings) or leave the check to what they call.
+``data``
+    True (wire rows): the call's lasting effect is only on device memory, which
+    a checkpoint's snapshot holds, or it has none (synchronisations, queries):
+    a checkpoint drops its records (peer/cuda/checkpoint.py). Every other wire
+    call builds state and is replayed, so a row added without it is kept.
 
 Call ids are the wire rows' positions in ``ROWS``: append new rows at the end.
 """
@@ -103,6 +108,7 @@ class Row:
     caller: bool = False  # the exported stub records its return address (caller.c)
     backend: bool = True  # False: the executor's gx_<name> alone answers (no backend slot)
     ready: bool = False  # gli_<name> is generated: the session check, then gls_<name>
+    data: bool = False  # a checkpoint drops its records: memory (the snapshot) or nothing
 
     @property
     def wire(self) -> bool:
@@ -194,7 +200,7 @@ ROWS: tuple[Row, ...] = (
     R("cuCtxPopCurrent", "CUcontext *pctx", LOCAL, (s("cuCtxPopCurrent_v2", 4000),), ready=True),
     R("cuCtxGetDevice", "CUdevice *device", LOCAL, (s("cuCtxGetDevice", 2000),), ready=True),
     R("cuCtxSynchronize", "", WAITING, (s("cuCtxSynchronize", 2000),),
-      driver="cuCtxSynchronize"),
+      driver="cuCtxSynchronize", data=True),
     # ------------------------------------------------------------------ memory
     R("cuMemAlloc", "CUdeviceptr *dptr, size_t bytesize", LOCAL, (s("cuMemAlloc_v2", 3020),),
       ready=True),
@@ -202,7 +208,7 @@ ROWS: tuple[Row, ...] = (
     R("cuMemFree", "CUdeviceptr dptr", LOCAL, (s("cuMemFree_v2", 3020),), ready=True),
     R("glMemFree", "CUdeviceptr dptr", ONEWAY, (), server="exec"),
     R("cuMemGetInfo", "size_t *free, size_t *total", WAITING, (s("cuMemGetInfo_v2", 3020),),
-      {"free": "out", "total": "out"}, driver="cuMemGetInfo_v2"),
+      {"free": "out", "total": "out"}, driver="cuMemGetInfo_v2", data=True),
     R("cuMemGetAddressRange", "CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr", LOCAL,
       (s("cuMemGetAddressRange_v2", 3020),), ready=True),
     R("cuMemAllocHost", "void **pp, size_t bytesize", LOCAL, (s("cuMemAllocHost_v2", 3020),)),
@@ -218,21 +224,21 @@ ROWS: tuple[Row, ...] = (
       "CUstream hStream", LOCAL, (ptsz("cuMemcpyHtoDAsync_v2", 3020),)),
     R("glMemcpyHtoD", "CUdeviceptr dst, const void *src, size_t n, CUstream stream", ONEWAY, (),
       {"dst": "dptr:n", "src": "hin:n", "stream": "h:stream"},
-      driver="cuMemcpyHtoDAsync_v2"),
+      driver="cuMemcpyHtoDAsync_v2", data=True),
     R("cuMemcpyDtoH", "void *dstHost, CUdeviceptr srcDevice, size_t ByteCount", LOCAL,
       (ptds("cuMemcpyDtoH_v2", 3020),)),
     R("cuMemcpyDtoHAsync", "void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, "
       "CUstream hStream", LOCAL, (ptsz("cuMemcpyDtoHAsync_v2", 3020),)),
     R("glMemcpyDtoH", "void *dst, CUdeviceptr src, size_t n, CUstream stream", WAITING, (),
-      {"dst": "hout:n", "src": "dptr:n", "stream": "h:stream"}),
+      {"dst": "hout:n", "src": "dptr:n", "stream": "h:stream"}, data=True),
     R("cuMemcpyDtoD", "CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount",
       ONEWAY, (ptds("cuMemcpyDtoD_v2", 3020),),
       {"dstDevice": "dptr:ByteCount", "srcDevice": "dptr:ByteCount"},
-      driver="cuMemcpyDtoD_v2"),
+      driver="cuMemcpyDtoD_v2", data=True),
     R("cuMemcpyDtoDAsync", "CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, "
       "CUstream hStream", ONEWAY, (ptsz("cuMemcpyDtoDAsync_v2", 3020),),
       {"dstDevice": "dptr:ByteCount", "srcDevice": "dptr:ByteCount", "hStream": "h:stream"},
-      driver="cuMemcpyDtoDAsync_v2"),
+      driver="cuMemcpyDtoDAsync_v2", data=True),
     R("cuMemcpy", "CUdeviceptr dst, CUdeviceptr src, size_t ByteCount", LOCAL,
       (ptds("cuMemcpy", 4000),)),
     R("cuMemcpyAsync", "CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream",
@@ -283,20 +289,22 @@ ROWS: tuple[Row, ...] = (
       (ptsz("cuMemsetD2D32Async", 3020),), ready=True),
     # ---------------------------------------------------------------- memsets
     R("cuMemsetD8", "CUdeviceptr dstDevice, unsigned char uc, size_t N", ONEWAY,
-      (ptds("cuMemsetD8_v2", 3020),), {"dstDevice": "dptr:N"}, driver="cuMemsetD8_v2"),
+      (ptds("cuMemsetD8_v2", 3020),), {"dstDevice": "dptr:N"}, driver="cuMemsetD8_v2", data=True),
     R("cuMemsetD16", "CUdeviceptr dstDevice, unsigned short us, size_t N", ONEWAY,
-      (ptds("cuMemsetD16_v2", 3020),), {"dstDevice": "dptr:N * 2"}, driver="cuMemsetD16_v2"),
+      (ptds("cuMemsetD16_v2", 3020),), {"dstDevice": "dptr:N * 2"}, driver="cuMemsetD16_v2",
+      data=True),
     R("cuMemsetD32", "CUdeviceptr dstDevice, unsigned int ui, size_t N", ONEWAY,
-      (ptds("cuMemsetD32_v2", 3020),), {"dstDevice": "dptr:N * 4"}, driver="cuMemsetD32_v2"),
+      (ptds("cuMemsetD32_v2", 3020),), {"dstDevice": "dptr:N * 4"}, driver="cuMemsetD32_v2",
+      data=True),
     R("cuMemsetD8Async", "CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream",
       ONEWAY, (ptsz("cuMemsetD8Async", 3020),),
-      {"dstDevice": "dptr:N", "hStream": "h:stream"}, driver="cuMemsetD8Async"),
+      {"dstDevice": "dptr:N", "hStream": "h:stream"}, driver="cuMemsetD8Async", data=True),
     R("cuMemsetD16Async", "CUdeviceptr dstDevice, unsigned short us, size_t N, "
       "CUstream hStream", ONEWAY, (ptsz("cuMemsetD16Async", 3020),),
-      {"dstDevice": "dptr:N * 2", "hStream": "h:stream"}, driver="cuMemsetD16Async"),
+      {"dstDevice": "dptr:N * 2", "hStream": "h:stream"}, driver="cuMemsetD16Async", data=True),
     R("cuMemsetD32Async", "CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream",
       ONEWAY, (ptsz("cuMemsetD32Async", 3020),),
-      {"dstDevice": "dptr:N * 4", "hStream": "h:stream"}, driver="cuMemsetD32Async"),
+      {"dstDevice": "dptr:N * 4", "hStream": "h:stream"}, driver="cuMemsetD32Async", data=True),
     # ---------------------------------------------------------------- modules
     R("cuModuleLoadData", "CUmodule *module, const void *image", LOCAL,
       (s("cuModuleLoadData", 2000),)),
@@ -333,11 +341,11 @@ ROWS: tuple[Row, ...] = (
       client="custom", driver="cuKernelGetFunction"),
     R("cuFuncGetAttribute", "int *pi, CUfunction_attribute attrib, CUfunction hfunc", WAITING,
       (s("cuFuncGetAttribute", 2020),), {"pi": "out", "hfunc": "h:func"}, client="custom",
-      driver="cuFuncGetAttribute"),
+      driver="cuFuncGetAttribute", data=True),
     R("cuFuncGetParamInfo", "CUfunction func, size_t paramIndex, size_t *paramOffset, "
       "size_t *paramSize", WAITING, (s("cuFuncGetParamInfo", 12040),),
       {"func": "h:func", "paramOffset": "out", "paramSize": "out"}, client="custom",
-      driver="cuFuncGetParamInfo", ready=True),
+      driver="cuFuncGetParamInfo", ready=True, data=True),
     # --------------------------------------------------------------- launches
     R("cuLaunchKernel", "CUfunction f, unsigned int gridDimX, unsigned int gridDimY, "
       "unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, "
@@ -348,7 +356,7 @@ ROWS: tuple[Row, ...] = (
       "unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, "
       "unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, "
       "const void *params, size_t size", ONEWAY, (),
-      {"f": "h:func", "hStream": "h:stream", "params": "hin:size"}),
+      {"f": "h:func", "hStream": "h:stream", "params": "hin:size"}, data=True),
     # ---------------------------------------------------------------- streams
     R("cuStreamCreate", "CUstream *phStream, unsigned int Flags", ONEWAY,
       (s("cuStreamCreate", 2000),), {"phStream": "mint:stream"}, driver="cuStreamCreate"),
@@ -358,9 +366,9 @@ ROWS: tuple[Row, ...] = (
     R("cuStreamDestroy", "CUstream hStream", ONEWAY, (s("cuStreamDestroy_v2", 4000),),
       {"hStream": "h:stream!"}, driver="cuStreamDestroy_v2"),
     R("cuStreamSynchronize", "CUstream hStream", WAITING, (ptsz("cuStreamSynchronize", 2000),),
-      {"hStream": "h:stream"}, driver="cuStreamSynchronize"),
+      {"hStream": "h:stream"}, driver="cuStreamSynchronize", data=True),
     R("cuStreamQuery", "CUstream hStream", WAITING, (ptsz("cuStreamQuery", 2000),),
-      {"hStream": "h:stream"}, driver="cuStreamQuery"),
+      {"hStream": "h:stream"}, driver="cuStreamQuery", data=True),
     R("cuStreamWaitEvent", "CUstream hStream, CUevent hEvent, unsigned int Flags", ONEWAY,
       (ptsz("cuStreamWaitEvent", 3020),), {"hStream": "h:stream", "hEvent": "h:event"},
       driver="cuStreamWaitEvent"),
@@ -371,20 +379,20 @@ ROWS: tuple[Row, ...] = (
       (ptsz("cuEventRecord", 2000),), {"hEvent": "h:event", "hStream": "h:stream"},
       driver="cuEventRecord"),
     R("cuEventSynchronize", "CUevent hEvent", WAITING, (s("cuEventSynchronize", 2000),),
-      {"hEvent": "h:event"}, driver="cuEventSynchronize"),
+      {"hEvent": "h:event"}, driver="cuEventSynchronize", data=True),
     R("cuEventQuery", "CUevent hEvent", WAITING, (s("cuEventQuery", 2000),),
-      {"hEvent": "h:event"}, driver="cuEventQuery"),
+      {"hEvent": "h:event"}, driver="cuEventQuery", data=True),
     R("cuEventElapsedTime", "float *pMilliseconds, CUevent hStart, CUevent hEnd", WAITING,
       (s("cuEventElapsedTime", 2000), s("cuEventElapsedTime_v2", 12080)),
       {"pMilliseconds": "out", "hStart": "h:event", "hEnd": "h:event"},
-      driver="cuEventElapsedTime"),
+      driver="cuEventElapsedTime", data=True),
     R("cuEventDestroy", "CUevent hEvent", ONEWAY,
       (s("cuEventDestroy", 2000), s("cuEventDestroy_v2", 4000)), {"hEvent": "h:event!"},
       driver="cuEventDestroy_v2"),
     # ------------------------------------- appended for numba-cuda (cuda.core)
     R("cuKernelGetAttribute", "int *pi, CUfunction_attribute attrib, CUkernel kernel, "
       "CUdevice dev", WAITING, (s("cuKernelGetAttribute", 12000),),
-      {"pi": "out", "kernel": "h:kernel"}, driver="cuKernelGetAttribute"),
+      {"pi": "out", "kernel": "h:kernel"}, driver="cuKernelGetAttribute", data=True),
     # The linker runs in the interposer (interposer/linker.c): one input image
     # links to itself, which either backend then loads (and JITs, for PTX).
     R("cuLinkCreate", "unsigned int numOptions, CUjit_option *options, void **optionValues, "
@@ -408,12 +416,12 @@ ROWS: tuple[Row, ...] = (
       "int blockSize, size_t dynamicSMemSize", WAITING,
       (s("cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050),),
       {"numBlocks": "out", "func": "h:func"}, client="custom",
-      driver="cuOccupancyMaxActiveBlocksPerMultiprocessor"),
+      driver="cuOccupancyMaxActiveBlocksPerMultiprocessor", data=True),
     R("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", "int *numBlocks, CUfunction func, "
       "int blockSize, size_t dynamicSMemSize, unsigned int flags", WAITING,
       (s("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000),),
       {"numBlocks": "out", "func": "h:func"}, client="custom",
-      driver="cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"),
+      driver="cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", data=True),
     R("cuOccupancyMaxPotentialBlockSize", "int *minGridSize, int *blockSize, CUfunction func, "
       "CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, "
       "int blockSizeLimit", LOCAL, (s("cuOccupancyMaxPotentialBlockSize", 6050),)),
@@ -542,26 +550,27 @@ ROWS: tuple[Row, ...] = (
     # gives min(n, storage - offset) bytes (the rest of dst zero) and the size of
     # the whole storage (0: a library not yet translated, or no variables). The
     # cuda backend answers NOT_SUPPORTED for an image that may have variables.
+    # (data: a checkpoint's snapshot holds the variables, read with glModuleVarsRead.)
     R("glModuleVarsRead", "cuuint64_t handle, size_t offset, void *dst, size_t n, "
       "size_t *size", WAITING, (), {"dst": "hout:n", "size": "out"}, server="exec",
-      ctx=False),
+      ctx=False, data=True),
     R("glModuleVarsWrite", "cuuint64_t handle, size_t offset, const void *src, size_t n",
-      ONEWAY, (), {"src": "hin:n"}, server="exec", ctx=False),
+      ONEWAY, (), {"src": "hin:n"}, server="exec", ctx=False, data=True),
     # ------------------------------ appended for pitched copies (interposer/copies2d.c)
     # HEIGHT rows of WIDTH bytes, PITCH bytes apart on the device side; the host
     # side's rows travel packed (the payload, or the reply's bytes).
     R("glMemcpy2DHtoD", "CUdeviceptr dst, size_t dpitch, const void *src, size_t width, "
       "size_t height, CUstream stream", ONEWAY, (),
       {"dst": "dptr:span(dpitch, width, height)", "src": "hin:width * height",
-       "stream": "h:stream"}),
+       "stream": "h:stream"}, data=True),
     R("glMemcpy2DDtoH", "void *dst, CUdeviceptr src, size_t spitch, size_t width, "
       "size_t height, CUstream stream", WAITING, (),
       {"dst": "hout:width * height", "src": "dptr:span(spitch, width, height)",
-       "stream": "h:stream"}),
+       "stream": "h:stream"}, data=True),
     R("glMemcpy2DDtoD", "CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch, "
       "size_t width, size_t height, CUstream stream", ONEWAY, (),
       {"dst": "dptr:span(dpitch, width, height)", "src": "dptr:span(spitch, width, height)",
-       "stream": "h:stream"}),
+       "stream": "h:stream"}, data=True),
     # ------------------------ appended for Hopper's tensor maps (interposer/tensormap.c)
     # A tensor map is 128 opaque bytes that only the serving device's driver
     # writes: each call packs its arguments into one gl_tmap_request
@@ -602,7 +611,7 @@ ROWS: tuple[Row, ...] = (
       "unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, "
       "unsigned int clusterDimX, unsigned int clusterDimY, unsigned int clusterDimZ, "
       "const void *params, size_t size", ONEWAY, (),
-      {"f": "h:func", "hStream": "h:stream", "params": "hin:size"}),
+      {"f": "h:func", "hStream": "h:stream", "params": "hin:size"}, data=True),
     R("cuOccupancyMaxActiveClusters", "int *numClusters, CUfunction func, "
       "const CUlaunchConfig *config", LOCAL, (s("cuOccupancyMaxActiveClusters", 11070),),
       ready=True),
@@ -615,7 +624,7 @@ ROWS: tuple[Row, ...] = (
       "unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, "
       "unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, "
       "unsigned int sharedMemBytes, unsigned int clusterDimX, unsigned int clusterDimY, "
-      "unsigned int clusterDimZ", WAITING, (), {"value": "out", "func": "h:func"}),
+      "unsigned int clusterDimZ", WAITING, (), {"value": "out", "func": "h:func"}, data=True),
     # ---------------- appended for cooperative launches (issue 25: interposer/launch.c)
     # A cooperative grid has every block resident at once, so that a grid-wide
     # barrier (cooperative groups' grid.sync()) works; cuLaunchKernelEx's
@@ -655,8 +664,9 @@ ROWS: tuple[Row, ...] = (
       {"exec": "mint:gexec", "desc": "hin:n"}, server="exec", backend=False),
     R("glGraphUpdate", "CUgraphExec exec, const void *desc, size_t n", ONEWAY, (),
       {"exec": "h:gexec", "desc": "hin:n"}, server="exec", backend=False),
+    # (data: an instantiated graph is state, and its glGraphInstantiate is kept.)
     R("glGraphLaunch", "CUgraphExec exec, unsigned int stage, CUstream stream", ONEWAY, (),
-      {"exec": "h:gexec", "stream": "h:stream"}, server="exec", backend=False),
+      {"exec": "h:gexec", "stream": "h:stream"}, server="exec", backend=False, data=True),
     R("glGraphExecDestroy", "CUgraphExec exec", ONEWAY, (), {"exec": "h:gexec!"},
       server="exec", backend=False),
     # Graphs and their nodes (interposer/graph.c, graph_nodes.c): the interposer's own.
@@ -886,14 +896,15 @@ ROWS: tuple[Row, ...] = (
     # so a checkpoint's snapshot keeps it and a moved session diffs as before).
     R("glMirrorAdd", "CUdeviceptr dptr, CUdeviceptr twin, size_t size", ONEWAY, (),
       {"dptr": "dptr:size", "twin": "dptr:size"}, server="exec", backend=False, ctx=False),
-    # What the program changed, applied to the device memory and its twin.
+    # What the program changed, applied to the device memory and its twin. (data:
+    # mirror and twin are ordinary allocations, which a checkpoint's snapshot holds.)
     R("glMirrorPush", "const void *diff, size_t n", ONEWAY, (), {"diff": "hin:n"},
-      server="exec", backend=False, ctx=False),
+      server="exec", backend=False, ctx=False, data=True),
     # What the device changed, from mirrors at or above `from`, after all earlier
     # work: `used` bytes of diff; `next` is where to go on (0: nothing left).
     R("glMirrorPull", "void *diff, size_t n, CUdeviceptr from, size_t *used, "
       "CUdeviceptr *next", WAITING, (), {"diff": "hsome:n", "used": "out", "next": "out"},
-      server="exec", backend=False, ctx=False),
+      server="exec", backend=False, ctx=False, data=True),
     # ------------- appended for CUDA arrays, textures and surfaces (issue 25)
     # Arrays live on the server; the interposer keeps their descriptors and, for
     # the host device, allocates their storage in the session's memory
@@ -946,21 +957,25 @@ ROWS: tuple[Row, ...] = (
     R("cuMemcpyAtoA", "CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, "
       "size_t ByteCount", LOCAL, (ptds("cuMemcpyAtoA_v2", 3020),), ready=True),
     # HEIGHT rows of WIDTH bytes in slice Z of an array, from byte XBYTES of row Y.
+    # (data: on the host device an array's bytes are session memory, which the
+    # snapshot holds; a GPU's arrays make a session unmovable: journal.NOT_REPLAYABLE_ON.)
     R("glMemcpyHtoA", "CUarray dst, size_t xbytes, size_t y, size_t z, const void *src, "
       "size_t width, size_t height, CUstream stream", ONEWAY, (),
-      {"dst": "h:array", "src": "hin:width * height", "stream": "h:stream"}),
+      {"dst": "h:array", "src": "hin:width * height", "stream": "h:stream"}, data=True),
     R("glMemcpyAtoH", "void *dst, CUarray src, size_t xbytes, size_t y, size_t z, "
       "size_t width, size_t height, CUstream stream", WAITING, (),
-      {"dst": "hout:width * height", "src": "h:array", "stream": "h:stream"}),
+      {"dst": "hout:width * height", "src": "h:array", "stream": "h:stream"}, data=True),
     R("glMemcpyDtoA", "CUarray dst, size_t xbytes, size_t y, size_t z, CUdeviceptr src, "
       "size_t spitch, size_t width, size_t height, CUstream stream", ONEWAY, (),
-      {"dst": "h:array", "src": "dptr:span(spitch, width, height)", "stream": "h:stream"}),
+      {"dst": "h:array", "src": "dptr:span(spitch, width, height)", "stream": "h:stream"},
+      data=True),
     R("glMemcpyAtoD", "CUdeviceptr dst, size_t dpitch, CUarray src, size_t xbytes, size_t y, "
       "size_t z, size_t width, size_t height, CUstream stream", ONEWAY, (),
-      {"dst": "dptr:span(dpitch, width, height)", "src": "h:array", "stream": "h:stream"}),
+      {"dst": "dptr:span(dpitch, width, height)", "src": "h:array", "stream": "h:stream"},
+      data=True),
     R("glMemcpyAtoA", "CUarray dst, size_t dx, size_t dy, size_t dz, CUarray src, size_t sx, "
       "size_t sy, size_t sz, size_t width, size_t height, CUstream stream", ONEWAY, (),
-      {"dst": "h:array", "src": "h:array", "stream": "h:stream"}),
+      {"dst": "h:array", "src": "h:array", "stream": "h:stream"}, data=True),
     # Texture and surface objects: the descriptors are answered in the interposer.
     R("cuTexObjectCreate", "CUtexObject *pTexObject, const CUDA_RESOURCE_DESC *pResDesc, "
       "const CUDA_TEXTURE_DESC *pTexDesc, const CUDA_RESOURCE_VIEW_DESC *pResViewDesc", LOCAL,

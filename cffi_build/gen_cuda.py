@@ -154,6 +154,8 @@ def gen_header(wire: list[Row], parsed: dict[str, list[Param]]) -> str:
     ) + f"    GL_CALL_COUNT = {len(wire)}\n}};\n")
     out.append("extern const char *const gl_call_names[GL_CALL_COUNT];\n")
     out.append("extern const unsigned char gl_call_waiting[GL_CALL_COUNT];\n")
+    out.append("/* 1: a checkpoint drops the call's records (cuda_api.py's data). */\n")
+    out.append("extern const unsigned char gl_call_data[GL_CALL_COUNT];\n")
     out.append("/* The cuda backend's driver symbol per call (NULL: cb_<name>). */\n")
     out.append("extern const char *const gl_cuda_driver_symbols[GL_CALL_COUNT];\n")
     out.append("extern void *const gl_host_fns[GL_CALL_COUNT];\n")
@@ -491,6 +493,8 @@ def gen_dispatch(wire: list[Row], parsed: dict[str, list[Param]]) -> str:
                + "".join(f'    "{r.name}",\n' for r in wire) + "};\n")
     out.append("const unsigned char gl_call_waiting[GL_CALL_COUNT] = {\n"
                + "".join(f"    {1 if r.cls == WAITING else 0},\n" for r in wire) + "};\n")
+    out.append("const unsigned char gl_call_data[GL_CALL_COUNT] = {\n"
+               + "".join(f"    {1 if r.data else 0},\n" for r in wire) + "};\n")
     out.append("const char *const gl_cuda_driver_symbols[GL_CALL_COUNT] = {\n"
                + "".join(f'    "{r.driver}",\n' if r.driver else "    NULL,\n" for r in wire)
                + "};\n")
@@ -534,6 +538,8 @@ def check_rows(rows: tuple[Row, ...]) -> None:
     for r in rows:
         if r.cls in (LOCAL, CACHED) and (r.roles or r.driver):
             raise SystemExit(f"{r.name}: local rows take no roles or driver symbol")
+        if r.data and not r.wire:
+            raise SystemExit(f"{r.name}: data is for wire rows (only they are journaled)")
         if r.ready and r.wire and r.client == "auto":
             raise SystemExit(f"{r.name}: ready is for hand-written clients (glw_ checks itself)")
 

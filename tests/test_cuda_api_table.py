@@ -123,3 +123,23 @@ def test_an_hsome_reply_carries_as_many_bytes_as_its_count_says():
     code = gen_cuda.gen_decoder(row, gen_cuda.parse(row))
     assert "if ((uint64_t)v_used > sz_diff)" in code
     assert "o->len = (size_t)v_used;" in code and "o->len = (size_t)sz_diff" not in code
+
+
+def test_a_checkpoint_drops_exactly_the_rows_flagged_data():
+    from gleam.peer.cuda import checkpoint
+    from gleam.peer.cuda.native import call_ids
+
+    ids = call_ids()
+    flagged = {r.name for r in cuda_api.ROWS if r.data}
+    assert flagged == checkpoint.DATA_CALLS
+    assert flagged <= ids.keys()
+    # The bitmap handed to gl_journal_compact keeps every other call, by its id.
+    for name, i in ids.items():
+        kept = bool(checkpoint._KEEP[i // 8] >> (i % 8) & 1)
+        assert kept == (name not in flagged), name
+
+
+def test_only_wire_rows_may_be_dropped_by_a_checkpoint():
+    row = Row("x", "int a", cuda_api.LOCAL, (s("x", 1),), data=True)
+    with pytest.raises(SystemExit, match="data is for wire rows"):
+        gen_cuda.check_rows((row,))

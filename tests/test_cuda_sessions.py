@@ -20,13 +20,13 @@ import cbor2
 import pytest
 
 from gleam.peer.cuda import envelope
+from gleam.peer.cuda.checkpoint import REPLY_HEAD
 from gleam.peer.cuda.hello import Hello, HelloDevice, check_layout, pack_hello, unpack_hello
 from gleam.peer.failures import NO_AGENT
 from gleam.peer.localmesh import wait_for
 from gleam.peer.protocol import frame
 from gleam.peer.records import CallRecord, encode_batch
 
-REPLY_HEAD = struct.Struct("<iiII8Q")
 CTX_KIND = 1
 SIZE = 4096
 

@@ -10,6 +10,7 @@
 #ifndef GLEAM_BYTES_H
 #define GLEAM_BYTES_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -63,22 +64,40 @@ static inline void gl_put_u64(uint8_t *p, uint64_t v)
     gl_put_u32(p + 4, (uint32_t)(v >> 32));
 }
 
+/* An envelope header's flags and reserved bits (0 in every envelope a
+ * well-behaved end writes). */
+static inline uint32_t gl_env_bits(const uint8_t *env)
+{
+    return env[offsetof(gl_env_head, flags)] | gl_get_u16(env + offsetof(gl_env_head, reserved));
+}
+
 /* Whether the n bytes at env are one whole envelope of type kind for session:
  * its length is the rest of the bytes, its flags and reserved bits are zero. */
 static inline int gl_env_is(const uint8_t *env, uint64_t n, uint8_t kind, uint64_t session)
 {
     return n >= GL_ENV_HEADER_SIZE && gl_get_u32(env) == n - GL_ENV_HEADER_SIZE
-           && env[4] == kind && env[5] == 0 && env[6] == 0 && env[7] == 0
-           && gl_get_u64(env + 8) == session;
+           && env[GL_ENV_TYPE_AT] == kind && gl_env_bits(env) == 0
+           && gl_get_u64(env + GL_ENV_SESSION_AT) == session;
 }
 
-/* Writes an envelope header for a body of body_len bytes that follows it. */
+/* Writes an envelope header for a body of body_len bytes that follows it: the
+ * one writer of envelope headers in C (the interposer passes session 0, which
+ * its agent stamps). */
 static inline void gl_env_header(uint8_t *env, uint8_t kind, uint64_t session, uint32_t body_len)
 {
-    gl_put_u32(env, body_len);
-    env[4] = kind;
-    env[5] = env[6] = env[7] = 0;
-    gl_put_u64(env + 8, session);
+    memset(env, 0, GL_ENV_HEADER_SIZE);
+    gl_put_u32(env + offsetof(gl_env_head, body_len), body_len);
+    env[GL_ENV_TYPE_AT] = kind;
+    gl_put_u64(env + GL_ENV_SESSION_AT, session);
+}
+
+/* Writes a reply trailer's section header for len bytes that follow it. */
+static inline void gl_section_header(uint8_t *out, uint8_t kind, uint8_t flags, uint32_t len)
+{
+    memset(out, 0, GL_SECTION_HEADER_SIZE);
+    out[offsetof(gl_section_head, kind)] = kind;
+    out[offsetof(gl_section_head, flags)] = flags;
+    gl_put_u32(out + offsetof(gl_section_head, len), len);
 }
 
 #endif

@@ -7,12 +7,33 @@
 #ifndef GLEAM_SESSION_H
 #define GLEAM_SESSION_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-/* Envelope: u32 body_len (LE), u8 type, u8 flags, u16 reserved, u64 session. */
+/* The layouts below are written as structs so that Python reads sizes and
+ * offsets from them (cffi) instead of keeping its own copy; on the wire every
+ * integer is little-endian, and the code reads and writes the bytes at these
+ * offsets (gl_bytes.h), never the structs themselves. */
 /* cdef: begin */
 #define GL_ENV_HEADER_SIZE 16
-enum { GL_ENV_BATCH = 1, GL_ENV_REPLY = 2, GL_ENV_HELLO = 3, GL_ENV_FAIL = 4 };
+/* Envelope: its header, then body_len bytes of body. flags and reserved are 0;
+ * the agents stamp the session (the interposer sends 0). */
+typedef struct {
+    uint32_t body_len;
+    uint8_t type;       /* GL_ENV_* */
+    uint8_t flags;
+    uint16_t reserved;
+    uint64_t session;
+} gl_env_head;
+/* BLOB: digest(32) | bytes, the client agent's answer to a server that missed a
+ * blob reference (peer/cache/client.py). GL_ENV_BLOB is the last type. */
+enum gl_env_type {
+    GL_ENV_BATCH = 1,
+    GL_ENV_REPLY = 2,
+    GL_ENV_HELLO = 3,
+    GL_ENV_FAIL = 4,
+    GL_ENV_BLOB = 5
+};
 
 /* Host-to-device payloads up to this size travel inside the batch buffer;
  * larger ones go out by writev from the application's buffer. */
@@ -34,6 +55,13 @@ enum { GL_ENV_BATCH = 1, GL_ENV_REPLY = 2, GL_ENV_HELLO = 3, GL_ENV_FAIL = 4 };
  * anything else. */
 #define GL_REPLY_MAX_VALUES 8
 #define GL_REPLY_HEADER_SIZE (16 + 8 * GL_REPLY_MAX_VALUES)
+typedef struct {
+    int32_t result;
+    int32_t deferred;
+    uint32_t n_values;
+    uint32_t n_bytes;
+    uint64_t values[GL_REPLY_MAX_VALUES];
+} gl_reply_head;
 #define GL_REPLY_NOTES_MAX 8192
 /* The reply's trailer: after its bytes, zero or more sections, each
  * u8 kind, u8 flags, u16 0, u32 len, bytes[len]:
@@ -47,6 +75,12 @@ enum { GL_ENV_BATCH = 1, GL_ENV_REPLY = 2, GL_ENV_HELLO = 3, GL_ENV_FAIL = 4 };
  *                      included) in one reply; GL_SECTION_MORE in the last
  *                      one's flags says more waits (glOutputTake fetches it). */
 #define GL_SECTION_HEADER_SIZE 8
+typedef struct {
+    uint8_t kind;       /* GL_SECTION_* */
+    uint8_t flags;      /* GL_SECTION_MORE */
+    uint16_t zero;
+    uint32_t len;
+} gl_section_head;
 enum { GL_SECTION_NOTES = 1, GL_SECTION_STDOUT = 2, GL_SECTION_STDERR = 3 };
 #define GL_SECTION_MORE 1
 #define GL_REPLY_OUTPUT_MAX 1048576
@@ -56,6 +90,12 @@ enum { GL_SECTION_NOTES = 1, GL_SECTION_STDOUT = 2, GL_SECTION_STDERR = 3 };
 #define GL_DEVICE_ATTR_SLOTS 256
 #define GL_NAME_LEN 256
 /* cdef: end */
+#define GL_ENV_TYPE_AT offsetof(gl_env_head, type)
+#define GL_ENV_SESSION_AT offsetof(gl_env_head, session)
+_Static_assert(sizeof(gl_env_head) == GL_ENV_HEADER_SIZE, "envelope header: 16 bytes, no padding");
+_Static_assert(sizeof(gl_reply_head) == GL_REPLY_HEADER_SIZE, "reply header: no padding");
+_Static_assert(sizeof(gl_section_head) == GL_SECTION_HEADER_SIZE, "section header: no padding");
+
 #define GL_HELLO_LINE_LEN 512
 
 typedef struct {

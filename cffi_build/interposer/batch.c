@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gl_bytes.h"
 #include "gl_calls.h"
 #include "graph.h"
 #include "internal.h"
@@ -97,7 +98,7 @@ static CUresult flush_locked(void)
     if (!g_open || g_w.count == 0)
         return gl_ready();
     gl_batch_writer_finish(&g_w);
-    gl_env_header(g_buf, (uint32_t)g_w.len, GL_ENV_BATCH);
+    gl_env_header(g_buf, GL_ENV_BATCH, 0, (uint32_t)g_w.len);
     iov.iov_base = g_buf;
     iov.iov_len = GL_ENV_HEADER_SIZE + g_w.len;
     int rc = gl_io_sendv(&iov, 1);
@@ -124,7 +125,7 @@ static CUresult send_external(uint16_t call, uint8_t flags, const uint64_t *args
                                  g_seq++, call, flags, args, nargs, (uint32_t)len, &prefix,
                                  &pad) != GL_OK)
         return CUDA_ERROR_INVALID_VALUE;
-    gl_env_header(head, (uint32_t)(prefix + len + pad), GL_ENV_BATCH);
+    gl_env_header(head, GL_ENV_BATCH, 0, (uint32_t)(prefix + len + pad));
     iov[0].iov_base = head;
     iov[0].iov_len = GL_ENV_HEADER_SIZE + prefix;
     iov[1].iov_base = (void *)payload;
@@ -275,16 +276,6 @@ CUresult gl_emit(uint16_t call, int flags, const uint64_t *args, uint8_t nargs,
     return gl_emit_ctx(call, flags, args, nargs, payload, len, 0, 0);
 }
 
-static uint32_t le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t le64(const uint8_t *p)
-{
-    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
-
 static CUresult lose(const char *why)
 {
     gl_lost(why);
@@ -356,10 +347,11 @@ static CUresult read_trailer(uint64_t len, int error, int *more)
         if (len < sizeof sh || gl_io_recv(sh, sizeof sh) != 0)
             return len < sizeof sh ? lose("malformed reply (a section cut short)")
                                    : CUDA_ERROR_DEVICE_UNAVAILABLE;
-        uint32_t n = le32(sh + 4);
-        int kind = sh[0];
+        uint32_t n = gl_get_u32(sh + offsetof(gl_section_head, len));
+        int kind = sh[offsetof(gl_section_head, kind)];
+        uint8_t flags = sh[offsetof(gl_section_head, flags)];
         len -= sizeof sh;
-        if (n > len || sh[2] != 0 || sh[3] != 0
+        if (n > len || gl_get_u16(sh + offsetof(gl_section_head, zero)) != 0
             || (kind == GL_SECTION_NOTES && (!error || !first || n > GL_REPLY_NOTES_MAX))
             || (kind != GL_SECTION_NOTES && kind != GL_SECTION_STDOUT
                 && kind != GL_SECTION_STDERR)
@@ -369,7 +361,7 @@ static CUresult read_trailer(uint64_t len, int error, int *more)
                      : read_output(kind == GL_SECTION_STDOUT ? 1 : 2, n);
         if (r != CUDA_SUCCESS)
             return r;
-        if (kind != GL_SECTION_NOTES && (sh[1] & GL_SECTION_MORE))
+        if (kind != GL_SECTION_NOTES && (flags & GL_SECTION_MORE))
             *more = 1;
         len -= n;
         first = 0;
@@ -389,8 +381,8 @@ static CUresult read_reply(uint64_t *values, uint32_t nvalues, void *out, size_t
     *more = 0;
     if (gl_io_recv(h, sizeof h) != 0)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
-    uint32_t len = le32(h);
-    if (h[4] == GL_ENV_FAIL) {
+    uint32_t len = gl_get_u32(h);
+    if (h[GL_ENV_TYPE_AT] == GL_ENV_FAIL) {
         char reason[512];
         size_t keep = len < sizeof reason - 1 ? len : sizeof reason - 1;
         if (gl_io_recv(reason, keep) != 0)
@@ -399,14 +391,16 @@ static CUresult read_reply(uint64_t *values, uint32_t nvalues, void *out, size_t
         snprintf(why, sizeof why, "%s", keep ? reason : "the server ended the session");
         return lose(why);
     }
-    if (h[4] != GL_ENV_REPLY || len < GL_REPLY_HEADER_SIZE) {
-        snprintf(why, sizeof why, "unexpected envelope (type %u, %u bytes)", h[4], len);
+    if (h[GL_ENV_TYPE_AT] != GL_ENV_REPLY || len < GL_REPLY_HEADER_SIZE) {
+        snprintf(why, sizeof why, "unexpected envelope (type %u, %u bytes)", h[GL_ENV_TYPE_AT],
+                 len);
         return lose(why);
     }
     if (gl_io_recv(rh, sizeof rh) != 0)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
-    int32_t result = (int32_t)le32(rh), deferred = (int32_t)le32(rh + 4);
-    uint32_t n_bytes = le32(rh + 12);
+    int32_t result = (int32_t)gl_get_u32(rh + offsetof(gl_reply_head, result));
+    int32_t deferred = (int32_t)gl_get_u32(rh + offsetof(gl_reply_head, deferred));
+    uint32_t n_bytes = gl_get_u32(rh + offsetof(gl_reply_head, n_bytes));
     uint64_t rest = (uint64_t)len - GL_REPLY_HEADER_SIZE - n_bytes; /* (wraps when short) */
     if (n_bytes > out_len || GL_REPLY_HEADER_SIZE + (uint64_t)n_bytes > len
         || rest > GL_REPLY_TRAILER_MAX) {
@@ -420,7 +414,7 @@ static CUresult read_reply(uint64_t *values, uint32_t nvalues, void *out, size_t
     if (r != CUDA_SUCCESS)
         return r;
     for (uint32_t i = 0; i < nvalues && i < GL_REPLY_MAX_VALUES; i++)
-        values[i] = le64(rh + 16 + 8 * i);
+        values[i] = gl_get_u64(rh + offsetof(gl_reply_head, values) + 8 * i);
     *deferred_out = deferred;
     return result;
 }

@@ -43,8 +43,6 @@ void gl_lost(const char *why);
 /* Socket I/O on the session; 0 on success, -1 (session lost) otherwise. */
 int gl_io_sendv(struct iovec *iov, int n);
 int gl_io_recv(void *buf, size_t n);
-/* Writes an envelope header (the session field is 0: the agent stamps it). */
-void gl_env_header(uint8_t out[GL_ENV_HEADER_SIZE], uint32_t body_len, uint8_t type);
 
 /* ---- batch.c: the batch being filled and the flusher thread */
 

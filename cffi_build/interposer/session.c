@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "gl_bytes.h"
 #include "internal.h"
 
 /* ST_FORKED: a child forked after the session was attached. The session is
@@ -54,14 +55,6 @@ void gl_lost(const char *why)
          * other file can take its number while a thread still uses it. */
         shutdown(g_fd, SHUT_RDWR);
     }
-}
-
-void gl_env_header(uint8_t out[GL_ENV_HEADER_SIZE], uint32_t body_len, uint8_t type)
-{
-    memset(out, 0, GL_ENV_HEADER_SIZE);
-    for (int i = 0; i < 4; i++)
-        out[i] = (uint8_t)(body_len >> (8 * i));
-    out[4] = type;
 }
 
 static int send_iov(int fd, struct iovec *iov, int n)
@@ -117,9 +110,9 @@ static int pending_fail(char *why, size_t cap)
     uint8_t buf[GL_ENV_HEADER_SIZE + 512];
     ssize_t k = recv(g_fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
 
-    if (k < (ssize_t)GL_ENV_HEADER_SIZE || buf[4] != GL_ENV_FAIL)
+    if (k < (ssize_t)GL_ENV_HEADER_SIZE || buf[GL_ENV_TYPE_AT] != GL_ENV_FAIL)
         return 0;
-    size_t len = (size_t)buf[0] | (size_t)buf[1] << 8 | (size_t)buf[2] << 16 | (size_t)buf[3] << 24;
+    size_t len = gl_get_u32(buf);
     size_t have = (size_t)k - GL_ENV_HEADER_SIZE;
     snprintf(why, cap, "%.*s", (int)(len < have ? len : have), (const char *)buf + GL_ENV_HEADER_SIZE);
     return 1;
@@ -279,11 +272,6 @@ static int attach_request(cbor *c)
     return 0;
 }
 
-static uint32_t le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* Reads the HELLO (into g_hello) or FAIL; fills why on failure. */
 static int read_hello(int fd, char *why, size_t cap)
 {
@@ -294,8 +282,8 @@ static int read_hello(int fd, char *why, size_t cap)
         snprintf(why, cap, "the agent closed the connection before answering");
         return -1;
     }
-    len = le32(h);
-    if (h[4] == GL_ENV_FAIL) {
+    len = gl_get_u32(h);
+    if (h[GL_ENV_TYPE_AT] == GL_ENV_FAIL) {
         char reason[512];
         size_t keep = len < sizeof reason - 1 ? len : sizeof reason - 1;
         if (recv_all(fd, reason, keep) != 1)
@@ -304,8 +292,9 @@ static int read_hello(int fd, char *why, size_t cap)
         snprintf(why, cap, "%s", keep ? reason : "the agent refused the session");
         return -1;
     }
-    if (h[4] != GL_ENV_HELLO || len != sizeof g_hello) {
-        snprintf(why, cap, "unexpected answer from the agent (type %u, %u bytes)", h[4], len);
+    if (h[GL_ENV_TYPE_AT] != GL_ENV_HELLO || len != sizeof g_hello) {
+        snprintf(why, cap, "unexpected answer from the agent (type %u, %u bytes)",
+                 h[GL_ENV_TYPE_AT], len);
         return -1;
     }
     if (recv_all(fd, &g_hello, sizeof g_hello) != 1) {

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from gleam.peer.nativelib import ffi, lib
 
-DIGEST_SIZE = 32
+DIGEST_SIZE: int = lib.GL_REF_DIGEST_SIZE  # a SHA-256 digest (records.h)
 MAX_SEEN = lib.GL_BLOB_MAX_SEEN  # cacheable payloads looked at per batch (blobcache.h)
 KIB = 1024
 

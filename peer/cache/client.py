@@ -22,7 +22,6 @@ import threading
 from typing import Any
 
 from gleam.peer.cache.blobs import DIGEST_SIZE, CachePolicy
-from gleam.peer.cache.store import PREFIX
 from gleam.peer.cuda import envelope
 from gleam.peer.cuda.journal import block_view, new_block
 from gleam.peer.nativelib import ffi, lib
@@ -33,8 +32,6 @@ PENDING_CAP = 256 << 20  # bytes held for unconfirmed references, per session
 # carry one flipped byte, which the server must refuse.
 _corrupt_left = [int(os.environ.get("GLEAM_FAULT_CORRUPT_RESENDS", "0") or 0)]
 _corrupt_lock = threading.Lock()
-
-assert PREFIX == lib.GL_BLOB_PREFIX
 
 
 def _digest(digest: bytes) -> bytes:

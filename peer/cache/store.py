@@ -45,6 +45,7 @@ from gleam.peer.cache.disktier import PROBATION, PROTECTED, DiskTier
 from gleam.peer.cache.env import MIB, env_mib
 from gleam.peer.cache.shelf import Shelf, ShelfBlob, ShelfEvent, spare_counts
 from gleam.peer.failures import os_error_line
+from gleam.peer.nativelib import lib
 
 log = logging.getLogger("gleam.cache")
 
@@ -54,7 +55,8 @@ PROBATION_SHARE = 0.25
 DISK_PROBATION_SHARE = 0.25
 GHOSTS_MAX = 65536  # digests remembered after probation dropped their bytes (2Q's A1out)
 SUMMARY_MAX = 16384  # digests announced at session open (8 bytes each)
-PREFIX = 8
+# The digest prefix a summary announces and the server matches (blobref.h).
+PREFIX: int = lib.GL_BLOB_PREFIX
 # Disk writes waiting for the writer thread, in bytes: they mostly share their
 # bytes with the RAM tier; beyond this a burst only loses the copy on disk.
 WRITE_BACKLOG = 512 * MIB

@@ -27,41 +27,20 @@ from dataclasses import dataclass, field
 
 from gleam.peer.cuda import envelope, trailer
 from gleam.peer.cuda.journal import Entry
+from gleam.peer.native_layout import wire_struct
 from gleam.peer.nativelib import ffi, lib
 from gleam.peer.records import CallRecord, encode_batch
 
 CHUNK: int = lib.GL_COPY_CHUNK
-REPLY_HEAD = struct.Struct("<iiII8Q")
+# A REPLY body's header, as gl_session.h lays it out (gl_reply_head).
+REPLY_HEAD = wire_struct("gl_reply_head")
+_DEFERRED_AT: int = ffi.offsetof("gl_reply_head", "deferred")
 _ZEROS = bytes(CHUNK)
 # The first read of a module's variables asks this much (and learns the whole
 # size): most modules have a few bytes of them, and a read's reply is n bytes.
 VARS_FIRST = 4096
 CUDA_ERROR_INVALID_HANDLE = 400
 CUDA_ERROR_NOT_SUPPORTED = 801
-
-# Calls whose lasting effect is only on memory (which the snapshot holds) or that
-# have none: a checkpoint drops them. Every other call is state and is kept, so
-# a call added to the table later is kept (replayed) unless it is listed here.
-DATA_CALLS = (
-    "glMemcpyHtoD", "glMemcpyDtoH", "cuMemcpyDtoD", "cuMemcpyDtoDAsync",
-    "cuMemsetD8", "cuMemsetD16", "cuMemsetD32", "cuMemsetD8Async", "cuMemsetD16Async",
-    "cuMemsetD32Async", "glLaunch", "cuCtxSynchronize", "cuStreamSynchronize",
-    "cuStreamQuery", "cuEventSynchronize", "cuEventQuery", "cuEventElapsedTime",
-    "cuMemGetInfo", "cuFuncGetAttribute", "cuFuncGetParamInfo", "cuKernelGetAttribute",
-    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-    "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
-    "glModuleVarsRead", "glModuleVarsWrite",  # (the snapshot holds the variables)
-    "glMemcpy2DHtoD", "glMemcpy2DDtoH", "glMemcpy2DDtoD",
-    "glLaunchCluster", "glClusterOccupancy",
-    "glGraphLaunch",  # (an instantiated graph is state: its glGraphInstantiate is kept)
-    # mapped and managed memory: their effect is on a mirror and its twin, both
-    # ordinary allocations that the snapshot holds
-    "glMirrorPush", "glMirrorPull",
-    # copies with an array side: on the host device an array's bytes are session
-    # memory, which the snapshot holds (a GPU's arrays make a session unmovable:
-    # journal.NOT_REPLAYABLE_ON)
-    "glMemcpyHtoA", "glMemcpyAtoH", "glMemcpyDtoA", "glMemcpyAtoD", "glMemcpyAtoA",
-)
 
 
 def _ids() -> dict[str, int]:
@@ -71,6 +50,13 @@ def _ids() -> dict[str, int]:
 
 
 _IDS = _ids()
+# Calls whose lasting effect is only on memory (which the snapshot holds) or that
+# have none: a checkpoint drops them. The API table says which (cuda_api.py's
+# ``data=True`` rows, generated into gl_call_data); every other call is state
+# and is kept, so a call added to the table later is replayed unless flagged.
+DATA_CALLS: frozenset[str] = frozenset(
+    name for name, i in _IDS.items() if lib.gl_call_is_data(i)
+)
 
 
 def _keep_bitmap() -> bytes:
@@ -239,7 +225,7 @@ def with_owed(reply: bytes | bytearray | memoryview, owed: Owed) -> tuple[bytear
                                       trailer.more_of(sections))
     out = bytearray(reply[:envelope.HEADER_SIZE + REPLY_HEAD.size + n_bytes])
     if give_error:
-        struct.pack_into("<i", out, envelope.HEADER_SIZE + 4, owed.deferred)
+        struct.pack_into("<i", out, envelope.HEADER_SIZE + _DEFERRED_AT, owed.deferred)
     head = [trailer.Section(trailer.NOTES, notes)] if notes else []
     out += trailer.pack(head + output)
     envelope.write_header(out, envelope.REPLY, envelope.session_of(out),

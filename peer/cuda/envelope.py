@@ -1,8 +1,9 @@
 """The envelope around every message of a forwarded CUDA session.
 
 ``u32 body_len (LE), u8 type, u8 flags (0), u16 reserved (0), u64 session``,
-then the body (``cffi_build/include/gl_session.h`` has the bytes,
-docs/cuda-forwarding.md the story). The agents never look inside a BATCH
+then the body (``cffi_build/include/gl_session.h`` has the bytes, as the
+``gl_env_head`` struct and the ``gl_env_type`` enum this module reads through
+cffi; docs/cuda-forwarding.md the story). The agents never look inside a BATCH
 or REPLY body beyond the batch header's record count: they stamp the
 session id into the header in place and move the same buffer on.
 """
@@ -11,11 +12,21 @@ from __future__ import annotations
 
 import struct
 
+from gleam.peer.native_layout import wire_struct
+from gleam.peer.nativelib import ffi
 from gleam.peer.nativelib import lib as _native_lib
 
-HEADER_SIZE = 16
-BATCH, REPLY, HELLO, FAIL, BLOB = 1, 2, 3, 4, 5
-TYPE_NAMES = {BATCH: "BATCH", REPLY: "REPLY", HELLO: "HELLO", FAIL: "FAIL", BLOB: "BLOB"}
+HEADER_SIZE: int = _native_lib.GL_ENV_HEADER_SIZE
+BATCH: int = _native_lib.GL_ENV_BATCH
+REPLY: int = _native_lib.GL_ENV_REPLY
+HELLO: int = _native_lib.GL_ENV_HELLO
+FAIL: int = _native_lib.GL_ENV_FAIL
+BLOB: int = _native_lib.GL_ENV_BLOB
+# Every type C knows, by number: "BATCH", "REPLY" ...
+TYPE_NAMES: dict[int, str] = {
+    number: name.removeprefix("GL_ENV_")
+    for number, name in ffi.typeof("enum gl_env_type").elements.items()
+}
 
 # What one envelope may carry: a host-to-device chunk (GL_COPY_CHUNK, from
 # gl_session.h) inside a batch, with room for the batch and record headers.
@@ -23,12 +34,14 @@ TYPE_NAMES = {BATCH: "BATCH", REPLY: "REPLY", HELLO: "HELLO", FAIL: "FAIL", BLOB
 COPY_CHUNK: int = _native_lib.GL_COPY_CHUNK
 MAX_BODY = COPY_CHUNK + 64 * 1024
 
-_HEADER = struct.Struct("<IBBHQ")
+_HEADER = wire_struct("gl_env_head")
 _SESSION = struct.Struct("<Q")
-# The batch header's record count (docs/wire-format-data-plane.md): u32 at 16.
+_SESSION_AT: int = ffi.offsetof("gl_env_head", "session")
+_TYPE_AT: int = ffi.offsetof("gl_env_head", "type")
+# The batch header's record count (docs/wire-format-data-plane.md, records.h).
 _BATCH_COUNT = struct.Struct("<I")
-_BATCH_COUNT_AT = 16
-_BATCH_HEADER_SIZE = 24
+_BATCH_COUNT_AT: int = _native_lib.GL_BATCH_COUNT_AT
+_BATCH_HEADER_SIZE: int = _native_lib.GL_BATCH_HEADER_SIZE
 _REASON_MAX = 1000
 
 
@@ -57,14 +70,19 @@ def parse_header(buf: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     return kind, session, body_len
 
 
+def kind_of(buf: bytes | bytearray | memoryview) -> int:
+    """The type of the envelope at the front of ``buf`` (unchecked: see parse_header)."""
+    return int(buf[_TYPE_AT])
+
+
 def session_of(buf: bytes | bytearray | memoryview) -> int:
-    (session,) = _SESSION.unpack_from(buf, 8)
+    (session,) = _SESSION.unpack_from(buf, _SESSION_AT)
     return int(session)
 
 
 def stamp_session(buf: bytearray | memoryview, session: int) -> None:
     """Write the session id into an envelope's header, in place (no copy of the body)."""
-    _SESSION.pack_into(buf, 8, session)
+    _SESSION.pack_into(buf, _SESSION_AT, session)
 
 
 def record_count(buf: bytes | bytearray | memoryview, offset: int = 0) -> int:

@@ -450,7 +450,7 @@ class SessionServer:
             log.warning("dropped a batch for session %016x: not a session of %s",
                         session, node_id[:8])
             return True
-        if payload[4] == envelope.BLOB:
+        if envelope.kind_of(payload) == envelope.BLOB:
             served.blob_arrived(memoryview(payload)[envelope.HEADER_SIZE :])
             return True
         if served.data is not None:  # its batches come on its data connection only

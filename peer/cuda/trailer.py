@@ -12,10 +12,10 @@ or an error that the program is owed (client.py).
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gleam.peer.native_layout import wire_struct
 from gleam.peer.nativelib import lib
 
 NOTES: int = lib.GL_SECTION_NOTES
@@ -24,7 +24,7 @@ STDERR: int = lib.GL_SECTION_STDERR
 MORE: int = lib.GL_SECTION_MORE
 NOTES_MAX: int = lib.GL_REPLY_NOTES_MAX
 OUTPUT_MAX: int = lib.GL_REPLY_OUTPUT_MAX
-HEADER = struct.Struct("<BBHI")
+HEADER = wire_struct("gl_section_head")
 
 
 class TrailerError(ValueError):

@@ -105,6 +105,8 @@ const char *gl_exec_strerror(int code);
 const char *gl_call_name(int id);
 int gl_call_count(void);
 int gl_call_is_waiting(int id);
+/* 1: a checkpoint drops the call (its effect is only on memory, or none). */
+int gl_call_is_data(int id);
 const char *gl_driver_cdef_text(void);
 const char *gl_cuda_driver_symbol(int id);
 

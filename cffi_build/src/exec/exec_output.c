@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "executor.h"
+#include "gl_bytes.h"
 #include "gl_session.h"
 #include "ptx/ptx_devrt.h"
 
@@ -56,9 +57,7 @@ size_t gl_reply_trailer(gl_exec *x, uint8_t *out, size_t cap, int error)
         uint32_t n = (uint32_t)gl_notes_take(&x->notes, out + GL_SECTION_HEADER_SIZE,
                                              room < GL_REPLY_NOTES_MAX ? room : GL_REPLY_NOTES_MAX);
         if (n > 0) {
-            out[0] = GL_SECTION_NOTES;
-            out[1] = out[2] = out[3] = 0;
-            memcpy(out + 4, &n, 4); /* both ends are little-endian */
+            gl_section_header(out, GL_SECTION_NOTES, 0, n);
             used = GL_SECTION_HEADER_SIZE + n;
         }
     }

@@ -481,13 +481,13 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
         if (r != CUDA_SUCCESS)
             o.nvalues = 0, o.len = 0;
         x->stats.bytes_d2h += o.len;
-        put32(reply, (uint32_t)r);
-        put32(reply + 4, (uint32_t)x->deferred);
-        put32(reply + 8, o.nvalues);
-        put32(reply + 12, (uint32_t)o.len);
+        put32(reply + offsetof(gl_reply_head, result), (uint32_t)r);
+        put32(reply + offsetof(gl_reply_head, deferred), (uint32_t)x->deferred);
+        put32(reply + offsetof(gl_reply_head, n_values), o.nvalues);
+        put32(reply + offsetof(gl_reply_head, n_bytes), (uint32_t)o.len);
         for (int k = 0; k < GL_REPLY_MAX_VALUES; k++) {
             uint64_t v = k < (int)o.nvalues ? o.values[k] : 0;
-            memcpy(reply + 16 + 8 * k, &v, 8);
+            memcpy(reply + offsetof(gl_reply_head, values) + 8 * k, &v, 8);
         }
         *reply_len = GL_REPLY_HEADER_SIZE + o.len;
         *reply_len += gl_reply_trailer(x, reply + *reply_len, reply_cap - *reply_len,
@@ -532,6 +532,11 @@ int gl_call_count(void)
 int gl_call_is_waiting(int id)
 {
     return id >= 0 && id < GL_CALL_COUNT ? gl_call_waiting[id] : 0;
+}
+
+int gl_call_is_data(int id)
+{
+    return id >= 0 && id < GL_CALL_COUNT ? gl_call_data[id] : 0;
 }
 
 const char *gl_driver_cdef_text(void)

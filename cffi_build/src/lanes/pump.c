@@ -98,10 +98,11 @@ static int read_envelope(gl_pump *p, gl_jblock **out)
     if (rc <= 0)
         return rc == 0 ? GL_PUMP_END : rc;
     uint32_t body = gl_get_u32(h);
-    if (h[5] != 0 || h[6] != 0 || h[7] != 0 || h[4] == 0 || h[4] > 5)
+    uint8_t kind = h[GL_ENV_TYPE_AT];
+    if (gl_env_bits(h) != 0 || kind == 0 || kind > GL_ENV_BLOB)
         return GL_PUMP_E_HEADER;
-    if (h[4] != GL_ENV_BATCH) {
-        p->err = h[4];
+    if (kind != GL_ENV_BATCH) {
+        p->err = kind;
         return GL_PUMP_E_KIND;
     }
     if (body > p->max_body) {
@@ -164,7 +165,9 @@ static int scan(const gl_pump *p, const gl_jblock *b, scanned *out)
 /* The batch's record count, for the counters (the executor validates the batch). */
 static uint32_t record_count(const gl_jblock *b)
 {
-    return b->len >= GL_ENV_HEADER_SIZE + 24 ? gl_get_u32(b->data + GL_ENV_HEADER_SIZE + 16) : 0;
+    const uint8_t *batch = b->data + GL_ENV_HEADER_SIZE;
+    return b->len >= GL_ENV_HEADER_SIZE + GL_BATCH_HEADER_SIZE
+               ? gl_get_u32(batch + GL_BATCH_COUNT_AT) : 0;
 }
 
 /* Hands b to Python (the route lock held, and let go here). */

@@ -8,6 +8,7 @@
 
 #include "gl_bytes.h"
 #include "gl_session.h"
+#include "wire/records.h"
 
 gl_serve *gl_serve_new(gl_exec *x, gl_stream *s, uint64_t session, gl_shelf *shelf,
                        const gl_cache_policy *pol, size_t reply_body_cap)
@@ -144,7 +145,7 @@ int gl_serve_next(gl_serve *v, uint8_t **out, uint64_t *len)
             return GL_SERVE_E_BATCH;
         }
         v->batches++;
-        v->records += blen >= 24 ? gl_get_u32(batch + 16) : 0;
+        v->records += blen >= GL_BATCH_HEADER_SIZE ? gl_get_u32(batch + GL_BATCH_COUNT_AT) : 0;
         v->bytes_in += (uint64_t)n;
         if (v->shelf && gl_exec_last_max_inline(v->x) >= v->cache_min)
             offer_inline(v, batch, blen);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gl_bytes.h"
 #include "gl_session.h"
 #include "ptx.h"
 #include "ptx_devrt.h"
@@ -92,17 +93,12 @@ void ptx_devrt_delete(ptx_devrt *rt)
 
 static uint32_t rec_len(const uint8_t *r)
 {
-    uint32_t n;
-    memcpy(&n, r + 4, 4);
-    return n;
+    return gl_get_u32(r + offsetof(gl_section_head, len));
 }
 
 static void rec_header(uint8_t *r, int kind, int flags, uint32_t len)
 {
-    r[0] = (uint8_t)kind;
-    r[1] = (uint8_t)flags;
-    r[2] = r[3] = 0;
-    memcpy(r + 4, &len, 4);
+    gl_section_header(r, (uint8_t)kind, (uint8_t)flags, len);
 }
 
 /* Appends text of KIND to b, into its last record when that has the same

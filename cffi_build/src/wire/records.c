@@ -30,7 +30,7 @@ enum {
     HDR_VERSION = 4,
     HDR_FLAGS = 6,
     HDR_SEQ = 8,
-    HDR_COUNT = 16,
+    HDR_COUNT = GL_BATCH_COUNT_AT,
     HDR_LENGTH = 20
 };
 

@@ -35,6 +35,8 @@
 /* cdef: begin */
 #define GL_MAX_ARGS 16
 #define GL_BATCH_HEADER_SIZE 24
+/* The batch header's u32 count of the records that follow. */
+#define GL_BATCH_COUNT_AT 16
 #define GL_RECORD_HEADER_SIZE 16
 #define GL_REF_DIGEST_SIZE 32
 #define GL_REF_PAYLOAD_SIZE 40 /* digest + u64 blob size */
