@@ -114,7 +114,6 @@ typedef struct {
     ptxc_text *t;
     const ptxc_bb *bb; /* the block being written */
     uint32_t *pf_site; /* per code index: its stride-prefetch slot + 1, or 0 */
-    uint64_t *read;    /* register-set bits some instruction of the kernel reads */
 } ptxc_emitter;
 
 /* Loads of generic memory that get a stride prefetch (ptxc_mem.c): the
@@ -144,6 +143,9 @@ int ptxc_lane_load(ptxc_text *t, const ptx_insn *i, uint32_t pc, const ptxc_plan
 
 /* A run [s, e) of lane-local instructions and loads as one lane loop (ptxc_seg.c). */
 int ptxc_emit_segment(ptxc_emitter *c, uint32_t s, uint32_t e);
+/* Whether register-set bit BIT is read after code index AFTER: later in the block
+ * being written, or live out of it (or kept for other lanes). */
+int ptxc_needed_after(const ptxc_emitter *c, uint32_t bit, uint32_t after);
 
 /* What a compiled kernel needs from the launcher besides its registers. */
 typedef struct {

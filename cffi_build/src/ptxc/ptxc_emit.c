@@ -434,19 +434,6 @@ static void emit_head(ptxc_text *t, uint32_t pf_sites)
     ptxc_put(t, "if (m == 0) goto reselect;\n");
 }
 
-/* The register-set bits any instruction reads (a result nothing reads need
- * not be stored: an atom whose old value is unused). */
-static void mark_reads(const ptx_kernel *k, uint64_t *read)
-{
-    for (uint32_t pc = 0; pc < k->ncode; pc++) {
-        ptxc_rw rw;
-        uint32_t bits[PTXC_RW_MAX];
-        ptxc_rw_of(&k->code[pc], &rw);
-        for (uint32_t q = 0, n = ptxc_bits(&rw, k->nregs, 0, bits); q < n; q++)
-            read[bits[q] >> 6] |= UINT64_C(1) << (bits[q] & 63);
-    }
-}
-
 /* Numbers the loads that get a stride prefetch: pf_site[pc] = slot + 1. */
 static uint32_t number_prefetch_sites(const ptx_kernel *k, uint32_t *pf_site)
 {
@@ -463,16 +450,12 @@ int ptxc_emit(const ptx_kernel *k, ptxc_text *out, ptxc_needs *needs, char *why,
     if (ptxc_plan_make(k, &p, why, why_len) != 0)
         return -1;
     uint32_t *pf_site = calloc(k->ncode + 1, sizeof *pf_site);
-    uint64_t *read = calloc(p.words, sizeof *read);
-    if (pf_site == NULL || read == NULL) {
-        free(pf_site);
-        free(read);
+    if (pf_site == NULL) {
         ptxc_plan_free(&p);
         snprintf(why, why_len, "out of memory writing C");
         return -1;
     }
-    mark_reads(k, read);
-    ptxc_emitter c = {.p = &p, .t = out, .pf_site = pf_site, .read = read};
+    ptxc_emitter c = {.p = &p, .t = out, .pf_site = pf_site};
     emit_head(out, number_prefetch_sites(k, pf_site));
     ptxc_put(out, "dispatch:\nswitch (pc) {\n");
     for (uint32_t b = 0; b < p.nbb; b++)
@@ -499,7 +482,6 @@ int ptxc_emit(const ptx_kernel *k, ptxc_text *out, ptxc_needs *needs, char *why,
     }
     ptxc_plan_free(&p);
     free(pf_site);
-    free(read);
     if (rc != 0 || out->failed) {
         if (why != NULL && why_len > 0)
             snprintf(why, why_len, out->failed ? "out of memory writing C" : "an instruction "

@@ -217,7 +217,7 @@ void ptxc_emit_atom_s(ptxc_emitter *c, uint32_t pc)
              (unsigned long long)i->imm);
     atom_expr(i, ptxc_step_src(c->p, i->s[1], cx, sizeof cx), nv, sizeof nv);
     char keep[40] = "";
-    if (ptxc_bit(c->read, i->d[0])) /* else the old value is never read */
+    if (ptxc_needed_after(c, i->d[0], pc + 1)) /* else the old value is never read */
         snprintf(keep, sizeof keep, " R[%u][l] = old;", i->d[0]);
     snprintf(op, sizeof op, " uint8_t *p_ = SHP + a; %s old, bv = (%s)(%s), nv;"
              " memcpy(&old, p_, %u); nv = (%s)(%s); memcpy(p_, &nv, %u);%s",

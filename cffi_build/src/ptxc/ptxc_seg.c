@@ -32,7 +32,7 @@ typedef struct {
     int guarded, loads, generic;
 } run_info;
 
-static int needed_after(const ptxc_emitter *c, uint32_t bit, uint32_t after)
+int ptxc_needed_after(const ptxc_emitter *c, uint32_t bit, uint32_t after)
 {
     const ptxc_plan *p = c->p;
     if (ptxc_bit(p->live_out + (size_t)(c->bb - p->bb) * p->words, bit) || ptxc_bit(p->keep, bit))
@@ -87,7 +87,7 @@ static int analyse(const ptxc_emitter *c, uint32_t s, uint32_t e, int all_out, r
     }
     for (uint32_t q = 0; q < ri->nord; q++) {
         uint32_t b = ri->order[q];
-        if ((ri->st[b] & WRITTEN) && (all_out || needed_after(c, b, e)))
+        if ((ri->st[b] & WRITTEN) && (all_out || ptxc_needed_after(c, b, e)))
             ri->st[b] |= STORED;
     }
     return 0;
