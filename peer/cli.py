@@ -12,6 +12,7 @@ from typing import Any
 
 from gleam.peer import __version__
 from gleam.peer.bench import BENCHES
+from gleam.peer.ending import signals_interrupt
 from gleam.peer.failures import INTERRUPTED, NO_AGENT, UserError, report_bug, user_failure
 from gleam.peer.native_abi import NativeCoreError
 
@@ -349,7 +350,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(args.log_level)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
-        return func(args)
+        with signals_interrupt():  # kill PID stops a command's agents as ^C does
+            return func(args)
     except KeyboardInterrupt:
         return INTERRUPTED
     except NativeCoreError as exc:
