@@ -80,9 +80,6 @@ class KnownException(NamedTuple):
 
 
 EXCEPTIONS: tuple[KnownException, ...] = (
-    KnownException("src/crypto/dpcrypto.c", "wire/dpstream.h",
-               "dpstream.h repeats gl_crypto_status and gl_sha256 in its cdef region; "
-               "the definitions are compiled against both copies so they cannot drift"),
     KnownException("src/ptx/ptx_launch.c", "ptxc/ptxc_tier.h",
                "the launcher hands a hot kernel to the compile tier and runs its code"),
     KnownException("src/ptx/ptx_parse.c", "ptxc/ptxc_tier.h",

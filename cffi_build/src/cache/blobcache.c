@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "crypto/dpcrypto.h"
 #include "gl_calls.h"
 #include "wire/records.h"
 

@@ -51,9 +51,6 @@ typedef struct {
     uint64_t len;
 } gl_blob_slot;
 
-/* SHA-256 of p[0 .. n) into out (dpcrypto.c). GL_OK, or nonzero when libcrypto fails. */
-int gl_sha256(const uint8_t *p, size_t n, uint8_t *out /* GL_DIGEST_SIZE bytes */);
-
 /* Walks a batch and lists its cacheable payloads (at most max; the rest are
  * ignored) in *n, hashing INLINE ones when hash_inline is set (else their
  * digest is zero). *waits is 1 when the batch ends with a waiting record;

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "wire/dpstream.h"
 
 static gl_crypto_api api;
 static const gl_crypto_api *loaded;
@@ -112,11 +111,11 @@ int gl_sha256(const uint8_t *data, size_t len, uint8_t *out)
     unsigned int n = 0;
 
     if (a == NULL || (data == NULL && len != 0))
-        return GL_STREAM_E_CRYPTO;
+        return GL_CRYPTO_E_FAIL;
     if (a->digest(len ? (const void *)data : (const void *)"", len, out, &n, a->sha256(), NULL)
             != 1
         || n != 32)
-        return GL_STREAM_E_CRYPTO;
+        return GL_CRYPTO_E_FAIL;
     return 0;
 }
 

@@ -47,13 +47,17 @@ typedef struct {
 /* The loaded table, or NULL (gl_crypto_status says why). */
 const gl_crypto_api *gl_crypto(void);
 
+/* cdef: begin */
+/* What gl_sha256 returns when libcrypto fails: the data connection's
+ * GL_STREAM_E_CRYPTO too (dpstream.c checks that they agree). */
+#define GL_CRYPTO_E_FAIL -5
+
 /* NULL when libcrypto is loaded and AES-256-GCM works, else why not (static text). */
 const char *gl_crypto_status(void);
 
-/* SHA-256 through libcrypto: 0, or GL_STREAM_E_CRYPTO (-5). */
+/* SHA-256 of data[0 .. len) into out (32 bytes): 0, or GL_CRYPTO_E_FAIL. */
 int gl_sha256(const uint8_t *data, size_t len, uint8_t *out);
 
-/* cdef: begin */
 /* Bytes per CPU-second (of the calling thread) that libcrypto's AES-256-GCM
  * seals (open 0) or opens (open 1) in place, in frames of `frame` bytes handled
  * `piece` bytes at a time, over at least `total` bytes; -1 when it cannot. The

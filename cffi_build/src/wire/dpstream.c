@@ -27,6 +27,9 @@
 #include "gl_bytes.h"
 #include "dplocal.h"
 
+/* gl_sha256's failure and the stream's are one code (dpcrypto.h). */
+_Static_assert(GL_STREAM_E_CRYPTO == GL_CRYPTO_E_FAIL, "one libcrypto failure code");
+
 #define SEAL_PIECE GL_GCM_PIECE
 /* Bytes asked of one recv(2) inside a frame's body, opened as soon as they are
  * in. Larger than a sealing piece: each recv of loopback TCP also pays for the

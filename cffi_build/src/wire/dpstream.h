@@ -44,9 +44,6 @@ typedef struct {
     uint64_t frames_received, bytes_received; /* plaintext bytes */
 } gl_stream_counters;
 
-/* NULL when libcrypto is loaded and AES-256-GCM works, else why not (static text). */
-const char *gl_crypto_status(void);
-
 /* A stream on fd; NULL with the reason in err on failure. */
 gl_stream *gl_stream_new(int fd, const uint8_t *send_key, uint32_t send_dir,
                          const uint8_t *recv_key, uint32_t recv_dir, uint32_t max_frame,
@@ -78,8 +75,5 @@ int gl_stream_errno(gl_stream *s);
 const char *gl_stream_strerror(int code);
 void gl_stream_free(gl_stream *s);
 /* cdef: end */
-
-/* SHA-256 through libcrypto: 0, or GL_STREAM_E_CRYPTO. */
-int gl_sha256(const uint8_t *data, size_t len, uint8_t *out);
 
 #endif
