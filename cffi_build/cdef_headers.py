@@ -21,6 +21,7 @@ HEADERS: tuple[str, ...] = (
     "src/cache/blobcache.h",
     "src/journal/journal.h",
     "include/gl_session.h",
+    "include/gl_error_names.h",
     "include/gl_array.h",
     "generated/gl_cuda_extra.h",
     "src/exec/exec_api.h",

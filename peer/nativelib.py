@@ -10,7 +10,7 @@ from typing import Any
 
 from gleam.peer.native_abi import REBUILD, NativeCoreError, check_abi
 
-__all__ = ["ffi", "lib"]
+__all__ = ["cuda_error", "ffi", "lib"]
 
 
 def _load() -> tuple[Any, Any]:
@@ -23,3 +23,12 @@ def _load() -> tuple[Any, Any]:
 
 
 ffi, lib = _load()
+
+
+def cuda_error(name: str) -> int:
+    """A CUresult's number by its cuda.h name, from the table the native core is
+    built with (cffi_build/cuda_errors.txt), so Python keeps no copy of it."""
+    code = int(lib.gl_cuda_error_code(name.encode()))
+    if code < 0:
+        raise ValueError(f"cuda.h has no error named {name}")
+    return code

@@ -143,3 +143,16 @@ def test_only_wire_rows_may_be_dropped_by_a_checkpoint():
     row = Row("x", "int a", cuda_api.LOCAL, (s("x", 1),), data=True)
     with pytest.raises(SystemExit, match="data is for wire rows"):
         gen_cuda.check_rows((row,))
+
+
+def test_python_takes_cuda_error_numbers_from_the_native_table() -> None:
+    from gleam.peer.nativelib import cuda_error, ffi, lib
+
+    # cuda.h's numbers (stable since CUDA 1.0 and 3.0), as the table has them.
+    assert cuda_error("CUDA_ERROR_INVALID_HANDLE") == 400
+    assert cuda_error("CUDA_ERROR_ILLEGAL_ADDRESS") == 700
+    assert cuda_error("CUDA_ERROR_NOT_SUPPORTED") == 801
+    for code in (1, 2, 201, 700, 719, 999):  # and the two directions agree
+        assert cuda_error(ffi.string(lib.gl_cuda_error_name(code)).decode()) == code
+    with pytest.raises(ValueError, match="no error named"):
+        cuda_error("CUDA_ERROR_NOT_A_THING")

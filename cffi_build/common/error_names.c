@@ -4,6 +4,7 @@
  * no state.
  */
 #include <stddef.h>
+#include <string.h>
 
 #include "gl_error_names.h"
 #include "gl_errors.h"
@@ -34,4 +35,12 @@ const char *gl_cuda_error_text(int code)
 {
     const error_info *e = lookup(code);
     return e != NULL ? e->text : NULL;
+}
+
+int gl_cuda_error_code(const char *name)
+{
+    for (size_t i = 0; i < sizeof g_errors / sizeof g_errors[0]; i++)
+        if (strcmp(g_errors[i].name, name) == 0)
+            return g_errors[i].code;
+    return -1;
 }

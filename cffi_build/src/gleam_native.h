@@ -12,6 +12,7 @@ int gl_native_abi_version(void);
 #include "journal/journal.h"
 #include "exec/exec_api.h"
 #include "image/fatbin.h"
+#include "gl_error_names.h"
 #include "gl_linkimage.h"
 #include "ptx/ptx.h"
 #include "wire/dpstream.h"

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from gleam.peer.cuda import envelope, trailer
 from gleam.peer.cuda.journal import Entry
 from gleam.peer.native_layout import wire_struct
-from gleam.peer.nativelib import ffi, lib
+from gleam.peer.nativelib import cuda_error, ffi, lib
 from gleam.peer.records import CallRecord, encode_batch
 
 CHUNK: int = lib.GL_COPY_CHUNK
@@ -39,8 +39,8 @@ _ZEROS = bytes(CHUNK)
 # The first read of a module's variables asks this much (and learns the whole
 # size): most modules have a few bytes of them, and a read's reply is n bytes.
 VARS_FIRST = 4096
-CUDA_ERROR_INVALID_HANDLE = 400
-CUDA_ERROR_NOT_SUPPORTED = 801
+CUDA_ERROR_INVALID_HANDLE = cuda_error("CUDA_ERROR_INVALID_HANDLE")
+CUDA_ERROR_NOT_SUPPORTED = cuda_error("CUDA_ERROR_NOT_SUPPORTED")
 
 
 def _ids() -> dict[str, int]:

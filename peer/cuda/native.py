@@ -21,7 +21,7 @@ import cffi
 
 from gleam.peer.cuda.host_identity import host_attributes
 from gleam.peer.cuda.launch import IllegalAddress, Launch, param_layout
-from gleam.peer.nativelib import ffi, lib
+from gleam.peer.nativelib import cuda_error, ffi, lib
 
 __all__ = [
     "REPLY_CAPACITY",
@@ -38,8 +38,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 REPLY_CAPACITY: int = lib.GL_REPLY_HEADER_SIZE + lib.GL_COPY_CHUNK
-CUDA_ERROR_ILLEGAL_ADDRESS = 700
-CUDA_ERROR_LAUNCH_FAILED = 719
+CUDA_ERROR_ILLEGAL_ADDRESS = cuda_error("CUDA_ERROR_ILLEGAL_ADDRESS")
+CUDA_ERROR_LAUNCH_FAILED = cuda_error("CUDA_ERROR_LAUNCH_FAILED")
 _GIB = 1 << 30
 
 
