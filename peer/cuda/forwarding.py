@@ -8,7 +8,7 @@ through ``open_served``. Stopping never blocks the Trio thread: the sessions'
 threads are ended and joined in a worker thread.
 
 Handlers run where the agent calls them: control messages and link loss on
-the Trio thread, data-plane envelopes on a link's reader thread. Session
+the Trio thread, data-plane envelopes (blob resends) on a link's reader thread. Session
 tables are shared between those threads, so they change under a lock and
 are read by single dictionary lookups.
 """
@@ -31,7 +31,7 @@ from gleam.peer.cache.blobs import CachePolicy
 from gleam.peer.cache.client import ServerKnowledge, SessionBlobs
 from gleam.peer.cache.env import hold_cap
 from gleam.peer.cache.store import BlobStore
-from gleam.peer.cuda import dataconn, envelope
+from gleam.peer.cuda import dataconn
 from gleam.peer.cuda.backend import OpenedBackend, kernel_registry, open_backend
 from gleam.peer.cuda.channel import Channel, LinkChannel
 from gleam.peer.cuda.choose import advert
@@ -301,13 +301,6 @@ class CudaForwarding:
 
     def on_data(self, link: PeerLink, payload: bytes) -> bool | None:
         """A data-plane payload (the link's reader thread); True when it was ours."""
-        if envelope.is_session_envelope(payload, (envelope.REPLY,)):
-            route = self.routes.get(envelope.session_of(payload))
-            if route is not None and route.link is link:
-                route.client.deliver(payload)
-            else:
-                log.debug("dropped a reply from %s for no session of it", link.name)
-            return True
         return True if self.server.deliver(link.node_id, payload) else None
 
     def on_message(self, link: PeerLink, message: Message) -> bool | None:
@@ -384,7 +377,7 @@ class CudaForwarding:
     # ------------------------------------------------------------ serving
 
     async def open_served(self, session: int, channel: Channel, program: str, client: str,
-                          *, cached: bool = False, own: bool = False,
+                          *, cached: bool = False,
                           va: tuple[int, int] = (0, 0)) -> ServedSession:
         """Open and start a served session on this agent's backend; raises ServeRefused.
 
@@ -392,10 +385,11 @@ class CudaForwarding:
         program, a session moving here): admit it, make its backend session in a
         worker thread, give the place back if that fails, else add it. ``va`` is
         the (base, size) a moving session keeps, (0, 0) to let the backend choose.
-        ``cached``: a peer's session (the blob store serves it); ``own``: this
-        agent's own interposer's. Both are served from a data connection unless
-        ``GLEAM_DATA_CONNECTION=0``.
-        A caller that cannot use the session after all stops it (``served.stop``).
+        ``cached``: a peer's session (the blob store serves it). Every session
+        is served from its data connection, which the caller attaches
+        (``served.attach_data``): a peer's over TCP, this agent's own program's
+        over an in-process pair. A caller that cannot use the session after all
+        stops it (``served.stop``).
         """
         from gleam.peer.cuda import native
 
@@ -421,9 +415,6 @@ class CudaForwarding:
             exec=exec_session, reply_capacity=native.REPLY_CAPACITY,
             batch_error=native.BatchError, on_end=self._served_ended,
             store=self.store if cached else None, policy=self.policy,
-            # Served from its data connection (dataconn.py): a peer's over TCP,
-            # this agent's own program's over an in-process pair of queues.
-            awaits_data=(cached or own) and dataconn.enabled(),
         )
         self.server.add(served)
         return served
@@ -449,10 +440,14 @@ class CudaForwarding:
         if link.closed:
             served.stop("the client's link closed")
             return
-        listener = dataconn.DataListener(link, msg.session) if served.awaits_data else None
-        link.io.submit(self.opened(msg.session, served, cached=True, data=listener))
-        if listener is None:
+        try:
+            listener = dataconn.DataListener(link, msg.session)
+        except OSError as exc:
+            reason = short_reason(f"cannot offer a data connection: {exc}")
+            served.stop(reason)
+            link.io.submit(CudaRefused(session=msg.session, reason=reason))
             return
+        link.io.submit(self.opened(msg.session, served, cached=True, data=listener))
         # The session's own connection (dataconn.py), offered in the answer: the
         # session's executor starts serving once the client has opened it.
         try:

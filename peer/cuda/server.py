@@ -1,26 +1,21 @@
 """Serving forwarded sessions: one executor OS thread per session.
 
-A session with a data connection (``dataconn.py``) is served by its executor
-thread reading that connection itself, in C (``cffi_build/src/lanes/serve.c``):
-receive, open, run, seal the reply, with Python only for a batch the blob
-store must see. TCP's flow control is the backpressure.
-
-Otherwise (a session this agent serves for its own interposer, or one whose
-envelopes come on the link) batches arrive on a link's reader thread
-(``gleam_data_batch``) and go into the session's bounded queue; a full queue
-blocks that reader, so TCP slows the client instead of memory growing here.
+Every session is served from its data connection (``dataconn.py``: a peer's
+over TCP, this agent's own program's over an in-process pair): its executor
+thread waits until the connection is attached, then reads it itself, in C
+(``cffi_build/src/lanes/serve.c``): receive, open, run, seal the reply, with
+Python only for a batch the blob store must see. TCP's flow control (or the
+local pair's bound) is the backpressure.
 
 The executor thread alone touches its ``ExecSession`` (it is not thread-safe)
-and sends each reply through the data connection or the session's channel.
-The Trio thread only opens sessions (the backend call runs in a worker
-thread) and asks them to stop.
+and sends each reply on the data connection; control messages (``cuda_close``,
+``cuda_blob_want``) go through the session's channel. The Trio thread only
+opens sessions (the backend call runs in a worker thread) and asks them to stop.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,13 +30,6 @@ from gleam.peer.nativelib import ffi, lib
 
 log = logging.getLogger("gleam.cuda.server")
 
-QUEUE_DEPTH = 64
-# Replies up to this size are copied out of the executor's buffer; larger
-# ones (device-to-host chunks) take the buffer along and a fresh one is made,
-# so a buffer is never rewritten while the link's writer still sends it.
-COPY_REPLY_BELOW = 256 * 1024
-STATS_EVERY = 0.5
-_STOP = None
 # How long the executor waits for the client to resend a blob it missed, and
 # how many bad resends (bytes that do not match the digest) it asks again for.
 RESEND_WAIT = 30.0
@@ -89,10 +77,9 @@ class ServedSession:
     blob_refs: int = 0
     blob_misses: int = 0
     blob_refused: int = 0
-    # The session's data connection (dataconn.DataConnection); None: the queue.
-    # A session that awaits one starts serving once ``attach_data`` gives it.
+    # The session's data connection (dataconn.DataConnection): the executor
+    # starts serving once ``attach_data`` gives it.
     data: Any = None
-    awaits_data: bool = False
 
     def __post_init__(self) -> None:
         self._serve: Any = None  # the native lane (gl_serve) while it runs
@@ -101,7 +88,6 @@ class ServedSession:
         self._arrived: dict[bytes, bytes] = {}
         self._wanted: dict[bytes, int] = {}  # digest -> bad resends so far
         self._blob_cond = threading.Condition()
-        self._queue: queue.Queue[memoryview | None] = queue.Queue(QUEUE_DEPTH)
         self._stopping = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"cuda-exec-{self.session:016x}", daemon=True
@@ -111,16 +97,6 @@ class ServedSession:
         self._thread.start()
 
     # ----------------------------------------------------------- other threads
-
-    def put(self, body: memoryview) -> bool:
-        """Queue one batch body; blocks while the queue is full (backpressure)."""
-        while not self._stopping.is_set():
-            try:
-                self._queue.put(body, timeout=0.2)
-                return True
-            except queue.Full:
-                self.channel.waiting()
-        return False
 
     def attach_data(self, conn: Any) -> None:
         """The client opened the session's data connection (any thread)."""
@@ -137,9 +113,6 @@ class ServedSession:
         self._data_ready.set()
         if self.data is not None:
             self.data.shutdown()  # wakes the executor blocked on the connection
-        # With a full queue the executor sees the flag after its current batch.
-        with contextlib.suppress(queue.Full):
-            self._queue.put_nowait(_STOP)
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
@@ -171,29 +144,10 @@ class ServedSession:
 
     def _run(self) -> None:
         reply = bytearray(envelope.HEADER_SIZE + self.reply_capacity)
-        last_stats = 0.0
-        seen = -1
         try:
-            if self.awaits_data:
-                self._data_ready.wait()
+            self._data_ready.wait()
             if self.data is not None and not self._stopping.is_set():
                 self._serve_data(reply)
-            while self.data is None and not self._stopping.is_set():
-                idle = False
-                try:
-                    body = self._queue.get(timeout=STATS_EVERY)
-                except queue.Empty:
-                    idle = True
-                else:
-                    if body is _STOP:
-                        break
-                    reply = self._execute(body, reply)
-                # The native counters are read off the critical path: when the
-                # session is idle, or at most every STATS_EVERY while it is busy.
-                now = time.monotonic()
-                if self.batches != seen and (idle or now - last_stats >= STATS_EVERY):
-                    self.stats = self.exec.stats()
-                    seen, last_stats = self.batches, now
         except BlobsMissing as exc:
             reason = short_reason(str(exc))
             log.warning("session %016x from %s: %s", self.session, self.client, reason)
@@ -238,7 +192,7 @@ class ServedSession:
             if rc == lib.GL_SERVE_SLOW:  # a reference the shelf misses: disk, or the client
                 body = memoryview(bytes(ffi.buffer(out[0] + envelope.HEADER_SIZE,
                                                    size[0] - envelope.HEADER_SIZE)))
-                reply = self._execute(body, reply)
+                self._execute(body, reply)
                 continue
             if rc == lib.GL_SERVE_E_BATCH:
                 code = int(self._serve.error)
@@ -261,13 +215,9 @@ class ServedSession:
             self.bytes_out += serve.bytes_out
             self.blob_refs += serve.refs
 
-    def _send_reply(self, buf: bytes | memoryview) -> None:
-        if self.data is not None:
-            self.data.send(buf)
-        else:
-            self.channel.submit_batch(buf)
-
-    def _execute(self, body: memoryview, reply: bytearray) -> bytearray:
+    def _execute(self, body: memoryview, reply: bytearray) -> None:
+        """Runs one batch in Python (the lane could not: a blob the shelf misses)
+        and seals its reply onto the data connection."""
         self.batches += 1
         self.bytes_in += len(body) + envelope.HEADER_SIZE
         self.records += envelope.record_count(body)
@@ -275,19 +225,13 @@ class ServedSession:
         with memoryview(reply) as whole:
             size = self.exec.run(body, whole[envelope.HEADER_SIZE :], blobs)
         if size < 0:
-            return reply
+            return
         envelope.write_header(reply, envelope.REPLY, self.session, size)
         total = envelope.HEADER_SIZE + size
         self.replies += 1
         self.bytes_out += total
-        if self.data is not None:  # sealed into the stream's own buffer: no copy kept
-            self._send_reply(memoryview(reply)[:total])
-            return reply
-        if total < COPY_REPLY_BELOW:
-            self.channel.submit_batch(bytes(memoryview(reply)[:total]))
-            return reply
-        self.channel.submit_batch(memoryview(reply)[:total])
-        return bytearray(envelope.HEADER_SIZE + self.reply_capacity)
+        # Sealed into the stream's own buffer: the reply buffer is free again at once.
+        self.data.send(memoryview(reply)[:total])
 
     def _blobs(self, body: memoryview) -> list[tuple[bytes, bytes | memoryview]] | None:
         """Stores the batch's cacheable inline payloads and resolves its references.
@@ -331,20 +275,7 @@ class ServedSession:
         with self._blob_cond:
             for d in digests:
                 self._wanted[d] = 0
-        # The resend arrives behind whatever the client sent since: while we
-        # wait, the link's reader must not block on our full queue, or it never
-        # reads that far (a deadlock until RESEND_WAIT).
-        self._unbound_queue(True)
-        try:
-            return self._await_blobs(digests)
-        finally:
-            self._unbound_queue(False)
-
-    def _unbound_queue(self, unbound: bool) -> None:
-        q = self._queue
-        with q.mutex:
-            q.maxsize = 0 if unbound else QUEUE_DEPTH
-            q.not_full.notify_all()
+        return self._await_blobs(digests)
 
     def _await_blobs(self, digests: list[bytes]) -> list[tuple[bytes, bytes]]:
         for i in range(0, len(digests), MAX_WANTED):
@@ -452,11 +383,8 @@ class SessionServer:
             return True
         if envelope.kind_of(payload) == envelope.BLOB:
             served.blob_arrived(memoryview(payload)[envelope.HEADER_SIZE :])
-            return True
-        if served.data is not None:  # its batches come on its data connection only
+        else:  # its batches come on its data connection only
             log.warning("dropped a batch for session %016x that came on the link", session)
-            return True
-        served.put(memoryview(payload)[envelope.HEADER_SIZE :])
         return True
 
     def close(self, node_id: str, session: int, reason: str) -> bool:
