@@ -11,7 +11,8 @@ the downlink confirms references on each reply. Python sees an envelope only
 when it needs Python (a checkpoint, a move, a reply a checkpoint or replay must
 see: the slow lane below), and never per call; the slow lane sends on the same
 data connection. Every session has one: a peer server's over TCP, or an
-in-process pair of queues for a session this agent serves itself.
+in-process pair of queues for a session this agent serves itself. A blob the
+server missed is resent on it too (``resend_blob``), whole between two envelopes.
 
 Every batch also goes into the session's journal (the same buffer, no copy),
 from which a move rebuilds the session on another server: the session is
@@ -606,9 +607,22 @@ class ClientSession:
             if not thread.is_alive():
                 conn.close()
 
-    def count_resend(self, envelope_bytes: bytes) -> None:
-        """A resend the server asked for went out: it counts as bytes sent."""
-        self.bytes_to_server += len(envelope_bytes)
+    def resend_blob(self, blob: bytes) -> None:
+        """Write a BLOB envelope the server asked for on the data connection (a worker
+        thread: the write may wait for the server to read). The route lock makes it
+        whole between two of the uplink's envelopes and keeps the route from
+        changing under it; a session that is moving drops it, since the new server
+        is sent the journal, not the old server's references."""
+        with self._route_lock:
+            conn = self.data
+            if conn is None or self._held:
+                return
+            try:
+                conn.send(blob)
+            except OSError as exc:
+                self._lost_under_us(exc)
+                return
+            self.bytes_to_server += len(blob)
 
     def row(self) -> dict[str, Any]:
         cache = dict(self.blobs.row()) if self.blobs is not None else {

@@ -8,15 +8,18 @@ through ``open_served``. Stopping never blocks the Trio thread: the sessions'
 threads are ended and joined in a worker thread.
 
 Handlers run where the agent calls them: control messages and link loss on
-the Trio thread, data-plane envelopes (blob resends) on a link's reader thread. Session
-tables are shared between those threads, so they change under a lock and
-are read by single dictionary lookups.
+the Trio thread. A session's envelopes never pass through here: they travel
+on its data connection, between C threads, and a blob the server missed is
+resent there from a worker thread. Session tables are shared between those
+threads (and the sessions' own), so they change under a lock and are read by
+single dictionary lookups.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import logging
 import os
 import secrets
@@ -299,10 +302,6 @@ class CudaForwarding:
 
     # ------------------------------------------------------------ from links
 
-    def on_data(self, link: PeerLink, payload: bytes) -> bool | None:
-        """A data-plane payload (the link's reader thread); True when it was ours."""
-        return True if self.server.deliver(link.node_id, payload) else None
-
     def on_message(self, link: PeerLink, message: Message) -> bool | None:
         """A control message (the Trio thread); True when it was ours."""
         if isinstance(message, CudaOpen):
@@ -329,20 +328,15 @@ class CudaForwarding:
         return True
 
     def resend(self, link: PeerLink, want: CudaBlobWant) -> None:
-        """The server missed references of one of our sessions: send their bytes."""
+        """The server missed references of one of our sessions: send their bytes on
+        the session's data connection, from a worker thread (a write may wait for
+        the server to read, which it does while it waits for them)."""
         route = self.routes.get(want.session)
         if route is None or route.link is not link or route.client.blobs is None:
             return
-        for digest in want.digests:
-            blob = route.client.blobs.resend(digest)
-            if blob is None:
-                log.warning("session %016x: %s asked for a blob this agent no longer holds",
-                            want.session, link.name)
-                route.client.fail(f"{link.name} missed a cached blob that cannot be resent")
-                return
-            # Queued for the link's writer thread: this is the Trio thread.
-            route.client.count_resend(blob)
-            link.io.submit_batch(blob)
+        # Abandoned if the agent stops: a write the server no longer reads must not hold it.
+        self.spawn(functools.partial(trio.to_thread.run_sync, abandon_on_cancel=True),
+                   _resend, route.client, link.name, want.digests)
 
     def session_blobs(self, link: PeerLink, session: int,
                       opened: CudaOpened) -> SessionBlobs | None:
@@ -534,6 +528,18 @@ class CudaForwarding:
             "max_sessions": self.server.max_sessions,
             "cache": self.store.stats() if self.store is not None else None,
         }
+
+
+def _resend(client: ClientSession, server: str, digests: tuple[bytes, ...]) -> None:
+    """``CudaForwarding.resend``'s worker thread: each BLOB envelope ``server`` asked for."""
+    for digest in digests:
+        blob = client.blobs.resend(digest) if client.blobs is not None else None
+        if blob is None:
+            log.warning("session %016x: %s asked for a blob this agent no longer holds",
+                        client.session, server)
+            client.fail(f"{server} missed a cached blob that cannot be resent")
+            return
+        client.resend_blob(blob)
 
 
 def _process_alive(pid: int) -> bool:
