@@ -107,7 +107,8 @@ def gleam_data_batch(agent: Agent, link: PeerLink, payload: bytes) -> bool | Non
     Trio thread: implementations must be thread-safe, must not touch Trio
     objects (use ``trio.from_thread`` or a token), and should return quickly,
     since the link reads nothing else meanwhile. Batches of one link arrive
-    in order. Added in 0.1.
+    in order. CUDA forwarding does not use it (its sessions have data
+    connections of their own); ``wire_bench`` does. Added in 0.1.
     """
 
 

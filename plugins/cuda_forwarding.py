@@ -3,8 +3,7 @@
 Wires ``gleam.peer.cuda`` into the agent through the same hooks a
 third-party plugin would use: the ``cuda_attach``, ``cuda_sessions``,
 ``cuda_migrate`` and ``cuda_run`` control operations, the session control
-messages between agents, the data-plane envelopes (on the links' reader
-threads), link loss, gossip (the ``cuda`` field servers advertise) and the
+messages between agents, link loss, gossip (the ``cuda`` field servers advertise) and the
 status document. Its state is one ``CudaForwarding`` component per agent
 (``gleam_agent_component``), which the agent runs as a service.
 """
@@ -82,12 +81,6 @@ def gleam_control_request(agent: Agent, op: str, args: dict[str, Any]) -> Any:
 def gleam_control_message(agent: Agent, link: PeerLink, message: Message) -> bool | None:
     fw = _of(agent)
     return fw.on_message(link, message) if fw is not None else None
-
-
-@hookimpl
-def gleam_data_batch(agent: Agent, link: PeerLink, payload: bytes) -> bool | None:
-    fw = _of(agent)
-    return fw.on_data(link, payload) if fw is not None else None
 
 
 @hookimpl

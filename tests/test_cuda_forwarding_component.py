@@ -155,7 +155,8 @@ async def test_a_stopped_component_refuses_to_open(agents, mesh_key):
 
 
 class BusyExecutor:
-    """An ExecSession stand-in whose batch is a kernel that runs until released."""
+    """An ExecSession stand-in whose closing waits, until released, for a kernel
+    still running (what an executor that is asked to stop may have to do)."""
 
     va_base, va_size = 1 << 40, 1 << 20
 
@@ -164,17 +165,14 @@ class BusyExecutor:
         self.release = threading.Event()
         self.closed = threading.Event()
 
-    def run(self, batch: memoryview, reply: memoryview, blobs: Any = None) -> int:
-        self.running.set()
-        # Bounded, so that a stop that blocked the Trio thread ends the test
-        # (failing it) instead of hanging it.
-        self.release.wait(30)
-        return -1
-
     def stats(self) -> dict[str, Any]:
         return {}
 
     def close(self) -> None:
+        self.running.set()
+        # Bounded, so that a stop that blocked the Trio thread ends the test
+        # (failing it) instead of hanging it.
+        self.release.wait(30)
         self.closed.set()
 
 
@@ -188,8 +186,6 @@ async def test_stop_leaves_the_trio_thread_free_while_an_executor_is_busy(agents
     )
     assert fw.server.admit(9) is None
     fw.server.add(served)
-    assert served.put(memoryview(bytes(32)))
-    await trio.to_thread.run_sync(busy.running.wait)
     fw.stop_join = 3600.0  # stop waits for the kernel however slow this machine is
 
     stopped = trio.Event()
@@ -200,6 +196,7 @@ async def test_stop_leaves_the_trio_thread_free_while_an_executor_is_busy(agents
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(stop)
+        await trio.to_thread.run_sync(busy.running.wait)
         # Every task, stop among them, is waiting: the Trio thread is not held.
         await trio.testing.wait_all_tasks_blocked()
         assert fw.stopped and not stopped.is_set()

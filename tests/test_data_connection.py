@@ -1,5 +1,6 @@
 """A session's data connection (peer/cuda/dataconn.py, docs/data-connection.md):
-real agents put every session on one, with the link only for control; the keys
+real agents put every session on one, with the link only for control, and a
+session without one fails with the reason; the keys
 come from the link, so nobody else can attach to a session; and the native
 lanes take whatever bytes a program or a peer sends without crashing."""
 
@@ -12,12 +13,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gleam.peer.addresses import PeerAddress
 from gleam.peer.bench.gated import GatedRun
 from gleam.peer.cuda import dataconn, envelope
+from gleam.peer.cuda.attach import Attach
 from gleam.peer.cuda.examples import KERNELS_PTX
+from gleam.peer.cuda.forwarding import CudaForwarding
 from gleam.peer.cuda.journal import Journal
 from gleam.peer.cuda.lanes import new_pump
 from gleam.peer.cuda.native import call_ids
@@ -25,6 +30,8 @@ from gleam.peer.localmesh import LocalAgent, wait_for
 from gleam.peer.nativelib import ffi, lib
 from gleam.peer.records import CallRecord, encode_batch
 from tests.cuda_mesh import host_mesh
+
+from .conftest import wait_until
 
 STEPS = 4
 
@@ -53,14 +60,34 @@ def test_a_session_travels_on_its_data_connection_and_counts_every_call(tmp_path
     assert row["journal_batches"] > 0 and row["movable"]
 
 
-def test_with_data_connections_off_the_link_carries_the_same_session(tmp_path, accumulate):
-    with host_mesh(tmp_path, server_env={dataconn.ENV: "0"}) as (client, _server):
-        lines = _run_accumulate(client, accumulate)
-        row = _last_finished(client)
-    with host_mesh(tmp_path / "on") as (client, _server):
-        reference = _run_accumulate(client, accumulate)
-    assert row["data_connection"] is False
-    assert lines == reference
+async def test_a_session_whose_data_connection_cannot_open_fails_with_the_reason(
+        agents, mesh_key, monkeypatch):
+    """No other path: the program gets a FAIL that says why, and the server frees
+    the session it had opened."""
+    server = await agents.start("srv", mesh_key, backend="host")
+    client = await agents.start("cli", mesh_key, backend="none",
+                                peers=[PeerAddress("127.0.0.1", server.listen_port)])
+    await wait_until(lambda: server.node_id in client.links, timeout=10)
+    served_fw = server.components.get(CudaForwarding)
+    client_fw = client.components.get(CudaForwarding)
+    await wait_until(lambda: served_fw.backend is not None, timeout=30)
+
+    def refused(*_args: object) -> None:
+        raise dataconn.DataConnectionError("cannot reach 127.0.0.1 port 1: refused")
+
+    monkeypatch.setattr(dataconn, "connect", refused)
+    program, agent_end = trio.socket.socketpair()
+    with program:
+        await Attach(client_fw, {"peer": "srv", "program": "t"}).take(
+            trio.SocketStream(agent_end), b"")
+        header = await program.recv(envelope.HEADER_SIZE)
+        kind, _session, size = envelope.parse_header(header)
+        reason = (await program.recv(size)).decode()
+    assert kind == envelope.FAIL
+    assert reason == ("cannot open the data connection to srv: "
+                      "cannot reach 127.0.0.1 port 1: refused")
+    await wait_until(lambda: served_fw.server.count() == 0, timeout=10)
+    assert not client_fw.routes
 
 
 # ---------------------------------------------------------------- who may connect

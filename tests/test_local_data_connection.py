@@ -14,6 +14,7 @@ from gleam.peer.cuda import dataconn, envelope
 from gleam.peer.cuda.examples import KERNELS_PTX
 from gleam.peer.cuda.stream import StreamError
 from gleam.peer.localmesh import LocalAgent, LocalMesh, wait_for
+from tests.cuda_mesh import host_mesh
 
 STEPS = 4
 
@@ -34,14 +35,25 @@ def _solo_run(root: Path, binary: Path, env: dict[str, str]) -> tuple[list[str],
         mesh.close()
 
 
+def _peer_run(root: Path, binary: Path) -> tuple[list[str], dict]:
+    """``accumulate`` served by a peer over TCP; (lines, its client row)."""
+    with host_mesh(root) as (client, _server):
+        run = GatedRun(client.state.path, binary, KERNELS_PTX, STEPS, "server")
+        lines = run.steps(STEPS)
+        rc, rest, err = run.finish()
+        assert rc == 0, err
+        done = wait_for(lambda: client.request("cuda_sessions")["finished"], 20, "the end")
+        return lines + rest, done[-1]
+
+
 def test_an_agents_own_program_runs_on_the_native_lanes(tmp_path, accumulate):
-    lines, row = _solo_run(tmp_path / "on", accumulate, {})
-    reference, off = _solo_run(tmp_path / "off", accumulate, {dataconn.ENV: "0"})
-    assert row["data_connection"] is True and off["data_connection"] is False
+    lines, row = _solo_run(tmp_path / "solo", accumulate, {})
+    reference, peer = _peer_run(tmp_path / "peer", accumulate)
+    assert row["data_connection"] is True and peer["data_connection"] is True
     assert lines == reference and len(lines) >= STEPS
     # The pump counted every call natively, and the program's replies all came back
     # (batches are not compared: where the flusher cuts them depends on timing).
-    assert row["calls"] == off["calls"] and row["waiting"] == off["waiting"]
+    assert row["calls"] == peer["calls"] and row["waiting"] == peer["waiting"]
     assert row["batches"] > 0
 
 

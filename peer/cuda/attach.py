@@ -25,7 +25,7 @@ from gleam.peer.cuda.client import ClientSession
 from gleam.peer.cuda.demand import ProgramDemand
 from gleam.peer.cuda.hello import Hello, HelloDevice, pack_hello
 from gleam.peer.cuda.messages import MAX_PROGRAM, CudaClose, CudaOpened
-from gleam.peer.cuda.opening import OpenFailed, open_local, open_remote, to_executor
+from gleam.peer.cuda.opening import OpenFailed, open_local, open_remote
 from gleam.peer.cuda.program_key import peer_pid, program_key
 from gleam.peer.cuda.route import Route, SessionManager
 from gleam.peer.cuda.runs import MAX_RUN_ID, link_words, open_line, why_chosen
@@ -128,15 +128,13 @@ class Attach(Handoff):
         finally:  # cancelled or failed: the started session must not outlive its program
             if not sent:
                 served.stop("the program went away")
-                if data is not None:
-                    data.close()
+                data.close()
         if not sent:
             return
         client = self._client(stream, buffered, session, channel, program, pid, hello.backend,
-                              forward=data.send if data is not None else to_executor(served))
+                              forward=data.send)
         channel.client = client
-        if data is not None:  # the native lanes, as for a peer's server
-            client.use_data(data, fw.data_lost)
+        client.use_data(data, fw.data_lost)  # the native lanes, as for a peer's server
         fw.add_route(session, Route(client, None, served))
         client.start()
 
@@ -151,7 +149,7 @@ class Attach(Handoff):
             raise AttachFailed(str(exc)) from None
         try:
             data = await dataconn.open_client(link, session, answer)
-        except OSError as exc:
+        except OSError as exc:  # no session goes without one: it fails, saying why
             link.io.submit(CudaClose(session=session, reason="no data connection"))
             raise AttachFailed(f"cannot open the data connection to {link.name}: {exc}"
                                ) from None
@@ -159,18 +157,14 @@ class Attach(Handoff):
         self.va_base, self.va_size = hello.va_base, hello.va_size
         if not await _send_hello(stream, hello) or link.closed:
             link.io.submit(CudaClose(session=session, reason="the program went away"))
-            if data is not None:
-                data.close()
+            data.close()
             if link.closed:
                 raise AttachFailed(f"lost the link to {link.name}")
             return
-        channel = LinkChannel(link)
-        forward = data.send if data is not None else channel.submit_batch
-        client = self._client(stream, buffered, session, channel, program, pid,
-                              hello.backend, forward=forward)
+        client = self._client(stream, buffered, session, LinkChannel(link), program, pid,
+                              hello.backend, forward=data.send)
         client.blobs = fw.session_blobs(link, session, answer)
-        if data is not None:
-            client.use_data(data, fw.data_lost)
+        client.use_data(data, fw.data_lost)
         fw.add_route(session, Route(client, link, None))
         fw.demands.opened(session, self.program, link.node_id)
         client.start()

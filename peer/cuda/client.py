@@ -9,10 +9,10 @@ FAIL. With the blob cache on, the uplink also does the session's cache work
 (hashing, references, holding their bytes: ``cffi_build/src/cache/blobref.c``) and
 the downlink confirms references on each reply. Python sees an envelope only
 when it needs Python (a checkpoint, a move, a reply a checkpoint or replay must
-see: the slow lane below), and never per call. A session this agent serves
-itself has a data connection too (an in-process pair of queues); one over a link
-without a data connection takes the slow lane for every envelope (and calls
-the same native cache work once per envelope).
+see: the slow lane below), and never per call; the slow lane sends on the same
+data connection. Every session has one: a peer server's over TCP, or an
+in-process pair of queues for a session this agent serves itself. A blob the
+server missed is resent on it too (``resend_blob``), whole between two envelopes.
 
 Every batch also goes into the session's journal (the same buffer, no copy),
 from which a move rebuilds the session on another server: the session is
@@ -192,13 +192,14 @@ class ClientSession:
 
     @property
     def data(self) -> DataConnection | None:
-        """The current data connection (None: envelopes go through Python)."""
+        """The current data connection (None: between two servers, during a move)."""
         return self._data[-1] if self._data and self._p.out != ffi.NULL else None
 
     # ------------------------------------------------------------ any thread
 
     def deliver(self, buf: bytes | bytearray | memoryview) -> None:
-        """Write one REPLY envelope to the interposer (the server link's reader thread)."""
+        """Write one REPLY envelope to the interposer (the downlink thread: a reply
+        diverted to Python)."""
         with self._send_lock:
             if self.failed is not None or self._closed:
                 return
@@ -445,14 +446,14 @@ class ClientSession:
         return self.waits_out - self.replies_in
 
     def replay_onto(self, channel: Channel, forward: Callable[[memoryview], None],
-                    blobs: Any, data: DataConnection | None = None,
+                    blobs: Any, data: DataConnection,
                     on_lost: Callable[[ClientSession, str], None] | None = None) -> int:
         """Rebuild the session on a new server (a worker thread; the session is held).
 
         Every journaled batch goes to ``forward`` in order; the replies of those
         the program already had answers to are dropped, the rest reach it. Returns
         the number of batches replayed. Raises RuntimeError when the journal cannot.
-        ``data``: the new server's data connection (None: envelopes go through Python).
+        ``data``: the new server's data connection (``forward`` sends on it).
         """
         with self._route_lock:
             if self.journal.broken is not None:
@@ -472,8 +473,7 @@ class ClientSession:
                     self._capture = None
                 self._swallow = 0
                 self._update_divert()
-            if data is not None:
-                self.use_data(data, on_lost or self._on_data_lost or _ignore_loss)
+            self.use_data(data, on_lost or self._on_data_lost or _ignore_loss)
         done = 0
         while True:
             while channel.queued_bytes() > MAX_QUEUED and self.failed is None:
@@ -502,9 +502,9 @@ class ClientSession:
 
     def _hash_loop(self, pipe: queue.Queue[tuple[memoryview, Any] | None]) -> None:
         """With the blob cache, the slow lane's envelopes are forwarded here, so that
-        hashing (in C, GIL released) overlaps the reader receiving the next: what a
-        session without a data connection needs. (On a data connection the pump's
-        own hashing thread does it natively, and few envelopes come here.)"""
+        hashing (in C, GIL released) overlaps the reader receiving the next. (The
+        pump's own hashing thread does it natively for the fast lane; few
+        envelopes come here.)"""
         try:
             while (item := pipe.get()) is not None:
                 if self.failed is None:
@@ -607,9 +607,22 @@ class ClientSession:
             if not thread.is_alive():
                 conn.close()
 
-    def count_resend(self, envelope_bytes: bytes) -> None:
-        """A resend the server asked for went out: it counts as bytes sent."""
-        self.bytes_to_server += len(envelope_bytes)
+    def resend_blob(self, blob: bytes) -> None:
+        """Write a BLOB envelope the server asked for on the data connection (a worker
+        thread: the write may wait for the server to read). The route lock makes it
+        whole between two of the uplink's envelopes and keeps the route from
+        changing under it; a session that is moving drops it, since the new server
+        is sent the journal, not the old server's references."""
+        with self._route_lock:
+            conn = self.data
+            if conn is None or self._held:
+                return
+            try:
+                conn.send(blob)
+            except OSError as exc:
+                self._lost_under_us(exc)
+                return
+            self.bytes_to_server += len(blob)
 
     def row(self) -> dict[str, Any]:
         cache = dict(self.blobs.row()) if self.blobs is not None else {

@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from gleam.peer.link import PeerLink
 
 ACCEPT_TIMEOUT = 10.0
-ENV = "GLEAM_DATA_CONNECTION"
 HELLO_TIMEOUT = 5.0
 SALT_SIZE = 32
 _INFO = b"gleam v1 data connection"
@@ -224,17 +223,11 @@ def local_pair() -> tuple[DataConnection, DataConnection]:
     return DataConnection._local(client), DataConnection._local(server)
 
 
-def enabled() -> bool:
-    """Whether a server offers data connections (``GLEAM_DATA_CONNECTION=0``: the
-    session's envelopes travel on the link, through Python, as before)."""
-    return os.environ.get(ENV, "1").strip() not in ("0", "no", "off")
-
-
-async def open_client(link: PeerLink, session: int,
-                      answer: CudaOpened) -> DataConnection | None:
-    """The client's data connection to the server that answered ``answer`` (None:
-    it offered none); raises DataConnectionError."""
+async def open_client(link: PeerLink, session: int, answer: CudaOpened) -> DataConnection:
+    """The client's data connection to the server that answered ``answer``; raises
+    DataConnectionError (a session has no other path for its envelopes)."""
     if not answer.data_port:
-        return None
+        raise DataConnectionError(
+            f"{link.name} offered no data connection (an agent of an older gleam?)")
     return await trio.to_thread.run_sync(connect, link, session, answer.data_port,
                                          answer.data_salt)

@@ -8,15 +8,18 @@ through ``open_served``. Stopping never blocks the Trio thread: the sessions'
 threads are ended and joined in a worker thread.
 
 Handlers run where the agent calls them: control messages and link loss on
-the Trio thread, data-plane envelopes on a link's reader thread. Session
-tables are shared between those threads, so they change under a lock and
-are read by single dictionary lookups.
+the Trio thread. A session's envelopes never pass through here: they travel
+on its data connection, between C threads, and a blob the server missed is
+resent there from a worker thread. Session tables are shared between those
+threads (and the sessions' own), so they change under a lock and are read by
+single dictionary lookups.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import logging
 import os
 import secrets
@@ -31,7 +34,7 @@ from gleam.peer.cache.blobs import CachePolicy
 from gleam.peer.cache.client import ServerKnowledge, SessionBlobs
 from gleam.peer.cache.env import hold_cap
 from gleam.peer.cache.store import BlobStore
-from gleam.peer.cuda import dataconn, envelope
+from gleam.peer.cuda import dataconn
 from gleam.peer.cuda.backend import OpenedBackend, kernel_registry, open_backend
 from gleam.peer.cuda.channel import Channel, LinkChannel
 from gleam.peer.cuda.choose import advert
@@ -299,17 +302,6 @@ class CudaForwarding:
 
     # ------------------------------------------------------------ from links
 
-    def on_data(self, link: PeerLink, payload: bytes) -> bool | None:
-        """A data-plane payload (the link's reader thread); True when it was ours."""
-        if envelope.is_session_envelope(payload, (envelope.REPLY,)):
-            route = self.routes.get(envelope.session_of(payload))
-            if route is not None and route.link is link:
-                route.client.deliver(payload)
-            else:
-                log.debug("dropped a reply from %s for no session of it", link.name)
-            return True
-        return True if self.server.deliver(link.node_id, payload) else None
-
     def on_message(self, link: PeerLink, message: Message) -> bool | None:
         """A control message (the Trio thread); True when it was ours."""
         if isinstance(message, CudaOpen):
@@ -336,20 +328,15 @@ class CudaForwarding:
         return True
 
     def resend(self, link: PeerLink, want: CudaBlobWant) -> None:
-        """The server missed references of one of our sessions: send their bytes."""
+        """The server missed references of one of our sessions: send their bytes on
+        the session's data connection, from a worker thread (a write may wait for
+        the server to read, which it does while it waits for them)."""
         route = self.routes.get(want.session)
         if route is None or route.link is not link or route.client.blobs is None:
             return
-        for digest in want.digests:
-            blob = route.client.blobs.resend(digest)
-            if blob is None:
-                log.warning("session %016x: %s asked for a blob this agent no longer holds",
-                            want.session, link.name)
-                route.client.fail(f"{link.name} missed a cached blob that cannot be resent")
-                return
-            # Queued for the link's writer thread: this is the Trio thread.
-            route.client.count_resend(blob)
-            link.io.submit_batch(blob)
+        # Abandoned if the agent stops: a write the server no longer reads must not hold it.
+        self.spawn(functools.partial(trio.to_thread.run_sync, abandon_on_cancel=True),
+                   _resend, route.client, link.name, want.digests)
 
     def session_blobs(self, link: PeerLink, session: int,
                       opened: CudaOpened) -> SessionBlobs | None:
@@ -384,7 +371,7 @@ class CudaForwarding:
     # ------------------------------------------------------------ serving
 
     async def open_served(self, session: int, channel: Channel, program: str, client: str,
-                          *, cached: bool = False, own: bool = False,
+                          *, cached: bool = False,
                           va: tuple[int, int] = (0, 0)) -> ServedSession:
         """Open and start a served session on this agent's backend; raises ServeRefused.
 
@@ -392,10 +379,11 @@ class CudaForwarding:
         program, a session moving here): admit it, make its backend session in a
         worker thread, give the place back if that fails, else add it. ``va`` is
         the (base, size) a moving session keeps, (0, 0) to let the backend choose.
-        ``cached``: a peer's session (the blob store serves it); ``own``: this
-        agent's own interposer's. Both are served from a data connection unless
-        ``GLEAM_DATA_CONNECTION=0``.
-        A caller that cannot use the session after all stops it (``served.stop``).
+        ``cached``: a peer's session (the blob store serves it). Every session
+        is served from its data connection, which the caller attaches
+        (``served.attach_data``): a peer's over TCP, this agent's own program's
+        over an in-process pair. A caller that cannot use the session after all
+        stops it (``served.stop``).
         """
         from gleam.peer.cuda import native
 
@@ -421,9 +409,6 @@ class CudaForwarding:
             exec=exec_session, reply_capacity=native.REPLY_CAPACITY,
             batch_error=native.BatchError, on_end=self._served_ended,
             store=self.store if cached else None, policy=self.policy,
-            # Served from its data connection (dataconn.py): a peer's over TCP,
-            # this agent's own program's over an in-process pair of queues.
-            awaits_data=(cached or own) and dataconn.enabled(),
         )
         self.server.add(served)
         return served
@@ -449,10 +434,14 @@ class CudaForwarding:
         if link.closed:
             served.stop("the client's link closed")
             return
-        listener = dataconn.DataListener(link, msg.session) if served.awaits_data else None
-        link.io.submit(self.opened(msg.session, served, cached=True, data=listener))
-        if listener is None:
+        try:
+            listener = dataconn.DataListener(link, msg.session)
+        except OSError as exc:
+            reason = short_reason(f"cannot offer a data connection: {exc}")
+            served.stop(reason)
+            link.io.submit(CudaRefused(session=msg.session, reason=reason))
             return
+        link.io.submit(self.opened(msg.session, served, cached=True, data=listener))
         # The session's own connection (dataconn.py), offered in the answer: the
         # session's executor starts serving once the client has opened it.
         try:
@@ -539,6 +528,18 @@ class CudaForwarding:
             "max_sessions": self.server.max_sessions,
             "cache": self.store.stats() if self.store is not None else None,
         }
+
+
+def _resend(client: ClientSession, server: str, digests: tuple[bytes, ...]) -> None:
+    """``CudaForwarding.resend``'s worker thread: each BLOB envelope ``server`` asked for."""
+    for digest in digests:
+        blob = client.blobs.resend(digest) if client.blobs is not None else None
+        if blob is None:
+            log.warning("session %016x: %s asked for a blob this agent no longer holds",
+                        client.session, server)
+            client.fail(f"{server} missed a cached blob that cannot be resent")
+            return
+        client.resend_blob(blob)
 
 
 def _process_alive(pid: int) -> bool:

@@ -6,12 +6,11 @@ Both a program attaching (attach.py) and a session moving to another server
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
 
-from gleam.peer.cuda import dataconn, envelope
+from gleam.peer.cuda import dataconn
 from gleam.peer.cuda.channel import LoopbackChannel
 from gleam.peer.cuda.messages import CudaClose, CudaOpen, CudaOpened
 from gleam.peer.cuda.route import PendingOpen, ServeRefused, SessionManager
@@ -53,19 +52,16 @@ async def open_remote(fw: SessionManager, link: PeerLink, session: int, program:
 
 async def open_local(fw: SessionManager, session: int, program: str,
                      va: tuple[int, int] = (0, 0)
-                     ) -> tuple[ServedSession, LoopbackChannel, DataConnection | None]:
+                     ) -> tuple[ServedSession, LoopbackChannel, DataConnection]:
     """A session on this agent's own backend, started (its channel's client is not
     set yet: no batch comes before it is), and the client's end of its data
-    connection (None with ``GLEAM_DATA_CONNECTION=0``: batches go through
-    ``to_executor``); raises OpenFailed."""
+    connection (an in-process pair); raises OpenFailed."""
     me = fw.agent.display_name
     channel = LoopbackChannel(fw.agent.node_id, me)
     try:
-        served = await fw.open_served(session, channel, program, me, va=va, own=True)
+        served = await fw.open_served(session, channel, program, me, va=va)
     except ServeRefused as exc:
         raise OpenFailed(f"{me} refused: {exc}") from None
-    if not served.awaits_data:
-        return served, channel, None
     try:
         data, server_end = dataconn.local_pair()
     except OSError as exc:
@@ -73,11 +69,3 @@ async def open_local(fw: SessionManager, session: int, program: str,
         raise OpenFailed(f"cannot open the session's data connection: {exc}") from None
     served.attach_data(server_end)
     return served, channel, data
-
-
-def to_executor(served: ServedSession) -> Callable[[memoryview], None]:
-    """The forward of a session this agent serves: into the executor's queue."""
-    def forward(buf: memoryview) -> None:
-        if not served.put(memoryview(buf)[envelope.HEADER_SIZE :]):
-            raise ConnectionError(f"the session ended: {served.end_reason or 'closed'}")
-    return forward

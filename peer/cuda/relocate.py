@@ -21,7 +21,7 @@ from gleam.peer.cuda import dataconn
 from gleam.peer.cuda.channel import Channel, LinkChannel
 from gleam.peer.cuda.choose import Choice, NoServer, choose
 from gleam.peer.cuda.messages import CudaClose, short_reason
-from gleam.peer.cuda.opening import OpenFailed, open_local, open_remote, to_executor
+from gleam.peer.cuda.opening import OpenFailed, open_local, open_remote
 from gleam.peer.cuda.route import Route, SessionManager
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class _Target:
     channel: Channel
     forward: Callable[[memoryview], None]
     blobs: Any
-    data: Any = None  # the new server's data connection (dataconn.DataConnection)
+    data: Any  # the new server's data connection (dataconn.DataConnection)
 
 
 def _node_of(fw: SessionManager, route: Route) -> str:
@@ -72,17 +72,15 @@ async def _open(fw: SessionManager, client: ClientSession, choice: Choice) -> _T
     if choice.link is None:
         served, loop, data = await open_local(fw, client.session, client.program, va)
         loop.client = client
-        return _Target(choice.name, fw.agent.node_id, None, served, loop,
-                       data.send if data is not None else to_executor(served), None, data)
+        return _Target(choice.name, fw.agent.node_id, None, served, loop, data.send, None, data)
     answer = await open_remote(fw, choice.link, client.session, client.program, va)
     try:
         data = await dataconn.open_client(choice.link, client.session, answer)
     except OSError as exc:
         _close(client.session, choice.link, None, "no data connection")
         raise OpenFailed(f"cannot open the data connection to {choice.name}: {exc}") from None
-    channel = LinkChannel(choice.link)
-    return _Target(choice.name, choice.link.node_id, choice.link, None, channel,
-                   data.send if data is not None else channel.submit_batch,
+    return _Target(choice.name, choice.link.node_id, choice.link, None,
+                   LinkChannel(choice.link), data.send,
                    fw.session_blobs(choice.link, client.session, answer), data)
 
 

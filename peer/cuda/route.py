@@ -91,7 +91,7 @@ class SessionManager(Protocol):
         ...
 
     async def open_served(self, session: int, channel: Channel, program: str, client: str,
-                          *, cached: bool = False, own: bool = False,
+                          *, cached: bool = False,
                           va: tuple[int, int] = (0, 0)) -> ServedSession:
         """Open and start a served session on this agent's backend; raises ServeRefused."""
         ...

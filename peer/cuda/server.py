@@ -1,55 +1,37 @@
 """Serving forwarded sessions: one executor OS thread per session.
 
-A session with a data connection (``dataconn.py``) is served by its executor
-thread reading that connection itself, in C (``cffi_build/src/lanes/serve.c``):
-receive, open, run, seal the reply, with Python only for a batch the blob
-store must see. TCP's flow control is the backpressure.
-
-Otherwise (a session this agent serves for its own interposer, or one whose
-envelopes come on the link) batches arrive on a link's reader thread
-(``gleam_data_batch``) and go into the session's bounded queue; a full queue
-blocks that reader, so TCP slows the client instead of memory growing here.
+Every session is served from its data connection (``dataconn.py``: a peer's
+over TCP, this agent's own program's over an in-process pair): its executor
+thread waits until the connection is attached, then reads it itself, in C
+(``cffi_build/src/lanes/serve.c``): receive, open, run, seal the reply, with
+Python only for a batch the blob store must see. A blob the store misses is
+asked of the client and read off the same connection, the batches that come
+before it kept and run after the one that waits (``resends.py``). TCP's flow
+control (or the local pair's bound) is the backpressure.
 
 The executor thread alone touches its ``ExecSession`` (it is not thread-safe)
-and sends each reply through the data connection or the session's channel.
-The Trio thread only opens sessions (the backend call runs in a worker
-thread) and asks them to stop.
+and sends each reply on the data connection; control messages (``cuda_close``,
+``cuda_blob_want``) go through the session's channel. The Trio thread only
+opens sessions (the backend call runs in a worker thread) and asks them to stop.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import queue
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, h2d_call_id
-from gleam.peer.cache.store import BlobMismatch, BlobStore
+from gleam.peer.cache.store import BlobStore
 from gleam.peer.cuda import envelope
 from gleam.peer.cuda.channel import Channel
 from gleam.peer.cuda.messages import MAX_WANTED, CudaBlobWant, CudaClose, short_reason
+from gleam.peer.cuda.resends import BlobResends, ResendFailed
 from gleam.peer.nativelib import ffi, lib
 
 log = logging.getLogger("gleam.cuda.server")
-
-QUEUE_DEPTH = 64
-# Replies up to this size are copied out of the executor's buffer; larger
-# ones (device-to-host chunks) take the buffer along and a fresh one is made,
-# so a buffer is never rewritten while the link's writer still sends it.
-COPY_REPLY_BELOW = 256 * 1024
-STATS_EVERY = 0.5
-_STOP = None
-# How long the executor waits for the client to resend a blob it missed, and
-# how many bad resends (bytes that do not match the digest) it asks again for.
-RESEND_WAIT = 30.0
-RESEND_TRIES = 3
-
-
-class BlobsMissing(Exception):
-    """The client did not resend the blobs a reference named."""
 
 
 class ExecLike(Protocol):
@@ -88,20 +70,15 @@ class ServedSession:
     policy: CachePolicy = field(default_factory=CachePolicy)
     blob_refs: int = 0
     blob_misses: int = 0
-    blob_refused: int = 0
-    # The session's data connection (dataconn.DataConnection); None: the queue.
-    # A session that awaits one starts serving once ``attach_data`` gives it.
+    # The session's data connection (dataconn.DataConnection): the executor
+    # starts serving once ``attach_data`` gives it.
     data: Any = None
-    awaits_data: bool = False
 
     def __post_init__(self) -> None:
         self._serve: Any = None  # the native lane (gl_serve) while it runs
         self._data_ready = threading.Event()
         self._exec_lock = threading.Lock()  # stats read by other threads vs close
-        self._arrived: dict[bytes, bytes] = {}
-        self._wanted: dict[bytes, int] = {}  # digest -> bad resends so far
-        self._blob_cond = threading.Condition()
-        self._queue: queue.Queue[memoryview | None] = queue.Queue(QUEUE_DEPTH)
+        self._resends: BlobResends | None = None  # with a store, once serving
         self._stopping = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"cuda-exec-{self.session:016x}", daemon=True
@@ -111,16 +88,6 @@ class ServedSession:
         self._thread.start()
 
     # ----------------------------------------------------------- other threads
-
-    def put(self, body: memoryview) -> bool:
-        """Queue one batch body; blocks while the queue is full (backpressure)."""
-        while not self._stopping.is_set():
-            try:
-                self._queue.put(body, timeout=0.2)
-                return True
-            except queue.Full:
-                self.channel.waiting()
-        return False
 
     def attach_data(self, conn: Any) -> None:
         """The client opened the session's data connection (any thread)."""
@@ -137,68 +104,24 @@ class ServedSession:
         self._data_ready.set()
         if self.data is not None:
             self.data.shutdown()  # wakes the executor blocked on the connection
-        # With a full queue the executor sees the flag after its current batch.
-        with contextlib.suppress(queue.Full):
-            self._queue.put_nowait(_STOP)
 
     def join(self, timeout: float) -> None:
         self._thread.join(timeout)
-
-    def blob_arrived(self, body: memoryview) -> None:
-        """A BLOB envelope's body (the link's reader thread): a resend the executor asked for."""
-        if len(body) < 32 or self.store is None:
-            return
-        digest, data = bytes(body[:32]), bytes(body[32:])
-        with self._blob_cond:
-            if digest not in self._wanted:
-                return
-        try:
-            self.store.put_verified(digest, data)
-        except BlobMismatch as exc:
-            self.blob_refused += 1
-            log.warning("session %016x from %s: refused a resent blob: %s", self.session,
-                        self.client, exc)
-            with self._blob_cond:
-                self._wanted[digest] = tries = self._wanted.get(digest, 0) + 1
-            if tries < RESEND_TRIES:
-                self.channel.submit_control(CudaBlobWant(session=self.session, digests=(digest,)))
-            return
-        with self._blob_cond:
-            self._arrived[digest] = data
-            self._blob_cond.notify_all()
 
     # ----------------------------------------------------------- executor thread
 
     def _run(self) -> None:
         reply = bytearray(envelope.HEADER_SIZE + self.reply_capacity)
-        last_stats = 0.0
-        seen = -1
         try:
-            if self.awaits_data:
-                self._data_ready.wait()
+            self._data_ready.wait()
             if self.data is not None and not self._stopping.is_set():
                 self._serve_data(reply)
-            while self.data is None and not self._stopping.is_set():
-                idle = False
-                try:
-                    body = self._queue.get(timeout=STATS_EVERY)
-                except queue.Empty:
-                    idle = True
-                else:
-                    if body is _STOP:
-                        break
-                    reply = self._execute(body, reply)
-                # The native counters are read off the critical path: when the
-                # session is idle, or at most every STATS_EVERY while it is busy.
-                now = time.monotonic()
-                if self.batches != seen and (idle or now - last_stats >= STATS_EVERY):
-                    self.stats = self.exec.stats()
-                    seen, last_stats = self.batches, now
-        except BlobsMissing as exc:
-            reason = short_reason(str(exc))
-            log.warning("session %016x from %s: %s", self.session, self.client, reason)
-            self.end_reason = reason
-            self.channel.submit_control(CudaClose(session=self.session, reason=reason))
+        except ResendFailed as exc:
+            if not self._stopping.is_set():  # (a stop wakes a wait too: its reason stands)
+                reason = short_reason(str(exc))
+                log.warning("session %016x from %s: %s", self.session, self.client, reason)
+                self.end_reason = reason
+                self.channel.submit_control(CudaClose(session=self.session, reason=reason))
         except self.batch_error as exc:
             reason = short_reason(f"malformed batch: {exc}")
             log.warning("session %016x from %s: %s", self.session, self.client, reason)
@@ -232,13 +155,17 @@ class ServedSession:
         if serve == ffi.NULL:
             raise MemoryError("no memory for the session's native lane")
         self._serve = ffi.gc(serve, lib.gl_serve_free)
+        if self.store is not None:
+            self._resends = BlobResends(self.session, self.data, self.store, self._want)
         out, size = ffi.new("uint8_t **"), ffi.new("uint64_t *")
         while not self._stopping.is_set():
             rc = lib.gl_serve_next(self._serve, out, size)
             if rc == lib.GL_SERVE_SLOW:  # a reference the shelf misses: disk, or the client
+                # (A copy: waiting for a resend reads the stream, whose buffer it was.)
                 body = memoryview(bytes(ffi.buffer(out[0] + envelope.HEADER_SIZE,
                                                    size[0] - envelope.HEADER_SIZE)))
-                reply = self._execute(body, reply)
+                self._execute(body, reply)
+                self._run_kept(reply)
                 continue
             if rc == lib.GL_SERVE_E_BATCH:
                 code = int(self._serve.error)
@@ -261,13 +188,19 @@ class ServedSession:
             self.bytes_out += serve.bytes_out
             self.blob_refs += serve.refs
 
-    def _send_reply(self, buf: bytes | memoryview) -> None:
-        if self.data is not None:
-            self.data.send(buf)
-        else:
-            self.channel.submit_batch(buf)
+    def _run_kept(self, reply: bytearray) -> None:
+        """The batches that came while the executor waited for a resend, in order
+        (each may wait for resends of its own, keeping more behind it)."""
+        while self._resends is not None and not self._stopping.is_set():
+            body = self._resends.next_kept()
+            if body is None:
+                return
+            self._execute(body, reply)
 
-    def _execute(self, body: memoryview, reply: bytearray) -> bytearray:
+    def _execute(self, body: memoryview, reply: bytearray) -> None:
+        """Runs one batch in Python (one the lane handed back for a blob its shelf
+        misses, or one kept while a resend was awaited) and seals its reply onto
+        the data connection."""
         self.batches += 1
         self.bytes_in += len(body) + envelope.HEADER_SIZE
         self.records += envelope.record_count(body)
@@ -275,19 +208,13 @@ class ServedSession:
         with memoryview(reply) as whole:
             size = self.exec.run(body, whole[envelope.HEADER_SIZE :], blobs)
         if size < 0:
-            return reply
+            return
         envelope.write_header(reply, envelope.REPLY, self.session, size)
         total = envelope.HEADER_SIZE + size
         self.replies += 1
         self.bytes_out += total
-        if self.data is not None:  # sealed into the stream's own buffer: no copy kept
-            self._send_reply(memoryview(reply)[:total])
-            return reply
-        if total < COPY_REPLY_BELOW:
-            self.channel.submit_batch(bytes(memoryview(reply)[:total]))
-            return reply
-        self.channel.submit_batch(memoryview(reply)[:total])
-        return bytearray(envelope.HEADER_SIZE + self.reply_capacity)
+        # Sealed into the stream's own buffer: the reply buffer is free again at once.
+        self.data.send(memoryview(reply)[:total])
 
     def _blobs(self, body: memoryview) -> list[tuple[bytes, bytes | memoryview]] | None:
         """Stores the batch's cacheable inline payloads and resolves its references.
@@ -327,42 +254,12 @@ class ServedSession:
 
     def _fetch(self, digests: list[bytes]) -> list[tuple[bytes, bytes]]:
         """Asks the client for blobs the store misses and waits for them (executor thread)."""
+        assert self._resends is not None  # (a session with a store has one once serving)
         self.blob_misses += len(digests)
-        with self._blob_cond:
-            for d in digests:
-                self._wanted[d] = 0
-        # The resend arrives behind whatever the client sent since: while we
-        # wait, the link's reader must not block on our full queue, or it never
-        # reads that far (a deadlock until RESEND_WAIT).
-        self._unbound_queue(True)
-        try:
-            return self._await_blobs(digests)
-        finally:
-            self._unbound_queue(False)
+        return self._resends.fetch(digests, MAX_WANTED)
 
-    def _unbound_queue(self, unbound: bool) -> None:
-        q = self._queue
-        with q.mutex:
-            q.maxsize = 0 if unbound else QUEUE_DEPTH
-            q.not_full.notify_all()
-
-    def _await_blobs(self, digests: list[bytes]) -> list[tuple[bytes, bytes]]:
-        for i in range(0, len(digests), MAX_WANTED):
-            self.channel.submit_control(
-                CudaBlobWant(session=self.session, digests=tuple(digests[i:i + MAX_WANTED])))
-        deadline = time.monotonic() + RESEND_WAIT
-        with self._blob_cond:
-            while not all(d in self._arrived for d in digests):
-                left = deadline - time.monotonic()
-                given_up = any(self._wanted.get(d, 0) >= RESEND_TRIES for d in digests)
-                if left <= 0 or given_up or self._stopping.is_set():
-                    raise BlobsMissing(
-                        f"the client did not resend {len(digests)} blob(s) the server missed")
-                self._blob_cond.wait(min(left, 0.2))
-            got = [(d, self._arrived.pop(d)) for d in digests]
-            for d in digests:
-                self._wanted.pop(d, None)
-        return got
+    def _want(self, digests: tuple[bytes, ...]) -> None:
+        self.channel.submit_control(CudaBlobWant(session=self.session, digests=digests))
 
     def counts(self) -> tuple[int, int, int, int, int]:
         """(batches, records, replies, bytes in, bytes out), the native lane's included."""
@@ -395,7 +292,7 @@ class ServedSession:
             "bytes_out": bytes_out, "stats": dict(self.stats),
             "data_connection": self.data is not None,
             "blob_refs": blob_refs, "blob_misses": self.blob_misses,
-            "blob_refused": self.blob_refused,
+            "blob_refused": self._resends.refused if self._resends is not None else 0,
         }
 
 
@@ -439,25 +336,6 @@ class SessionServer:
         with self._lock:
             if self._sessions.get(served.session) is served:
                 del self._sessions[served.session]
-
-    def deliver(self, node_id: str, payload: bytes | memoryview) -> bool:
-        """A data-plane payload from ``node_id`` (reader thread): True if it was ours."""
-        if not envelope.is_session_envelope(payload, (envelope.BATCH, envelope.BLOB)):
-            return False
-        session = envelope.session_of(payload)
-        served = self._sessions.get(session)
-        if served is None or served.channel.node_id != node_id:
-            log.warning("dropped a batch for session %016x: not a session of %s",
-                        session, node_id[:8])
-            return True
-        if envelope.kind_of(payload) == envelope.BLOB:
-            served.blob_arrived(memoryview(payload)[envelope.HEADER_SIZE :])
-            return True
-        if served.data is not None:  # its batches come on its data connection only
-            log.warning("dropped a batch for session %016x that came on the link", session)
-            return True
-        served.put(memoryview(payload)[envelope.HEADER_SIZE :])
-        return True
 
     def close(self, node_id: str, session: int, reason: str) -> bool:
         served = self._sessions.get(session)
