@@ -189,7 +189,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _say_what_ran(socket_path: Path, run_id: str, wall: float) -> None:
     """The closing line: what the program's sessions did, from the agent's tally."""
     from gleam.peer import control
-    from gleam.peer.cuda.runs import end_line
+    from gleam.peer.cuda.client.runs import end_line
 
     try:
         report = control.request(socket_path, "cuda_run", {"run": run_id, "wait": REPORT_WAIT},

@@ -193,7 +193,7 @@ def test_batch_blobs_hash_and_rewrite_to_references():
 
 
 def test_the_executor_runs_a_reference_through_the_blob_it_is_given():
-    from gleam.peer.cuda.native import BatchError, HostBackend
+    from gleam.peer.cuda.server.native import BatchError, HostBackend
     from tests.cuda_session import Session, rec
 
     backend = HostBackend({})
@@ -352,7 +352,7 @@ def test_a_miss_behind_a_full_queue_does_not_deadlock_the_link_reader():
     import threading
 
     from gleam.peer.cache.client import blob_envelope
-    from gleam.peer.cuda.server import QUEUE_DEPTH, ServedSession
+    from gleam.peer.cuda.server.sessions import QUEUE_DEPTH, ServedSession
 
     data = os.urandom(100_000)
     digest = sha256(data)
@@ -387,7 +387,7 @@ def test_a_miss_behind_a_full_queue_does_not_deadlock_the_link_reader():
 
 
 def _envelope(body: bytes) -> memoryview:
-    from gleam.peer.cuda import envelope
+    from gleam.peer.cuda.wire import envelope
 
     return memoryview(envelope.pack_header(envelope.BATCH, 0, len(body)) + body)
 

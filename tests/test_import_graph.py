@@ -24,7 +24,7 @@ COMPONENTS = (
     "gleam.peer.discovering",
     "gleam.peer.meshview",
     "gleam.peer.status",
-    "gleam.peer.cuda.choose",
+    "gleam.peer.cuda.client.choose",
 )
 PACKAGES = (gleam.peer, gleam.discovery, gleam.plugins)
 # Cycles known and owned elsewhere, which a component may sit on: every module of

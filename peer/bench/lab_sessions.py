@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from gleam.peer import control
+from gleam.peer.cuda.client.runs import OPEN_LINE_PREFIX
 from gleam.peer.cuda.examples import KERNELS_PTX
-from gleam.peer.cuda.runs import OPEN_LINE_PREFIX
 from gleam.peer.lab.state import LabRecord
 from gleam.peer.sched.cost import Demand
 from gleam.peer.sched.workload import SessionSpec

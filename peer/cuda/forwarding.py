@@ -31,14 +31,18 @@ from gleam.peer.cache.blobs import CachePolicy
 from gleam.peer.cache.client import ServerKnowledge, SessionBlobs
 from gleam.peer.cache.env import hold_cap
 from gleam.peer.cache.store import BlobStore
-from gleam.peer.cuda import dataconn, envelope
-from gleam.peer.cuda.backend import OpenedBackend, kernel_registry, open_backend
-from gleam.peer.cuda.channel import Channel, LinkChannel
-from gleam.peer.cuda.choose import advert
-from gleam.peer.cuda.client import ClientSession
-from gleam.peer.cuda.demand import DemandLearning
+from gleam.peer.cuda.client.choose import advert
+from gleam.peer.cuda.client.demand import DemandLearning
+from gleam.peer.cuda.client.route import PendingOpen, Route, ServeRefused
+from gleam.peer.cuda.client.runs import RunBook
+from gleam.peer.cuda.client.session import ClientSession
 from gleam.peer.cuda.finished import FinishedSessions, finished_row
-from gleam.peer.cuda.messages import (
+from gleam.peer.cuda.server.backend import OpenedBackend, kernel_registry, open_backend
+from gleam.peer.cuda.server.sessions import ServedSession, SessionServer
+from gleam.peer.cuda.server.slowdown import exclusive_from_env, slowed_kernels
+from gleam.peer.cuda.wire import dataconn, envelope
+from gleam.peer.cuda.wire.channel import Channel, LinkChannel
+from gleam.peer.cuda.wire.messages import (
     CudaBlobWant,
     CudaClose,
     CudaOpen,
@@ -47,10 +51,6 @@ from gleam.peer.cuda.messages import (
     DeviceRecord,
     short_reason,
 )
-from gleam.peer.cuda.route import PendingOpen, Route, ServeRefused
-from gleam.peer.cuda.runs import RunBook
-from gleam.peer.cuda.server import ServedSession, SessionServer
-from gleam.peer.cuda.slowdown import exclusive_from_env, slowed_kernels
 from gleam.peer.sched.leasing import service_of
 
 if TYPE_CHECKING:
@@ -363,7 +363,7 @@ class CudaForwarding:
         return SessionBlobs(session, knowledge, policy, pending_cap=hold_cap())
 
     def on_peer_lost(self, link: PeerLink, reason: str) -> None:
-        from gleam.peer.cuda.relocate import failover
+        from gleam.peer.cuda.client.relocate import failover
 
         why = f"lost the link to {link.name}: {reason}"
         self.server.close_all(link.node_id, why)
@@ -397,7 +397,7 @@ class CudaForwarding:
         ``GLEAM_DATA_CONNECTION=0``.
         A caller that cannot use the session after all stops it (``served.stop``).
         """
-        from gleam.peer.cuda import native
+        from gleam.peer.cuda.server import native
 
         refusal = self.refusal(session)
         if refusal is not None:

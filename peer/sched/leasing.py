@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from gleam.peer.cuda.choice import Choice, NoServer
+from gleam.peer.sched.choice import Choice, NoServer
 from gleam.peer.sched.lease import Capacity, LeaseDesk, LoadBook
 from gleam.peer.sched.messages import LeaseDeny, LeaseGrant, LeaseRelease, LeaseRequest
 

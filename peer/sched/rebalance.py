@@ -4,7 +4,7 @@ Every ``interval`` seconds the client's agent looks at each of its sessions serv
 by a peer, estimates the work left on every candidate with the cost model, and asks
 ``should_migrate`` (hysteresis: margin, minimum gain, cooldown, the cost of the
 move). A yes calls the migrator: ``gleam-peer migrate``'s mechanism
-(peer/cuda/relocate.py), which refuses at no cost to the session when the move
+(peer/cuda/client/relocate.py), which refuses at no cost to the session when the move
 cannot be done. docs/scheduler.md, "Re-evaluation".
 
 The session itself counts in its server's gossiped load: the current server's

@@ -16,8 +16,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gleam.peer.cuda.choice import Choice, NoServer
 from gleam.peer.names import AmbiguousPeer, PeerNotFound
+from gleam.peer.sched.choice import Choice, NoServer
 from gleam.peer.sched.cost import Demand
 from gleam.peer.sched.history import DEFAULT_NOTE
 from gleam.peer.sched.inputs import CUDA_FIELD, DEFAULT_DEMAND, candidates_of

@@ -19,12 +19,12 @@ import trio
 if TYPE_CHECKING:
     from gleam.peer.agent import Agent
     from gleam.peer.cache.client import SessionBlobs
-    from gleam.peer.cuda import dataconn
-    from gleam.peer.cuda.channel import Channel
-    from gleam.peer.cuda.client import ClientSession
-    from gleam.peer.cuda.demand import DemandLearning
-    from gleam.peer.cuda.messages import CudaOpened
-    from gleam.peer.cuda.server import ServedSession
+    from gleam.peer.cuda.client.demand import DemandLearning
+    from gleam.peer.cuda.client.session import ClientSession
+    from gleam.peer.cuda.server.sessions import ServedSession
+    from gleam.peer.cuda.wire import dataconn
+    from gleam.peer.cuda.wire.channel import Channel
+    from gleam.peer.cuda.wire.messages import CudaOpened
     from gleam.peer.link import PeerLink
 
 

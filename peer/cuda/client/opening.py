@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from gleam.peer.cuda import dataconn, envelope
-from gleam.peer.cuda.channel import LoopbackChannel
-from gleam.peer.cuda.messages import CudaClose, CudaOpen, CudaOpened
-from gleam.peer.cuda.route import PendingOpen, ServeRefused, SessionManager
+from gleam.peer.cuda.client.route import PendingOpen, ServeRefused, SessionManager
+from gleam.peer.cuda.wire import dataconn, envelope
+from gleam.peer.cuda.wire.channel import LoopbackChannel
+from gleam.peer.cuda.wire.messages import CudaClose, CudaOpen, CudaOpened
 
 if TYPE_CHECKING:
-    from gleam.peer.cuda.dataconn import DataConnection
-    from gleam.peer.cuda.server import ServedSession
+    from gleam.peer.cuda.server.sessions import ServedSession
+    from gleam.peer.cuda.wire.dataconn import DataConnection
     from gleam.peer.link import PeerLink
 
 OPEN_TIMEOUT = 10.0

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from gleam.peer.cuda.program_key import program_of
+from gleam.peer.cuda.client.program_key import program_of
 from gleam.peer.sched.cost import Candidate, Demand
 from gleam.peer.sched.history import DEFAULT_NOTE, FILE_NAME, DemandHistory
 from gleam.peer.sched.inputs import DEFAULT_DEMAND, candidates_of
