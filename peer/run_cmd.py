@@ -5,7 +5,7 @@
 calls go to the local agent, which forwards them to a GPU in the mesh. The
 program's sessions say where they run when they open (the interposer prints the
 line the agent wrote), and ``run`` says what they did once the program exited
-(cuda/runs.py); the program's exit status and signals pass through
+(cuda/client/runs.py); the program's exit status and signals pass through
 (peer/child.py). ``lib`` prints the interposer's directory for doing the same
 by hand.
 """

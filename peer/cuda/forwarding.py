@@ -55,6 +55,7 @@ from gleam.peer.sched.leasing import service_of
 
 if TYPE_CHECKING:
     from gleam.peer.agent import Agent
+    from gleam.peer.cuda.client.facts import LocalServed
     from gleam.peer.link import PeerLink
     from gleam.peer.protocol import Message
 
@@ -83,7 +84,7 @@ class CudaForwarding:
         self.finished: collections.deque[dict[str, Any]] = collections.deque(maxlen=32)
         # The last sessions of either role that ended, for the status view.
         self.ended = FinishedSessions()
-        # What the sessions of each `gleam-peer run` did (cuda/runs.py), and a
+        # What the sessions of each `gleam-peer run` did (cuda/client/runs.py), and a
         # wake-up for a run waiting for its sessions' end (Trio thread).
         self.runs = RunBook()
         self._session_ended = trio.Event()
@@ -475,7 +476,7 @@ class CudaForwarding:
             return f"{self.agent.config.name} serves no CUDA ({self.note})"
         return self.server.admit(session)
 
-    def opened(self, session: int, served: ServedSession, cached: bool = False,
+    def opened(self, session: int, served: LocalServed, cached: bool = False,
                data: dataconn.DataListener | None = None) -> CudaOpened:
         assert self.backend is not None
         devices = tuple(

@@ -28,7 +28,7 @@ from gleam.peer.sched.inputs import DEFAULT_DEMAND, candidates_of
 from gleam.peer.sched.reevaluate import COOLDOWN, Decision, Migrator, RunningSession, should_migrate
 
 if TYPE_CHECKING:
-    from gleam.peer.agent import Agent
+    from gleam.peer.sched.view import SchedAgent
 
 log = logging.getLogger("gleam.sched")
 
@@ -83,7 +83,7 @@ def _guess_left(state: RunningSession, here: Candidate | None,
 class Rebalancer:
     """The periodic look (Trio task); ``sessions`` lists what can move now."""
 
-    def __init__(self, agent: Agent, sessions: Callable[[], list[RunningSession]],
+    def __init__(self, agent: SchedAgent, sessions: Callable[[], list[RunningSession]],
                  migrator: Migrator, *, interval: float, cooldown: float) -> None:
         self.agent = agent
         self.sessions = sessions

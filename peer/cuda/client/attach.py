@@ -61,9 +61,9 @@ class Attach(Handoff):
         # What the cost model estimated for the chosen server, for the session's row.
         self.estimate: dict[str, Any] | None = None
         self.where: Choice | None = None  # the server chosen, and why
-        self.run = ""  # `gleam-peer run`'s id for the program's sessions (cuda/runs.py)
+        self.run = ""  # `gleam-peer run`'s id for the program's sessions (cuda/client/runs.py)
         self.va_base = self.va_size = 0
-        self.program = ProgramDemand("")  # what the session is ranked by (cuda/demand.py)
+        self.program = ProgramDemand("")  # what the session is ranked by (cuda/client/demand.py)
 
     async def take(self, stream: trio.SocketStream, buffered: bytes) -> None:
         try:

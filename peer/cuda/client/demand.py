@@ -26,7 +26,7 @@ from gleam.peer.sched.inputs import DEFAULT_DEMAND, candidates_of
 from gleam.peer.sched.measured import learnable, measured_demand
 
 if TYPE_CHECKING:
-    from gleam.peer.agent import Agent
+    from gleam.peer.cuda.client.facts import ClientAgent
 
 log = logging.getLogger("gleam.sched")
 MAX_OPEN = 4096  # open sessions whose program is remembered
@@ -55,7 +55,7 @@ class _Open:
 
 
 class DemandLearning:
-    def __init__(self, agent: Agent, spawn: Callable[..., bool]) -> None:
+    def __init__(self, agent: ClientAgent, spawn: Callable[..., bool]) -> None:
         self.agent = agent
         self._spawn = spawn  # runs an async function in the forwarding's nursery
         self.history = DemandHistory(Path(agent.config.state.path) / FILE_NAME)

@@ -17,7 +17,7 @@ from gleam.peer.cuda.wire.channel import LoopbackChannel
 from gleam.peer.cuda.wire.messages import CudaClose, CudaOpen, CudaOpened
 
 if TYPE_CHECKING:
-    from gleam.peer.cuda.server.sessions import ServedSession
+    from gleam.peer.cuda.client.facts import LocalServed
     from gleam.peer.cuda.wire.dataconn import DataConnection
     from gleam.peer.link import PeerLink
 
@@ -53,7 +53,7 @@ async def open_remote(fw: SessionManager, link: PeerLink, session: int, program:
 
 async def open_local(fw: SessionManager, session: int, program: str,
                      va: tuple[int, int] = (0, 0)
-                     ) -> tuple[ServedSession, LoopbackChannel, DataConnection | None]:
+                     ) -> tuple[LocalServed, LoopbackChannel, DataConnection | None]:
     """A session on this agent's own backend, started (its channel's client is not
     set yet: no batch comes before it is), and the client's end of its data
     connection (None with ``GLEAM_DATA_CONNECTION=0``: batches go through
@@ -75,7 +75,7 @@ async def open_local(fw: SessionManager, session: int, program: str,
     return served, channel, data
 
 
-def to_executor(served: ServedSession) -> Callable[[memoryview], None]:
+def to_executor(served: LocalServed) -> Callable[[memoryview], None]:
     """The forward of a session this agent serves: into the executor's queue."""
     def forward(buf: memoryview) -> None:
         if not served.put(memoryview(buf)[envelope.HEADER_SIZE :]):

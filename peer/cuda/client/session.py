@@ -114,7 +114,7 @@ class ClientSession:
         self.reason = reason
         # The cost model's estimate for its server at the open (ranked sessions only).
         self.estimate = estimate
-        self.run = ""  # `gleam-peer run`'s id for its program's sessions (cuda/runs.py)
+        self.run = ""  # `gleam-peer run`'s id for its program's sessions (cuda/client/runs.py)
         self.started = time.time()
         self.failed: str | None = None
         # Context consistency (docs/consistency.md): the session's range, kept
