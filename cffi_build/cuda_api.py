@@ -67,7 +67,7 @@ A row is ``Row(name, signature, cls, symbols, roles, ...)``:
 ``data``
     True (wire rows): the call's lasting effect is only on device memory, which
     a checkpoint's snapshot holds, or it has none (synchronisations, queries):
-    a checkpoint drops its records (peer/cuda/checkpoint.py). Every other wire
+    a checkpoint drops its records (peer/cuda/client/checkpoint.py). Every other wire
     call builds state and is replayed, so a row added without it is kept.
 
 Call ids are the wire rows' positions in ``ROWS``: append new rows at the end.

@@ -82,7 +82,7 @@ class AgentConfig:
     # "none") and how many sessions this agent serves at once.
     backend: str = "auto"
     max_sessions: int = 8
-    # The host device's documented speed knob (peer/cuda/slowdown.py); 1 = full speed.
+    # The host device's documented speed knob (peer/cuda/server/slowdown.py); 1 = full speed.
     host_slowdown: float = 1.0
 
 

@@ -178,7 +178,7 @@ def gleam_finished_sessions(agent: Agent) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- CUDA forwarding
 
 if TYPE_CHECKING:
-    from gleam.peer.cuda.kernels import HostKernel
+    from gleam.peer.cuda.server.kernels import HostKernel
 
 
 @hookspec

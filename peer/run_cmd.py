@@ -5,7 +5,7 @@
 calls go to the local agent, which forwards them to a GPU in the mesh. The
 program's sessions say where they run when they open (the interposer prints the
 line the agent wrote), and ``run`` says what they did once the program exited
-(cuda/runs.py); the program's exit status and signals pass through
+(cuda/client/runs.py); the program's exit status and signals pass through
 (peer/child.py). ``lib`` prints the interposer's directory for doing the same
 by hand.
 """
@@ -189,7 +189,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _say_what_ran(socket_path: Path, run_id: str, wall: float) -> None:
     """The closing line: what the program's sessions did, from the agent's tally."""
     from gleam.peer import control
-    from gleam.peer.cuda.runs import end_line
+    from gleam.peer.cuda.client.runs import end_line
 
     try:
         report = control.request(socket_path, "cuda_run", {"run": run_id, "wait": REPORT_WAIT},

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gleam.peer.cuda import messages as _messages  # noqa: F401 - registers the messages
-from gleam.peer.cuda.attach import Attach
+from gleam.peer.cuda.client.attach import Attach
+from gleam.peer.cuda.client.movable import ForwardingMigrator, movable_sessions
+from gleam.peer.cuda.client.relocate import migrate
+from gleam.peer.cuda.client.runs import run_args
 from gleam.peer.cuda.forwarding import CudaForwarding
-from gleam.peer.cuda.movable import ForwardingMigrator, movable_sessions
-from gleam.peer.cuda.relocate import migrate
-from gleam.peer.cuda.runs import run_args
+from gleam.peer.cuda.wire import messages as _messages  # noqa: F401 - registers the messages
 from gleam.peer.hookspecs import hookimpl
 from gleam.peer.sched.rebalance import Rebalancer, settings_from_env
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 
-from gleam.peer.cuda.kernels import BUILTIN_KERNELS, HostKernel
+from gleam.peer.cuda.server.kernels import BUILTIN_KERNELS, HostKernel
 from gleam.peer.hookspecs import hookimpl
 
 log = logging.getLogger(__name__)

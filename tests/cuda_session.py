@@ -11,7 +11,8 @@ import itertools
 import struct
 from collections.abc import Iterator
 
-from gleam.peer.cuda import native, trailer
+from gleam.peer.cuda.server import native
+from gleam.peer.cuda.wire import trailer
 from gleam.peer.nativelib import ffi, lib
 from gleam.peer.records import CallRecord, encode_batch
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gleam.peer.cuda import native
+from gleam.peer.cuda.server import native
 
 from .cuda_session import CTX, Session, mint, rec
 

@@ -193,7 +193,7 @@ def test_batch_blobs_hash_and_rewrite_to_references():
 
 
 def test_the_executor_runs_a_reference_through_the_blob_it_is_given():
-    from gleam.peer.cuda.native import BatchError, HostBackend
+    from gleam.peer.cuda.server.native import BatchError, HostBackend
     from tests.cuda_session import Session, rec
 
     backend = HostBackend({})
@@ -309,7 +309,7 @@ def test_a_resend_that_does_not_match_its_digest_is_refused():
 
 
 def _envelope(body: bytes) -> memoryview:
-    from gleam.peer.cuda import envelope
+    from gleam.peer.cuda.wire import envelope
 
     return memoryview(envelope.pack_header(envelope.BATCH, 0, len(body)) + body)
 

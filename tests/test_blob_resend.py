@@ -1,5 +1,5 @@
 """A blob the server missed is resent on the session's data connection
-(peer/cuda/resends.py, docs/cache.md): the executor reads it there, keeps the
+(peer/cuda/server/resends.py, docs/cache.md): the executor reads it there, keeps the
 batches that came first and runs them, in order, after the batch that waited;
 and a wait that cannot end ends the session with the reason."""
 
@@ -17,9 +17,10 @@ import pytest
 from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, sha256
 from gleam.peer.cache.client import blob_envelope
 from gleam.peer.cache.store import BlobStore
-from gleam.peer.cuda import dataconn, envelope, native, resends
-from gleam.peer.cuda.messages import CudaBlobWant, CudaClose
-from gleam.peer.cuda.server import ServedSession
+from gleam.peer.cuda.server import native, resends
+from gleam.peer.cuda.server.sessions import ServedSession
+from gleam.peer.cuda.wire import dataconn, envelope
+from gleam.peer.cuda.wire.messages import CudaBlobWant, CudaClose
 from gleam.peer.localmesh import wait_for
 from gleam.peer.records import encode_batch
 from tests.cuda_session import Session, rec

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, sha256
 from gleam.peer.cache.client import ServerKnowledge, SessionBlobs
-from gleam.peer.cuda import envelope
-from gleam.peer.cuda.journal import block_view, new_block
+from gleam.peer.cuda.wire import envelope
+from gleam.peer.cuda.wire.blocks import block_view, new_block
 from gleam.peer.nativelib import ffi, lib
 from gleam.peer.records import CallRecord, decode_batch, encode_batch
 from tests.cuda_session import IDS
@@ -174,9 +174,9 @@ def test_the_native_uplink_does_the_cache_work_in_order_and_journals_the_origina
     import socket
     import threading
 
-    from gleam.peer.cuda.journal import Journal
-    from gleam.peer.cuda.lanes import new_pump
-    from gleam.peer.cuda.stream import TO_CLIENT, TO_SERVER, SealedStream
+    from gleam.peer.cuda.client.journal import Journal
+    from gleam.peer.cuda.client.lanes import new_pump
+    from gleam.peer.cuda.wire.stream import TO_CLIENT, TO_SERVER, SealedStream
 
     data = os.urandom(70_000)
     known, blobs = _knowing()

@@ -22,7 +22,7 @@ from gleam.discovery import PeerAdvert, PeerFound, PeerGone
 from gleam.peer import control
 from gleam.peer.addresses import PeerAddress
 from gleam.peer.components import Components
-from gleam.peer.cuda.choose import NoServer, choose
+from gleam.peer.cuda.client.choose import NoServer, choose
 from gleam.peer.discovering import Discovering
 from gleam.peer.gossip import GossipConfig, GossipRecords
 from gleam.peer.link import PeerLink, establish

@@ -19,10 +19,10 @@ import pytest
 
 from gleam.peer.bench.gated import GatedRun as _GatedRun
 from gleam.peer.bench.gated import verdict
-from gleam.peer.cuda import checkpoint
+from gleam.peer.cuda.client import checkpoint
+from gleam.peer.cuda.client.journal import Entry, Journal
 from gleam.peer.cuda.examples import KERNELS_PTX
-from gleam.peer.cuda.journal import Entry, Journal
-from gleam.peer.cuda.native import call_ids
+from gleam.peer.cuda.wire.calls import call_ids
 from gleam.peer.localmesh import LocalAgent, LocalMesh, wait_for
 from gleam.peer.records import CallRecord, encode_batch
 from tests.cuda_arrays import ARRAY
@@ -402,8 +402,8 @@ def test_an_unreplayable_call_or_a_malformed_batch_breaks_the_journal():
 
 async def test_bad_range_requests_are_refused_and_the_server_serves_on(agents, mesh_key):
     from gleam.peer.addresses import PeerAddress
+    from gleam.peer.cuda.client.opening import OpenFailed, open_remote
     from gleam.peer.cuda.forwarding import CudaForwarding
-    from gleam.peer.cuda.opening import OpenFailed, open_remote
 
     from .conftest import wait_until
 
@@ -439,7 +439,7 @@ def test_the_cuda_backend_reserves_the_range_asked_for_or_refuses(tmp_path):
     a range in use is refused with the reason."""
     import shutil
 
-    from gleam.peer.cuda import native
+    from gleam.peer.cuda.server import native
 
     from .stand_in_driver import build_stand_in
 

@@ -13,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cuda import checkpoint, native
-from gleam.peer.cuda.journal import Entry, Journal
+from gleam.peer.cuda.client import checkpoint
+from gleam.peer.cuda.client.journal import Entry, Journal
+from gleam.peer.cuda.server import native
 from gleam.peer.records import CallRecord, decode_batch, encode_batch
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -126,8 +126,8 @@ def test_an_hsome_reply_carries_as_many_bytes_as_its_count_says():
 
 
 def test_a_checkpoint_drops_exactly_the_rows_flagged_data():
-    from gleam.peer.cuda import checkpoint
-    from gleam.peer.cuda.native import call_ids
+    from gleam.peer.cuda.client import checkpoint
+    from gleam.peer.cuda.wire.calls import call_ids
 
     ids = call_ids()
     flagged = {r.name for r in cuda_api.ROWS if r.data}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cuda import envelope
+from gleam.peer.cuda.wire import envelope
 
 
 @settings(max_examples=2000, deadline=None)

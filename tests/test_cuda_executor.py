@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cuda import native
+from gleam.peer.cuda.server import native
 from gleam.peer.records import CallRecord, encode_batch
 
 from .cuda_session import CTX, EVENT, FUNC, IDS, KERNEL, LIB, MOD, STREAM, Session, mint, rec
@@ -26,7 +26,7 @@ INVALID_DEVICE, ILLEGAL_ADDRESS, LAUNCH_FAILED = 101, 700, 719
 
 
 @dataclass(frozen=True)
-class HostKernel:  # the fields gleam.peer.cuda.kernels.HostKernel has
+class HostKernel:  # the fields gleam.peer.cuda.server.kernels.HostKernel has
     name: str
     params: tuple[int, ...]
     run: Any = None

@@ -15,7 +15,7 @@ from cuda_extra import EXTRAS  # noqa: E402
 
 def test_the_struct_python_sees_has_one_field_per_row_in_order():
     from gleam.peer._native import ffi
-    from gleam.peer.cuda.native import _extra_symbols
+    from gleam.peer.cuda.server.native import _extra_symbols
 
     assert _extra_symbols() == [e.symbol for e in EXTRAS]
     assert [name for name, _ in ffi.typeof("gl_cuda_extra").fields] == [e.symbol for e in EXTRAS]

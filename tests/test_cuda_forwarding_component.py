@@ -14,10 +14,10 @@ import trio
 import trio.testing
 
 from gleam.peer.addresses import PeerAddress
-from gleam.peer.cuda.channel import LoopbackChannel
+from gleam.peer.cuda.client.opening import OpenFailed, open_local, open_remote
 from gleam.peer.cuda.forwarding import CudaForwarding
-from gleam.peer.cuda.opening import OpenFailed, open_local, open_remote
-from gleam.peer.cuda.server import ServedSession
+from gleam.peer.cuda.server.sessions import ServedSession
+from gleam.peer.cuda.wire.channel import LoopbackChannel
 from gleam.peer.sched.leasing import LeaseService, service_of
 
 from .conftest import AgentStarter, wait_until

@@ -13,7 +13,9 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cuda import checkpoint, envelope, native, trailer
+from gleam.peer.cuda.client import checkpoint
+from gleam.peer.cuda.server import native
+from gleam.peer.cuda.wire import envelope, trailer
 
 from .cuda_session import ptx_only_session, rec
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import cbor2
 import pytest
 
-from gleam.peer.cuda import envelope
-from gleam.peer.cuda.checkpoint import REPLY_HEAD
-from gleam.peer.cuda.hello import Hello, HelloDevice, check_layout, pack_hello, unpack_hello
+from gleam.peer.cuda.client.checkpoint import REPLY_HEAD
+from gleam.peer.cuda.client.hello import Hello, HelloDevice, check_layout, pack_hello, unpack_hello
+from gleam.peer.cuda.wire import envelope
 from gleam.peer.failures import NO_AGENT
 from gleam.peer.localmesh import wait_for
 from gleam.peer.protocol import frame
@@ -92,7 +92,8 @@ def test_help_explains_manual_use():
 
 # ---------------------------------------------------------------- the interposer's side
 
-native = pytest.importorskip("gleam.peer.cuda.native", reason="the native executor is not built")
+native = pytest.importorskip("gleam.peer.cuda.server.native",
+                             reason="the native executor is not built")
 
 
 def _recv_exact(sock: socket.socket, size: int) -> bytes:

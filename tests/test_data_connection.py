@@ -1,4 +1,4 @@
-"""A session's data connection (peer/cuda/dataconn.py, docs/data-connection.md):
+"""A session's data connection (peer/cuda/wire/dataconn.py, docs/data-connection.md):
 real agents put every session on one, with the link only for control, and a
 session without one fails with the reason; the keys
 come from the link, so nobody else can attach to a session; and the native
@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 
 from gleam.peer.addresses import PeerAddress
 from gleam.peer.bench.gated import GatedRun
-from gleam.peer.cuda import dataconn, envelope
-from gleam.peer.cuda.attach import Attach
+from gleam.peer.cuda.client.attach import Attach
+from gleam.peer.cuda.client.journal import Journal
+from gleam.peer.cuda.client.lanes import new_pump
 from gleam.peer.cuda.examples import KERNELS_PTX
 from gleam.peer.cuda.forwarding import CudaForwarding
-from gleam.peer.cuda.journal import Journal
-from gleam.peer.cuda.lanes import new_pump
-from gleam.peer.cuda.native import call_ids
+from gleam.peer.cuda.wire import dataconn, envelope
+from gleam.peer.cuda.wire.calls import call_ids
 from gleam.peer.localmesh import LocalAgent, wait_for
 from gleam.peer.nativelib import ffi, lib
 from gleam.peer.records import CallRecord, encode_batch

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cuda import native
+from gleam.peer.cuda.server import native
 
 from .cuda_session import Session, ptx_only_session, rec
 from .device_runtime import (

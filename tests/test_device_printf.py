@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cuda import trailer
+from gleam.peer.cuda.wire import trailer
 
 from .cuda_session import ptx_only_session, rec
 from .device_runtime import ILLEGAL_ADDRESS, INVALID_VALUE, cstr, kernels, set_limit, show

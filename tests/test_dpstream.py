@@ -1,5 +1,5 @@
 """The session data connection's sealed stream (cffi_build/src/wire/dpstream.c),
-driven through peer/cuda/stream.py over real sockets. Frames forged, replayed
+driven through peer/cuda/wire/stream.py over real sockets. Frames forged, replayed
 and mangled come from the reference sealer in tests/dpstream_frames.py."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from gleam.peer.cuda.stream import (
+from gleam.peer.cuda.wire.stream import (
     E_AUTH,
     E_CLOSED,
     E_IO,

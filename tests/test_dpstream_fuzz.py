@@ -17,7 +17,7 @@ import threading
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cuda.stream import (
+from gleam.peer.cuda.wire.stream import (
     E_AUTH,
     E_TOO_BIG,
     E_TRUNCATED,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 
-from gleam.peer.cuda import native
+from gleam.peer.cuda.server import native
 
 from .cuda_session import Session
 

@@ -1,10 +1,10 @@
-"""The host device's attribute table (peer/cuda/host_identity.py): complete enough
+"""The host device's attribute table (peer/cuda/server/host_identity.py): complete enough
 for cudart's ``cudaDeviceProp`` and cuBLASLt, and true to what the interpreter does."""
 
 from __future__ import annotations
 
-from gleam.peer.cuda.host_identity import host_attributes
-from gleam.peer.cuda.native import HostBackend
+from gleam.peer.cuda.server.host_identity import host_attributes
+from gleam.peer.cuda.server.native import HostBackend
 
 PTX_MAX_SHARED = 1 << 20  # cffi_build/src/ptx/ptx.h: static + dynamic shared bytes per block
 

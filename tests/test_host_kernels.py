@@ -2,7 +2,7 @@
 
 The numpy kernels run here over a small Launch-like object whose "device memory" is one numpy
 buffer: these tests check the kernels' math and their grid coverage, not the launch path
-(tests of peer/cuda/launch.py and the executor do that).
+(tests of peer/cuda/server/launch.py and the executor do that).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gleam.peer.cuda.kernels import BUILTIN_KERNELS, HostKernel, param_layout, registry
+from gleam.peer.cuda.server.kernels import BUILTIN_KERNELS, HostKernel, param_layout, registry
 
 ROOT = Path(__file__).resolve().parents[1]
 PTX = ROOT / "peer" / "cuda" / "ptx" / "kernels.ptx"

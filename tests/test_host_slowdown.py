@@ -1,4 +1,4 @@
-"""The host device's simulation knobs (peer/cuda/slowdown.py): ``--host-slowdown``
+"""The host device's simulation knobs (peer/cuda/server/slowdown.py): ``--host-slowdown``
 stretches each kernel, ``GLEAM_HOST_EXCLUSIVE`` runs one kernel at a time across
 sessions, as a GPU shared by several contexts does."""
 
@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from gleam.peer.cuda.kernels import HostKernel
-from gleam.peer.cuda.slowdown import EXCLUSIVE_ENV, exclusive_from_env, slowed_kernels
+from gleam.peer.cuda.server.kernels import HostKernel
+from gleam.peer.cuda.server.slowdown import EXCLUSIVE_ENV, exclusive_from_env, slowed_kernels
 
 INSIDE_WAIT = 0.5  # how long the first kernel waits for the second to come in beside it
 

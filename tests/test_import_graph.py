@@ -24,12 +24,12 @@ COMPONENTS = (
     "gleam.peer.discovering",
     "gleam.peer.meshview",
     "gleam.peer.status",
-    "gleam.peer.cuda.choose",
+    "gleam.peer.cuda.client.choose",
 )
 PACKAGES = (gleam.peer, gleam.discovery, gleam.plugins)
 # Cycles known and owned elsewhere, which a component may sit on: every module of
 # such a cycle is listed, and the agent never is. (None today: choose's went when
-# Choice moved to cuda/choice.py, which the lease service imports instead.)
+# Choice moved to sched/choice.py, which the lease service imports instead.)
 KNOWN_CYCLES: dict[str, set[str]] = {}
 
 
@@ -135,7 +135,7 @@ def test_no_import_cycle_through_the_agent_or_its_components() -> None:
 def test_no_import_cycle_anywhere() -> None:
     # The picture in docs/architecture.md runs one way everywhere, not only through
     # the agent: session helpers take the forwarding component as a Protocol
-    # (cuda/route.py), batch-size hooks the tuner as one (tuning/view.py).
+    # (cuda/client/route.py), batch-size hooks the tuner as one (tuning/view.py).
     graph = import_graph()
     for name in sorted(graph):
         mates = cycle_mates(graph, name)

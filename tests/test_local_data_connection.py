@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from gleam.peer.bench.gated import GatedRun
-from gleam.peer.cuda import dataconn, envelope
 from gleam.peer.cuda.examples import KERNELS_PTX
-from gleam.peer.cuda.stream import StreamError
+from gleam.peer.cuda.wire import dataconn, envelope
+from gleam.peer.cuda.wire.stream import StreamError
 from gleam.peer.localmesh import LocalAgent, LocalMesh, wait_for
 from tests.cuda_mesh import host_mesh
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cuda import native
+from gleam.peer.cuda.server import native
 from gleam.peer.nativelib import ffi, lib
 
 from .cuda_session import Session, rec

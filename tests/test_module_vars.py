@@ -9,8 +9,9 @@ import struct
 
 import pytest
 
-from gleam.peer.cuda import checkpoint, native
-from gleam.peer.cuda.journal import Entry, Journal
+from gleam.peer.cuda.client import checkpoint
+from gleam.peer.cuda.client.journal import Entry, Journal
+from gleam.peer.cuda.server import native
 from gleam.peer.records import CallRecord
 
 from .cuda_session import CTX, FUNC, LIB, MOD, Session, mint, rec

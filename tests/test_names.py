@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from gleam.peer.addresses import PeerAddress
-from gleam.peer.cuda.choose import NoServer, choose
+from gleam.peer.cuda.client.choose import NoServer, choose
 from gleam.peer.localmesh import wait_for
 from gleam.peer.names import (
     AmbiguousPeer,

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cuda import native
+from gleam.peer.cuda.server import native
 
 from .cuda_mesh import ptx_mesh, run_through  # noqa: F401 (a fixture)
 from .cuda_session import STREAM, Session, mint, rec
@@ -39,7 +39,7 @@ def test_persisting_limits_windows_and_their_checks(ptx_mesh, program, kind):  #
     done, verdict = run_through(client, program[kind])
     assert done.returncode == 0, done.stdout + done.stderr
     assert verdict["failed"] == 0 and verdict["wrong"] == 0, done.stderr
-    # An 8.0 device's limits (peer/cuda/host_identity.py), as cudaDeviceProp has them.
+    # An 8.0 device's limits (peer/cuda/server/host_identity.py), as cudaDeviceProp has them.
     assert verdict["persisting_max"] == 30 << 20
     assert verdict["window_max"] == 134_213_632
     assert verdict["l2"] == 40 << 20

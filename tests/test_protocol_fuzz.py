@@ -13,7 +13,7 @@ import cbor2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cuda import messages as _cuda_messages  # noqa: F401 - fuzzed too
+from gleam.peer.cuda.wire import messages as _cuda_messages  # noqa: F401 - fuzzed too
 from gleam.peer.protocol import (
     NEED_DATA,
     PROTOCOL_VERSION,

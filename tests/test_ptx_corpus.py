@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gleam.peer.cuda import native
-from gleam.peer.cuda.kernels import HostKernel
+from gleam.peer.cuda.server import native
+from gleam.peer.cuda.server.kernels import HostKernel
 
 from .cuda_session import Session
 from .ptx_corpus.cases import CASES

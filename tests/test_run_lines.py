@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from gleam.peer.cuda.runs import RunBook, end_line, run_args
+from gleam.peer.cuda.client.runs import RunBook, end_line, run_args
 from gleam.peer.failures import NO_AGENT
 from gleam.peer.run_cmd import interposer_dir
 from tests.cuda_mesh import HOLDER, host_mesh, start_holder

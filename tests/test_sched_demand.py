@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from gleam.peer.cuda import envelope
-from gleam.peer.cuda.hello import unpack_hello
+from gleam.peer.cuda.client.hello import unpack_hello
+from gleam.peer.cuda.wire import envelope
 from gleam.peer.localmesh import wait_for
 
 from .test_cuda_sessions import SIZE, attach, memset_and_read

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gleam.peer.cuda.program_key import peer_pid, program_key, program_of
+from gleam.peer.cuda.client.program_key import peer_pid, program_key, program_of
 from gleam.peer.sched.cost import Candidate, Demand, LinkEstimate, Offer
 from gleam.peer.sched.history import DEFAULT_NOTE, MAX_FILE, DemandHistory
 from gleam.peer.sched.measured import learnable, measured_demand, remaining_demand

@@ -6,7 +6,7 @@ from __future__ import annotations
 import trio
 
 from gleam.peer.agent import Agent, AgentConfig
-from gleam.peer.cuda.choose import Choice, choose
+from gleam.peer.cuda.client.choose import Choice, choose
 from gleam.peer.gpus import GpuInventory
 from gleam.peer.hookspecs import hookimpl
 from gleam.peer.plugin_manager import make_plugin_manager

@@ -13,8 +13,8 @@ import pytest
 
 from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, sha256
 from gleam.peer.cache.shelf import Shelf, ShelfBlob
-from gleam.peer.cuda import dataconn, envelope
-from gleam.peer.cuda.native import HostBackend
+from gleam.peer.cuda.server.native import HostBackend
+from gleam.peer.cuda.wire import dataconn, envelope
 from gleam.peer.localmesh import wait_for
 from gleam.peer.nativelib import ffi, lib
 from gleam.peer.records import encode_batch

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cuda import native
+from gleam.peer.cuda.server import native
 
 from .cuda_session import Session, rec
 from .stand_in_driver import build_stand_in, needs_gcc, stand_in_session

@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cuda import journal, native
+from gleam.peer.cuda.client import journal
+from gleam.peer.cuda.server import native
 
 from .cuda_session import Session, rec
 from .stand_in_driver import build_stand_in, needs_gcc, stand_in_session

@@ -10,7 +10,8 @@ from __future__ import annotations
 import cffi
 import pytest
 
-from gleam.peer.cuda import checkpoint, envelope, trailer
+from gleam.peer.cuda.client import checkpoint
+from gleam.peer.cuda.wire import envelope, trailer
 from gleam.peer.native_layout import LayoutError, wire_struct
 from gleam.peer.nativelib import ffi, lib
 

@@ -13,7 +13,7 @@
  * set, and forwards it to the serving device: the host device takes it as
  * the hint it is, the cuda backend hands it to the GPU's driver. The window's
  * limit is the device's MAX_ACCESS_POLICY_WINDOW_SIZE: the host device's table
- * (peer/cuda/host_identity.py), the real GPU's on the cuda backend.
+ * (peer/cuda/server/host_identity.py), the real GPU's on the cuda backend.
  *
  * Ownership: g_attrs maps a stream's handle to a malloc'd stream_attrs owned
  * by the map for the life of the process (handles are minted once and never

@@ -17,7 +17,7 @@
  * again (a caching allocator hands out the same addresses), so answered
  * requests are remembered: a repeat is answered here, without a round trip.
  * The memo is the session's: a session that made a map never moves to
- * another server (peer/cuda/journal.py), whose driver might encode otherwise.
+ * another server (peer/cuda/client/journal.py), whose driver might encode otherwise.
  * State: GL_TMAP_MEMO slots under one lock, a slot chosen by the request's
  * hash and replaced by the next request that hashes there.
  */

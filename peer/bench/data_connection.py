@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gleam.peer.cuda.stream import TO_CLIENT, TO_SERVER, SealedStream
+from gleam.peer.cuda.wire.stream import TO_CLIENT, TO_SERVER, SealedStream
 
 
 @dataclass(frozen=True)

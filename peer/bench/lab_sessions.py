@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from gleam.peer import control
+from gleam.peer.cuda.client.runs import OPEN_LINE_PREFIX
 from gleam.peer.cuda.examples import KERNELS_PTX
-from gleam.peer.cuda.runs import OPEN_LINE_PREFIX
 from gleam.peer.lab.state import LabRecord
 from gleam.peer.sched.cost import Demand
 from gleam.peer.sched.workload import SessionSpec
@@ -31,7 +31,7 @@ from gleam.peer.state import StateDir
 
 SESSION_TIMEOUT = 240.0
 DRAIN_TIMEOUT = 20.0
-# The open line the interposer prints under `gleam-peer run` (cuda/runs.py's
+# The open line the interposer prints under `gleam-peer run` (cuda/client/runs.py's
 # open_line): the server's name, then its device, why it was chosen, the link.
 OPEN_LINE = re.compile(rf"^{re.escape(OPEN_LINE_PREFIX)}(\S+) \((.*)$")
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from gleam.peer.bench.report import Row, positive_int, print_report
-from gleam.peer.cuda.launch import param_layout
+from gleam.peer.cuda.server.launch import param_layout
 
 # gl_ptx_run_tier's tiers (ptxc_tier.h)
 TIER_INTERP, TIER_COMPILED = 1, 2

@@ -34,7 +34,7 @@ class CachePolicy:
 @functools.cache
 def h2d_call_id() -> int:
     """The call id of a host-to-device copy: every other cacheable payload is an image."""
-    from gleam.peer.cuda.native import call_ids
+    from gleam.peer.cuda.wire.calls import call_ids
 
     return call_ids()["glMemcpyHtoD"]
 

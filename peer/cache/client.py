@@ -22,8 +22,8 @@ import threading
 from typing import Any
 
 from gleam.peer.cache.blobs import DIGEST_SIZE, CachePolicy
-from gleam.peer.cuda import envelope
-from gleam.peer.cuda.journal import block_view, new_block
+from gleam.peer.cuda.wire import envelope
+from gleam.peer.cuda.wire.blocks import block_view, new_block
 from gleam.peer.nativelib import ffi, lib
 
 PENDING_CAP = 256 << 20  # bytes held for unconfirmed references, per session

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gleam.peer.cuda.runs import OPEN_LINE_PREFIX
+from gleam.peer.cuda.client.runs import OPEN_LINE_PREFIX
 
 LINE_LIMIT = 240
 # The serving agent's name in the run's mesh: the interposer prefixes the server's

@@ -34,14 +34,18 @@ from gleam.peer.cache.blobs import CachePolicy
 from gleam.peer.cache.client import ServerKnowledge, SessionBlobs
 from gleam.peer.cache.env import hold_cap
 from gleam.peer.cache.store import BlobStore
-from gleam.peer.cuda import dataconn
-from gleam.peer.cuda.backend import OpenedBackend, kernel_registry, open_backend
-from gleam.peer.cuda.channel import Channel, LinkChannel
-from gleam.peer.cuda.choose import advert
-from gleam.peer.cuda.client import ClientSession
-from gleam.peer.cuda.demand import DemandLearning
+from gleam.peer.cuda.client.choose import advert
+from gleam.peer.cuda.client.demand import DemandLearning
+from gleam.peer.cuda.client.route import PendingOpen, Route, ServeRefused
+from gleam.peer.cuda.client.runs import RunBook
+from gleam.peer.cuda.client.session import ClientSession
 from gleam.peer.cuda.finished import FinishedSessions, finished_row
-from gleam.peer.cuda.messages import (
+from gleam.peer.cuda.server.backend import OpenedBackend, kernel_registry, open_backend
+from gleam.peer.cuda.server.sessions import ServedSession, SessionServer
+from gleam.peer.cuda.server.slowdown import exclusive_from_env, slowed_kernels
+from gleam.peer.cuda.wire import dataconn
+from gleam.peer.cuda.wire.channel import Channel, LinkChannel
+from gleam.peer.cuda.wire.messages import (
     CudaBlobWant,
     CudaClose,
     CudaOpen,
@@ -50,14 +54,11 @@ from gleam.peer.cuda.messages import (
     DeviceRecord,
     short_reason,
 )
-from gleam.peer.cuda.route import PendingOpen, Route, ServeRefused
-from gleam.peer.cuda.runs import RunBook
-from gleam.peer.cuda.server import ServedSession, SessionServer
-from gleam.peer.cuda.slowdown import exclusive_from_env, slowed_kernels
 from gleam.peer.sched.leasing import service_of
 
 if TYPE_CHECKING:
     from gleam.peer.agent import Agent
+    from gleam.peer.cuda.client.facts import LocalServed
     from gleam.peer.link import PeerLink
     from gleam.peer.protocol import Message
 
@@ -86,7 +87,7 @@ class CudaForwarding:
         self.finished: collections.deque[dict[str, Any]] = collections.deque(maxlen=32)
         # The last sessions of either role that ended, for the status view.
         self.ended = FinishedSessions()
-        # What the sessions of each `gleam-peer run` did (cuda/runs.py), and a
+        # What the sessions of each `gleam-peer run` did (cuda/client/runs.py), and a
         # wake-up for a run waiting for its sessions' end (Trio thread).
         self.runs = RunBook()
         self._session_ended = trio.Event()
@@ -350,7 +351,7 @@ class CudaForwarding:
         return SessionBlobs(session, knowledge, policy, pending_cap=hold_cap())
 
     def on_peer_lost(self, link: PeerLink, reason: str) -> None:
-        from gleam.peer.cuda.relocate import failover
+        from gleam.peer.cuda.client.relocate import failover
 
         why = f"lost the link to {link.name}: {reason}"
         self.server.close_all(link.node_id, why)
@@ -385,7 +386,7 @@ class CudaForwarding:
         over an in-process pair. A caller that cannot use the session after all
         stops it (``served.stop``).
         """
-        from gleam.peer.cuda import native
+        from gleam.peer.cuda.server import native
 
         refusal = self.refusal(session)
         if refusal is not None:
@@ -464,7 +465,7 @@ class CudaForwarding:
             return f"{self.agent.config.name} serves no CUDA ({self.note})"
         return self.server.admit(session)
 
-    def opened(self, session: int, served: ServedSession, cached: bool = False,
+    def opened(self, session: int, served: LocalServed, cached: bool = False,
                data: dataconn.DataListener | None = None) -> CudaOpened:
         assert self.backend is not None
         devices = tuple(

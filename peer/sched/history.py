@@ -2,7 +2,7 @@
 
 The interposer reports no demand before a session runs, so the client's agent
 learns it: when a session ends, its measured demand (``measured.py``) updates
-a running estimate under the program's key (``peer/cuda/program_key.py``).
+a running estimate under the program's key (``peer/cuda/client/program_key.py``).
 The next session of the same program is ranked by that estimate instead of
 ``DEFAULT_DEMAND`` (docs/scheduler.md, "Learned demand").
 

@@ -23,9 +23,9 @@ from gleam.peer.sched.lease import LoadBook
 from gleam.peer.sched.leasing import service_of
 
 if TYPE_CHECKING:
-    from gleam.peer.agent import Agent
     from gleam.peer.gossip.records import PeerRecord
     from gleam.peer.link import PeerLink
+    from gleam.peer.sched.view import SchedAgent
 
 CUDA_FIELD = "cuda"
 SCHED_FIELD = "sched"
@@ -42,7 +42,7 @@ DEFAULT_BANDWIDTH = 117e6
 # for runs of half a second. After one run the learned demand replaces it.
 DEFAULT_DEMAND = Demand(unique_bytes=4 << 20, waits=100, compute=1.0)
 
-def book_of(agent: Agent) -> LoadBook | None:
+def book_of(agent: SchedAgent) -> LoadBook | None:
     """The loads this agent heard in lease answers; None without the lease service."""
     service = service_of(agent)
     return service.book if service is not None else None
@@ -86,7 +86,7 @@ def link_estimate(link: PeerLink) -> LinkEstimate:
                         queued=link.io.queued_bytes)
 
 
-def candidates_of(agent: Agent) -> list[tuple[Candidate, PeerLink]]:
+def candidates_of(agent: SchedAgent) -> list[tuple[Candidate, PeerLink]]:
     """Every linked peer that serves CUDA, as a cost-model candidate (Trio thread)."""
     members = agent.mesh.members()
     book = book_of(agent)

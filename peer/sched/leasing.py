@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from gleam.peer.cuda.choice import Choice, NoServer
+from gleam.peer.sched.choice import Choice, NoServer
 from gleam.peer.sched.lease import Capacity, LeaseDesk, LoadBook
 from gleam.peer.sched.messages import LeaseDeny, LeaseGrant, LeaseRelease, LeaseRequest
 
 if TYPE_CHECKING:
-    from gleam.peer.agent import Agent
     from gleam.peer.link import PeerLink
+    from gleam.peer.sched.view import SchedAgent
 
 log = logging.getLogger("gleam.sched")
 
@@ -49,7 +49,7 @@ class Leased:
 
 
 class LeaseService:
-    def __init__(self, agent: Agent, capacity: Callable[[], Capacity]) -> None:
+    def __init__(self, agent: SchedAgent, capacity: Callable[[], Capacity]) -> None:
         self.agent = agent
         self.desk = LeaseDesk(capacity)
         self.book = LoadBook()
@@ -125,13 +125,13 @@ class LeaseService:
             self.book.changed(leased.link.node_id, sessions=1, leases=-1)
 
 
-def service_of(agent: Agent) -> LeaseService | None:
+def service_of(agent: SchedAgent) -> LeaseService | None:
     """The agent's lease service; None when the scheduler plugin is not loaded."""
     return agent.components.get(LeaseService)
 
 
 @asynccontextmanager
-async def leased(agent: Agent, choice: Choice, memory: int = 0) -> AsyncIterator[Choice]:
+async def leased(agent: SchedAgent, choice: Choice, memory: int = 0) -> AsyncIterator[Choice]:
     """``choice`` with a lease held on its server (or on a fallback) while the body runs.
 
     A pinned server (``--peer``) and this agent's own backend are not leased:

@@ -4,7 +4,7 @@ Every ``interval`` seconds the client's agent looks at each of its sessions serv
 by a peer, estimates the work left on every candidate with the cost model, and asks
 ``should_migrate`` (hysteresis: margin, minimum gain, cooldown, the cost of the
 move). A yes calls the migrator: ``gleam-peer migrate``'s mechanism
-(peer/cuda/relocate.py), which refuses at no cost to the session when the move
+(peer/cuda/client/relocate.py), which refuses at no cost to the session when the move
 cannot be done. docs/scheduler.md, "Re-evaluation".
 
 The session itself counts in its server's gossiped load: the current server's
@@ -28,7 +28,7 @@ from gleam.peer.sched.inputs import DEFAULT_DEMAND, candidates_of
 from gleam.peer.sched.reevaluate import COOLDOWN, Decision, Migrator, RunningSession, should_migrate
 
 if TYPE_CHECKING:
-    from gleam.peer.agent import Agent
+    from gleam.peer.sched.view import SchedAgent
 
 log = logging.getLogger("gleam.sched")
 
@@ -83,7 +83,7 @@ def _guess_left(state: RunningSession, here: Candidate | None,
 class Rebalancer:
     """The periodic look (Trio task); ``sessions`` lists what can move now."""
 
-    def __init__(self, agent: Agent, sessions: Callable[[], list[RunningSession]],
+    def __init__(self, agent: SchedAgent, sessions: Callable[[], list[RunningSession]],
                  migrator: Migrator, *, interval: float, cooldown: float) -> None:
         self.agent = agent
         self.sessions = sessions

@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING, Protocol
 import trio
 
 if TYPE_CHECKING:
-    from gleam.peer.agent import Agent
     from gleam.peer.cache.client import SessionBlobs
-    from gleam.peer.cuda import dataconn
-    from gleam.peer.cuda.channel import Channel
-    from gleam.peer.cuda.client import ClientSession
-    from gleam.peer.cuda.demand import DemandLearning
-    from gleam.peer.cuda.messages import CudaOpened
-    from gleam.peer.cuda.server import ServedSession
+    from gleam.peer.cuda.client.demand import DemandLearning
+    from gleam.peer.cuda.client.facts import ClientAgent, LocalServed
+    from gleam.peer.cuda.client.session import ClientSession
+    from gleam.peer.cuda.wire import dataconn
+    from gleam.peer.cuda.wire.channel import Channel
+    from gleam.peer.cuda.wire.messages import CudaOpened
     from gleam.peer.link import PeerLink
 
 
@@ -38,7 +37,7 @@ class Route:
 
     client: ClientSession
     link: PeerLink | None
-    served: ServedSession | None
+    served: LocalServed | None
 
 
 @dataclass
@@ -53,11 +52,15 @@ class PendingOpen:
 class SessionManager(Protocol):
     """The forwarding component as its session helpers use it."""
 
-    agent: Agent
     ready: trio.Event
     routes: dict[int, Route]
     pending: dict[int, PendingOpen]
     demands: DemandLearning
+
+    @property
+    def agent(self) -> ClientAgent:
+        """What the session helpers read of the agent."""
+        ...
 
     @property
     def backend_name(self) -> str | None:
@@ -85,13 +88,13 @@ class SessionManager(Protocol):
         """The cache's side of a new client session (None: the server caches nothing)."""
         ...
 
-    def opened(self, session: int, served: ServedSession, cached: bool = False,
+    def opened(self, session: int, served: LocalServed, cached: bool = False,
                data: dataconn.DataListener | None = None) -> CudaOpened:
         """The cuda_opened answer for a served session this agent just opened."""
         ...
 
     async def open_served(self, session: int, channel: Channel, program: str, client: str,
                           *, cached: bool = False,
-                          va: tuple[int, int] = (0, 0)) -> ServedSession:
+                          va: tuple[int, int] = (0, 0)) -> LocalServed:
         """Open and start a served session on this agent's backend; raises ServeRefused."""
         ...

@@ -23,8 +23,8 @@ from gleam.peer.sched.ranking import duration, parts
 from gleam.peer.units import bits_text, bytes_text, rtt_text
 
 if TYPE_CHECKING:
-    from gleam.peer.cuda.choice import Choice
     from gleam.peer.link import PeerLink
+    from gleam.peer.sched.choice import Choice
 
 MAX_RUN_ID = 64  # characters of a run id
 RUNS_KEPT = 64  # runs whose tally the agent keeps

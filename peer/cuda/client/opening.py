@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from gleam.peer.cuda import dataconn
-from gleam.peer.cuda.channel import LoopbackChannel
-from gleam.peer.cuda.messages import CudaClose, CudaOpen, CudaOpened
-from gleam.peer.cuda.route import PendingOpen, ServeRefused, SessionManager
+from gleam.peer.cuda.client.route import PendingOpen, ServeRefused, SessionManager
+from gleam.peer.cuda.wire import dataconn
+from gleam.peer.cuda.wire.channel import LoopbackChannel
+from gleam.peer.cuda.wire.messages import CudaClose, CudaOpen, CudaOpened
 
 if TYPE_CHECKING:
-    from gleam.peer.cuda.dataconn import DataConnection
-    from gleam.peer.cuda.server import ServedSession
+    from gleam.peer.cuda.client.facts import LocalServed
+    from gleam.peer.cuda.wire.dataconn import DataConnection
     from gleam.peer.link import PeerLink
 
 OPEN_TIMEOUT = 10.0
@@ -52,7 +52,7 @@ async def open_remote(fw: SessionManager, link: PeerLink, session: int, program:
 
 async def open_local(fw: SessionManager, session: int, program: str,
                      va: tuple[int, int] = (0, 0)
-                     ) -> tuple[ServedSession, LoopbackChannel, DataConnection]:
+                     ) -> tuple[LocalServed, LoopbackChannel, DataConnection]:
     """A session on this agent's own backend, started (its channel's client is not
     set yet: no batch comes before it is), and the client's end of its data
     connection (an in-process pair); raises OpenFailed."""

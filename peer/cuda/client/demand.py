@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from gleam.peer.cuda.program_key import program_of
+from gleam.peer.cuda.client.program_key import program_of
 from gleam.peer.sched.cost import Candidate, Demand
 from gleam.peer.sched.history import DEFAULT_NOTE, FILE_NAME, DemandHistory
 from gleam.peer.sched.inputs import DEFAULT_DEMAND, candidates_of
 from gleam.peer.sched.measured import learnable, measured_demand
 
 if TYPE_CHECKING:
-    from gleam.peer.agent import Agent
+    from gleam.peer.cuda.client.facts import ClientAgent
 
 log = logging.getLogger("gleam.sched")
 MAX_OPEN = 4096  # open sessions whose program is remembered
@@ -55,7 +55,7 @@ class _Open:
 
 
 class DemandLearning:
-    def __init__(self, agent: Agent, spawn: Callable[..., bool]) -> None:
+    def __init__(self, agent: ClientAgent, spawn: Callable[..., bool]) -> None:
         self.agent = agent
         self._spawn = spawn  # runs an async function in the forwarding's nursery
         self.history = DemandHistory(Path(agent.config.state.path) / FILE_NAME)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from gleam.peer.cuda.relocate import migrate
+from gleam.peer.cuda.client.relocate import migrate
 from gleam.peer.sched.history import DEFAULT_NOTE
 from gleam.peer.sched.measured import remaining_demand
 from gleam.peer.sched.reevaluate import RunningSession
 
 if TYPE_CHECKING:
-    from gleam.peer.cuda.route import SessionManager
+    from gleam.peer.cuda.client.route import SessionManager
 
 
 def movable_sessions(fw: SessionManager) -> list[RunningSession]:

@@ -48,7 +48,7 @@ class Hello:
     backend: str
     devices: Sequence[HelloDevice]
     # Where the session runs and why, in words: what the interposer prints under
-    # `gleam-peer run` (cuda/runs.py writes it).
+    # `gleam-peer run` (cuda/client/runs.py writes it).
     line: str = ""
 
 

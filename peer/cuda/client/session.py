@@ -32,11 +32,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gleam.peer.cuda import checkpoint, envelope
-from gleam.peer.cuda.channel import Channel
-from gleam.peer.cuda.dataconn import DataConnection
-from gleam.peer.cuda.journal import MIB, Entry, Journal, block_view, limit_from_env
-from gleam.peer.cuda.lanes import PumpField, PumpLock, new_pump, uplink_error
+from gleam.peer.cuda.client import checkpoint
+from gleam.peer.cuda.client.journal import MIB, Entry, Journal, limit_from_env
+from gleam.peer.cuda.client.lanes import PumpField, PumpLock, new_pump, uplink_error
+from gleam.peer.cuda.wire import envelope
+from gleam.peer.cuda.wire.blocks import block_view
+from gleam.peer.cuda.wire.channel import Channel
+from gleam.peer.cuda.wire.dataconn import DataConnection
 from gleam.peer.nativelib import ffi, lib
 
 log = logging.getLogger("gleam.cuda.client")
@@ -60,7 +62,7 @@ def _ignore_loss(client: ClientSession, reason: str) -> None:
 
 
 def _h2d_id() -> int:
-    from gleam.peer.cuda.native import call_ids
+    from gleam.peer.cuda.wire.calls import call_ids
 
     return call_ids()["glMemcpyHtoD"]
 
@@ -112,7 +114,7 @@ class ClientSession:
         self.reason = reason
         # The cost model's estimate for its server at the open (ranked sessions only).
         self.estimate = estimate
-        self.run = ""  # `gleam-peer run`'s id for its program's sessions (cuda/runs.py)
+        self.run = ""  # `gleam-peer run`'s id for its program's sessions (cuda/client/runs.py)
         self.started = time.time()
         self.failed: str | None = None
         # Context consistency (docs/consistency.md): the session's range, kept

@@ -17,18 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from gleam.peer.cuda import dataconn
-from gleam.peer.cuda.channel import Channel, LinkChannel
-from gleam.peer.cuda.choose import Choice, NoServer, choose
-from gleam.peer.cuda.messages import CudaClose, short_reason
-from gleam.peer.cuda.opening import OpenFailed, open_local, open_remote
-from gleam.peer.cuda.route import Route, SessionManager
+from gleam.peer.cuda.client.choose import Choice, NoServer, choose
+from gleam.peer.cuda.client.opening import OpenFailed, open_local, open_remote
+from gleam.peer.cuda.client.route import Route, SessionManager
+from gleam.peer.cuda.wire import dataconn
+from gleam.peer.cuda.wire.channel import Channel, LinkChannel
+from gleam.peer.cuda.wire.messages import CudaClose, short_reason
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from gleam.peer.cuda.client import ClientSession
-    from gleam.peer.cuda.server import ServedSession
+    from gleam.peer.cuda.client.facts import LocalServed
+    from gleam.peer.cuda.client.session import ClientSession
     from gleam.peer.link import PeerLink
 
 log = logging.getLogger("gleam.cuda.move")
@@ -51,7 +51,7 @@ class _Target:
     name: str
     node_id: str
     link: PeerLink | None
-    served: ServedSession | None
+    served: LocalServed | None
     channel: Channel
     forward: Callable[[memoryview], None]
     blobs: Any
@@ -84,7 +84,7 @@ async def _open(fw: SessionManager, client: ClientSession, choice: Choice) -> _T
                    fw.session_blobs(choice.link, client.session, answer), data)
 
 
-def _close(session: int, link: PeerLink | None, served: ServedSession | None,
+def _close(session: int, link: PeerLink | None, served: LocalServed | None,
            reason: str) -> None:
     """Let go of one server side of ``session`` (the old one, or a half-built new one)."""
     if served is not None:

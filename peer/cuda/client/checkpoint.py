@@ -25,8 +25,8 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from gleam.peer.cuda import envelope, trailer
-from gleam.peer.cuda.journal import Entry
+from gleam.peer.cuda.client.journal import Entry
+from gleam.peer.cuda.wire import envelope, trailer
 from gleam.peer.native_layout import wire_struct
 from gleam.peer.nativelib import cuda_error, ffi, lib
 from gleam.peer.records import CallRecord, encode_batch
@@ -44,7 +44,7 @@ CUDA_ERROR_NOT_SUPPORTED = cuda_error("CUDA_ERROR_NOT_SUPPORTED")
 
 
 def _ids() -> dict[str, int]:
-    from gleam.peer.cuda.native import call_ids
+    from gleam.peer.cuda.wire.calls import call_ids
 
     return call_ids()
 

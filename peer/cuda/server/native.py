@@ -19,8 +19,9 @@ from typing import Any
 
 import cffi
 
-from gleam.peer.cuda.host_identity import host_attributes
-from gleam.peer.cuda.launch import IllegalAddress, Launch, param_layout
+from gleam.peer.cuda.server.host_identity import host_attributes
+from gleam.peer.cuda.server.launch import IllegalAddress, Launch, param_layout
+from gleam.peer.cuda.wire.calls import call_ids
 from gleam.peer.nativelib import cuda_error, ffi, lib
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
     "DeviceInfo",
     "ExecSession",
     "HostBackend",
-    "call_ids",
     "open_backend",
 ]
 
@@ -62,11 +62,6 @@ class DeviceInfo:
     uuid: bytes
     attrs: dict[int, int] = field(default_factory=dict)
     ordinal: int = 0
-
-
-def call_ids() -> dict[str, int]:
-    """Wire call ids by name, from the generated table."""
-    return {ffi.string(lib.gl_call_name(i)).decode(): i for i in range(lib.gl_call_count())}
 
 
 # ------------------------------------------------------------ host kernels

@@ -13,24 +13,21 @@ Of the agent it reads only what ``ChoosingAgent`` names.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gleam.peer.cuda.choice import Choice, NoServer
 from gleam.peer.names import AmbiguousPeer, PeerNotFound
+from gleam.peer.sched.choice import Choice, NoServer
 from gleam.peer.sched.cost import Demand
 from gleam.peer.sched.history import DEFAULT_NOTE
 from gleam.peer.sched.inputs import CUDA_FIELD, DEFAULT_DEMAND, candidates_of
 from gleam.peer.sched.ranking import rank_by_cost
+from gleam.peer.sched.view import SchedAgent
 
 __all__ = ["Choice", "ChoosingAgent", "NoServer", "advert", "choose"]
 
 if TYPE_CHECKING:
     import pluggy
 
-    from gleam.peer.components import Components
-    from gleam.peer.gossip import Member
-    from gleam.peer.link import PeerLink
 
 GOSSIP_FIELD = CUDA_FIELD  # the scheduler reads what this module advertises
 # A GPU whose speed nobody measured still beats any CPU.
@@ -42,14 +39,10 @@ class _Names(Protocol):
     def resolve(self, wanted: str) -> str: ...
 
 
-class _Members(Protocol):
-    def members(self) -> Mapping[str, Member]: ...
-
-
-class ChoosingAgent(Protocol):
-    """What choosing a server reads of the agent: who it is, its links, the gossip
-    view, the names of the nodes it knows, the plugins that rank servers, and the
-    components (the lease service's book of loads, read by sched/inputs)."""
+class ChoosingAgent(SchedAgent, Protocol):
+    """What choosing a server reads of the agent: what scheduling reads (its links,
+    the gossip view, the components with the lease service's book of loads), and
+    who it is, the names of the nodes it knows and the plugins that rank servers."""
 
     @property
     def node_id(self) -> str: ...
@@ -59,12 +52,6 @@ class ChoosingAgent(Protocol):
     def names(self) -> _Names: ...
     @property
     def pm(self) -> pluggy.PluginManager: ...
-    @property
-    def mesh(self) -> _Members: ...
-    @property
-    def links(self) -> Mapping[str, PeerLink]: ...
-    @property
-    def components(self) -> Components: ...
 
 
 def advert(backend: str | None, sessions: int, gflops: float | None) -> dict[str, Any]:
@@ -86,7 +73,7 @@ def choose(agent: ChoosingAgent, wanted: str, local_backend: str | None,
         return _named(agent, wanted, local_backend)
     # candidates_of still names the whole Agent (its scheduler module is not narrowed
     # yet); it reads .mesh, .links and .components, which ChoosingAgent has.
-    found = candidates_of(agent)  # type: ignore[arg-type]
+    found = candidates_of(agent)
     pairs = [(c, link) for c, link in found if c.node_id not in exclude]
     if pairs:
         candidates = [c for c, _ in pairs]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gleam.peer.cache.store import BlobMismatch, BlobStore
-from gleam.peer.cuda import envelope
+from gleam.peer.cuda.wire import envelope
 
 log = logging.getLogger("gleam.cuda.server")
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pluggy
 
-    from gleam.peer.cuda.kernels import HostKernel
+    from gleam.peer.cuda.server.kernels import HostKernel
 
 log = logging.getLogger("gleam.cuda")
 
@@ -61,7 +61,7 @@ def open_backend(
     if choice == "none":
         return None, "CUDA serving disabled (--backend none)"
     try:
-        from gleam.peer.cuda import native
+        from gleam.peer.cuda.server import native
     except ImportError as exc:
         return None, f"the native executor is not available: {exc}"
     reasons = []

@@ -17,18 +17,18 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from gleam.peer.control import Handoff
-from gleam.peer.cuda import dataconn, envelope
-from gleam.peer.cuda.channel import LinkChannel
-from gleam.peer.cuda.choice import Choice
-from gleam.peer.cuda.choose import NoServer, choose
-from gleam.peer.cuda.client import ClientSession
-from gleam.peer.cuda.demand import ProgramDemand
-from gleam.peer.cuda.hello import Hello, HelloDevice, pack_hello
-from gleam.peer.cuda.messages import MAX_PROGRAM, CudaClose, CudaOpened
-from gleam.peer.cuda.opening import OpenFailed, open_local, open_remote
-from gleam.peer.cuda.program_key import peer_pid, program_key
-from gleam.peer.cuda.route import Route, SessionManager
-from gleam.peer.cuda.runs import MAX_RUN_ID, link_words, open_line, why_chosen
+from gleam.peer.cuda.client.choose import NoServer, choose
+from gleam.peer.cuda.client.demand import ProgramDemand
+from gleam.peer.cuda.client.hello import Hello, HelloDevice, pack_hello
+from gleam.peer.cuda.client.opening import OpenFailed, open_local, open_remote
+from gleam.peer.cuda.client.program_key import peer_pid, program_key
+from gleam.peer.cuda.client.route import Route, SessionManager
+from gleam.peer.cuda.client.runs import MAX_RUN_ID, link_words, open_line, why_chosen
+from gleam.peer.cuda.client.session import ClientSession
+from gleam.peer.cuda.wire import dataconn, envelope
+from gleam.peer.cuda.wire.channel import LinkChannel
+from gleam.peer.cuda.wire.messages import MAX_PROGRAM, CudaClose, CudaOpened
+from gleam.peer.sched.choice import Choice
 from gleam.peer.sched.leasing import leased
 
 if TYPE_CHECKING:
@@ -61,9 +61,9 @@ class Attach(Handoff):
         # What the cost model estimated for the chosen server, for the session's row.
         self.estimate: dict[str, Any] | None = None
         self.where: Choice | None = None  # the server chosen, and why
-        self.run = ""  # `gleam-peer run`'s id for the program's sessions (cuda/runs.py)
+        self.run = ""  # `gleam-peer run`'s id for the program's sessions (cuda/client/runs.py)
         self.va_base = self.va_size = 0
-        self.program = ProgramDemand("")  # what the session is ranked by (cuda/demand.py)
+        self.program = ProgramDemand("")  # what the session is ranked by (cuda/client/demand.py)
 
     async def take(self, stream: trio.SocketStream, buffered: bytes) -> None:
         try:

@@ -29,12 +29,12 @@ import trio
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from gleam.peer.cuda import envelope
-from gleam.peer.cuda.stream import SealedStream
+from gleam.peer.cuda.wire import envelope
+from gleam.peer.cuda.wire.stream import SealedStream
 from gleam.peer.nativelib import lib
 
 if TYPE_CHECKING:
-    from gleam.peer.cuda.messages import CudaOpened
+    from gleam.peer.cuda.wire.messages import CudaOpened
     from gleam.peer.link import PeerLink
 
 ACCEPT_TIMEOUT = 10.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gleam.peer.cuda import envelope
+from gleam.peer.cuda.wire import envelope
 from gleam.peer.nativelib import ffi, lib
 
 

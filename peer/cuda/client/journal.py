@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from gleam.peer.cuda.wire.blocks import block_view, new_block
 from gleam.peer.nativelib import ffi, lib
 
 MIB = 1 << 20
@@ -65,7 +66,7 @@ def limit_from_env() -> int:
 
 
 def _deny_bitmap(backend: str = "") -> bytes:
-    from gleam.peer.cuda.native import call_ids
+    from gleam.peer.cuda.wire.calls import call_ids
 
     ids = call_ids()
     bits = bytearray((max(ids.values()) + 8) // 8)
@@ -78,7 +79,7 @@ _NAMES: dict[int, str] = {}
 
 def _name_of(call_id: int) -> str:
     if not _NAMES:
-        from gleam.peer.cuda.native import call_ids
+        from gleam.peer.cuda.wire.calls import call_ids
 
         _NAMES.update({i: n for n, i in call_ids().items()})
     return _NAMES.get(call_id, f"call {call_id}")
@@ -92,25 +93,6 @@ class Entry:
     envelope: memoryview
     waits: bool
     block: Any = None
-
-
-def block_view(block: Any) -> memoryview:
-    """The bytes of a native block, kept alive while the view lives (``block`` is
-    a reference the caller owns, released when the view's owner is collected)."""
-    size = int(block.len)
-    # The buffer keeps the cdata it was made from alive, and that cdata owns the
-    # reference: the block lives exactly as long as a view of it.
-    owned = ffi.gc(ffi.cast("uint8_t *", block.data), lib.gl_jblock_unref_data)
-    return memoryview(ffi.buffer(owned, size))
-
-
-def new_block(data: bytes | bytearray | memoryview) -> Any:
-    """A native block holding a copy of ``data`` (one reference, the caller's)."""
-    block = lib.gl_jblock_new(len(data))
-    if block == ffi.NULL:
-        raise MemoryError("no memory for a journal entry")
-    ffi.memmove(block.data, data, len(data))
-    return block
 
 
 _WHY = {

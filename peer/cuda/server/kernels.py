@@ -9,7 +9,7 @@ same wrong answer it would see on a GPU.
 numpy is an optional dependency (``pip install gleam[host]``), so it is imported inside the
 kernels; this module itself imports without it.
 
-An implementation receives a *launch* object (``gleam.peer.cuda.launch``) with ``grid``,
+An implementation receives a *launch* object (``gleam.peer.cuda.server.launch``) with ``grid``,
 ``block``, ``shared``, ``params``, ``arg(i, fmt)``, ``threads(axis)`` and
 ``array(ptr, dtype, count)`` (a writeable view of session memory that raises outside it).
 """
@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from gleam.peer.cuda.launch import param_layout
+from gleam.peer.cuda.server.launch import param_layout
 
 Launch = Any  # the launch object described above; typed loosely to avoid an import cycle
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gleam.peer.cuda.kernels import HostKernel
+from gleam.peer.cuda.server.kernels import HostKernel
 
 EXCLUSIVE_ENV = "GLEAM_HOST_EXCLUSIVE"
 

@@ -25,10 +25,10 @@ from typing import Any, Protocol
 
 from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, h2d_call_id
 from gleam.peer.cache.store import BlobStore
-from gleam.peer.cuda import envelope
-from gleam.peer.cuda.channel import Channel
-from gleam.peer.cuda.messages import MAX_WANTED, CudaBlobWant, CudaClose, short_reason
-from gleam.peer.cuda.resends import BlobResends, ResendFailed
+from gleam.peer.cuda.server.resends import BlobResends, ResendFailed
+from gleam.peer.cuda.wire import envelope
+from gleam.peer.cuda.wire.channel import Channel
+from gleam.peer.cuda.wire.messages import MAX_WANTED, CudaBlobWant, CudaClose, short_reason
 from gleam.peer.nativelib import ffi, lib
 
 log = logging.getLogger("gleam.cuda.server")
