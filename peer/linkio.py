@@ -24,11 +24,6 @@ Ownership and threading rules:
   the event loop; only control traffic reaches Trio.
 * Submitting is thread-safe and never blocks; ``queued_bytes`` lets the
   Trio side wait for room before submitting more bulk data.
-* An OS thread that is about to wait for an answer anyway (a forwarded CUDA
-  call) may ``send_batch_now``: when nothing is queued it seals and writes
-  the frame itself, under the lock the writer holds for each of its rounds,
-  which saves the writer thread's wake-up on the round trip's critical path.
-  Order is kept: a direct send happens only when no submitted item is unsent.
 """
 
 from __future__ import annotations
@@ -61,8 +56,6 @@ log = logging.getLogger("gleam.link")
 RECEIVE_SIZE = 1 << 20
 # Below this, frames waiting in the queue are gathered into one write.
 GATHER_LIMIT = 64 * 1024
-# Batches up to this size may be written by the submitting thread (send_batch_now).
-DIRECT_SEND_LIMIT = 64 * 1024
 # Event batches handed to Trio and not yet handled.
 MAX_BATCHES_IN_FLIGHT = 16
 
@@ -107,10 +100,6 @@ class LinkIO:
         self._outbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._queued = 0
         self._queued_lock = threading.Lock()
-        # Items put in the outbox and not yet written, and the lock held while
-        # writing (by the writer thread, or by a direct sender).
-        self._unsent = 0
-        self._send_lock = threading.Lock()
         self._room_callback: Callable[[], None] | None = None
         self._room_below = 0
         self._in_flight = threading.Semaphore(MAX_BATCHES_IN_FLIGHT)
@@ -142,37 +131,14 @@ class LinkIO:
     def queued_bytes(self) -> int:
         return self._queued
 
-    def _put(self, item: object) -> None:
-        with self._queued_lock:
-            self._unsent += 1
-        self._outbox.put(item)
-
     def submit(self, message: Message) -> None:
-        self._put(message)
+        self._outbox.put(message)
 
     def submit_batch(self, payload: bytes) -> None:
         """Queue a data-plane batch; ``payload`` must not change until sent."""
         with self._queued_lock:
             self._queued += len(payload)
-        self._put(payload)
-
-    def send_batch_now(self, payload: bytes | bytearray | memoryview) -> None:
-        """From an OS thread (never Trio's): write the batch in this thread when
-        the writer has nothing queued, else queue it. Blocks while it writes."""
-        if len(payload) > DIRECT_SEND_LIMIT:
-            # Bulk: the writer thread seals and sends while the caller reads the
-            # next chunk; doing both here would serialize them.
-            self.submit_batch(payload)  # type: ignore[arg-type]
-            return
-        with self._send_lock:
-            with self._queued_lock:
-                idle = self._unsent == 0 and not self._closing.is_set()
-            if idle:
-                frame = self.conn.send_batch(payload)
-                self.sock.sendall(frame)
-                self.bytes_sent += len(frame)
-                return
-        self.submit_batch(payload)  # type: ignore[arg-type]
+        self._outbox.put(payload)
 
     def on_room(self, callback: Callable[[], None], below: int) -> None:
         """Call ``callback`` on the Trio thread once fewer than ``below`` bytes are queued."""
@@ -260,7 +226,7 @@ class LinkIO:
                     elif isinstance(event, BandwidthProbe):
                         self._meter(len(event.pad), events)
                     elif isinstance(event, Ping):
-                        self._put(Pong(seq=event.seq))
+                        self._outbox.put(Pong(seq=event.seq))
                     elif isinstance(event, Pong):
                         events.append(PongAt(event.seq, time.monotonic()))
                     else:
@@ -289,9 +255,8 @@ class LinkIO:
         try:
             while True:
                 item = self._outbox.get()
-                with self._send_lock:
-                    if self._write_round(item, pending):
-                        return
+                if self._write_round(item, pending):
+                    return
         except (OSError, ProtocolError) as exc:
             self._end(f"send failed: {exc}")
         except Exception as exc:
@@ -300,25 +265,19 @@ class LinkIO:
 
     def _write_round(self, item: object, pending: list[bytes | memoryview]) -> bool:
         """Write ``item`` and whatever else is queued; True once told to stop."""
-        done = 0
-        try:
-            while True:
-                if item is _STOP or item is _FLUSH:
-                    if item is _FLUSH:
-                        pending.append(self.conn.data_to_send())
-                    self._send(pending)
-                    return True
-                self._frame(item, pending)
-                done += 1
-                try:
-                    item = self._outbox.get_nowait()
-                except queue.Empty:
-                    break
-            self._send(pending)
-            return False
-        finally:
-            with self._queued_lock:
-                self._unsent -= done
+        while True:
+            if item is _STOP or item is _FLUSH:
+                if item is _FLUSH:
+                    pending.append(self.conn.data_to_send())
+                self._send(pending)
+                return True
+            self._frame(item, pending)
+            try:
+                item = self._outbox.get_nowait()
+            except queue.Empty:
+                break
+        self._send(pending)
+        return False
 
     def _frame(self, item: object, pending: list[bytes | memoryview]) -> None:
         if isinstance(item, Message):
