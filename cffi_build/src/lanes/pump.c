@@ -313,8 +313,16 @@ int gl_pump_uplink(gl_pump *p, gl_jblock **out)
         gl_jlog_get(p->journal, &js);
         int checkpoint_due = js.broken == GL_JLOG_KEEPING && js.bytes > p->checkpoint_at
                              && in_flight == 0;
-        if (!p->out || p->held || p->slow_pending || checkpoint_due)
+        if (!p->out || p->held || p->slow_pending)
             return to_python(p, b, out);
+        if (checkpoint_due) {
+            /* A safe point: nothing in flight, nothing of Python's unsent. The
+             * envelope waits here while Python takes the checkpoint (which moves
+             * checkpoint_at on, taken or not). */
+            p->stash = b;
+            pthread_mutex_unlock(&p->route_mu);
+            return GL_PUMP_CHECKPOINT;
+        }
         /* One pass says all the fast lane and the journal need to know. */
         scanned seen;
         int well_formed = scan(p, b, &seen) == GL_OK; /* else the executor refuses it */

@@ -35,6 +35,8 @@
 
 /* cdef: begin */
 enum {
+    GL_PUMP_CHECKPOINT = 2,   /* a checkpoint is due at this safe point: Python takes it,
+                                 then calls the uplink again (the envelope waits in it) */
     GL_PUMP_SLOW = 1,         /* an envelope for Python */
     GL_PUMP_END = 0,          /* a clean end of stream */
     GL_PUMP_E_IO = -1,        /* the socket failed: errno in err */
@@ -83,7 +85,8 @@ typedef struct gl_pump {
     int hash_rc;             /* what its last envelope came to, for the uplink to return */
     gl_jblock *hash_job;     /* handed over, not taken yet */
     int job_well_formed, job_waits, job_denied;
-    gl_jblock *stash;        /* read, set aside while the uplink returned hash_rc */
+    gl_jblock *stash;        /* read, set aside while the uplink returned hash_rc or
+                                GL_PUMP_CHECKPOINT */
 } gl_pump;
 
 gl_pump *gl_pump_new(int program_fd, uint64_t session, uint32_t max_body, gl_jlog *journal);
@@ -97,6 +100,7 @@ void gl_pump_reply_lock(gl_pump *p);
 void gl_pump_reply_unlock(gl_pump *p);
 
 /* The uplink (one thread): forwards what needs nothing of Python. Returns
+ * GL_PUMP_CHECKPOINT (nothing in *out: the envelope read waits in the pump),
  * GL_PUMP_SLOW with *out a block (the caller owns its reference) whose
  * envelope Python must handle, GL_PUMP_END, GL_PUMP_LOST_SEND, or an error. */
 int gl_pump_uplink(gl_pump *p, gl_jblock **out);

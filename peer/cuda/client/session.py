@@ -8,8 +8,8 @@ C too, writing the server's replies to the program under a lock shared with
 FAIL. With the blob cache on, the uplink also does the session's cache work
 (hashing, references, holding their bytes: ``cffi_build/src/cache/blobref.c``) and
 the downlink confirms references on each reply. Python sees an envelope only
-when it needs Python (a checkpoint, a move, a reply a checkpoint or replay must
-see: the slow lane below), and never per call; the slow lane sends on the same
+when it needs Python (a move, a reply a checkpoint or replay must see: the slow
+lane below), and never per call; the slow lane sends on the same
 data connection. Every session has one: a peer server's over TCP, or an
 in-process pair of queues for a session this agent serves itself. A blob the
 server missed is resent on it too (``resend_blob``), whole between two envelopes.
@@ -18,7 +18,9 @@ Every batch also goes into the session's journal (the same buffer, no copy),
 from which a move rebuilds the session on another server: the session is
 *held* (batches are journaled, not sent), the journal is replayed to the new
 server, and replies the program already had are dropped (docs/consistency.md).
-At safe points the forwarding thread folds the journal into a checkpoint.
+At a safe point the uplink asks for a checkpoint (``GL_PUMP_CHECKPOINT``),
+keeping the envelope it read; its thread folds the journal into a checkpoint
+here and calls the uplink again, which forwards that envelope natively.
 """
 
 from __future__ import annotations
@@ -258,11 +260,6 @@ class ClientSession:
         """The slow lane: one envelope the native uplink handed to Python (``block``
         is its native block, alive while ``buf`` is)."""
         try:
-            # A safe point: the program's last waiting call has its reply, and this
-            # thread alone forwards, so nothing else is in flight.
-            if (self.journal.bytes > self._checkpoint_at and self.in_flight() == 0
-                    and not self._held and self.journal.broken is None):
-                self._checkpoint()
             self._backpressure()
             with self._route_lock:
                 waits = self.journal.add_block(block, envelope.HEADER_SIZE)
@@ -527,6 +524,9 @@ class ClientSession:
             if rc == lib.GL_PUMP_SLOW:
                 block = slot[0]
                 return block_view(block), block
+            if rc == lib.GL_PUMP_CHECKPOINT:  # the uplink keeps the envelope meanwhile
+                self._checkpoint()
+                continue
             if rc == lib.GL_PUMP_END:
                 return None
             if rc == lib.GL_PUMP_LOST_SEND:
