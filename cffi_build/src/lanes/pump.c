@@ -41,6 +41,8 @@ void gl_pump_free(gl_pump *p)
         pthread_join(p->hasher, NULL);
     }
     gl_jblock_unref(p->stash);
+    gl_pump_backlog_clear(p);
+    free(p->backlog);
     free(p->pre);
     pthread_cond_destroy(&p->hash_cv);
     pthread_mutex_destroy(&p->route_mu);
@@ -206,6 +208,64 @@ static int forward(gl_pump *p, gl_jblock *b, gl_jblock *send, int well_formed, i
     return 0;
 }
 
+int gl_pump_backlog_add(gl_pump *p, gl_jblock *b, int waits)
+{
+    if (p->nbacklog == p->backlog_cap) {
+        size_t cap = p->backlog_cap ? 2 * p->backlog_cap : 64;
+        gl_jblock **grown = realloc(p->backlog, cap * sizeof *grown);
+        if (!grown)
+            return GL_PUMP_E_NOMEM;
+        p->backlog = grown;
+        p->backlog_cap = cap;
+    }
+    b->waits = (uint32_t)(waits != 0);
+    gl_jblock_ref(b);
+    p->backlog[p->nbacklog++] = b;
+    return 0;
+}
+
+void gl_pump_backlog_clear(gl_pump *p)
+{
+    for (size_t i = 0; i < p->nbacklog; i++)
+        gl_jblock_unref(p->backlog[i]);
+    p->nbacklog = 0;
+}
+
+/* A held session's envelope (route lock held): journaled and kept for a
+ * refused move, not sent. Takes the caller's reference. 0 or GL_PUMP_E_NOMEM. */
+static int hold_back(gl_pump *p, gl_jblock *b, int well_formed, int waits, int denied)
+{
+    gl_jlog_keep(p->journal, b, well_formed, waits, denied);
+    p->batches++;
+    p->records += record_count(b);
+    int rc = gl_pump_backlog_add(p, b, waits);
+    gl_jblock_unref(b);
+    return rc;
+}
+
+int gl_pump_release(gl_pump *p)
+{
+    size_t i = 0;
+    for (; i < p->nbacklog; i++) {
+        gl_jblock *b = p->backlog[i];
+        gl_put_u64(b->data + 8, p->session);
+        p->bytes_to_server += b->len;
+        if (b->waits)
+            p->waits_out++;
+        if (p->blobref)
+            gl_blobref_sent(p->blobref, (int)b->waits);
+        int sent = gl_stream_send(p->out, b->data, (size_t)b->len);
+        if (sent != 0) {
+            p->held = 1;
+            p->err = sent;
+            return GL_PUMP_LOST_SEND;
+        }
+    }
+    gl_pump_backlog_clear(p);
+    p->held = 0;
+    return 0;
+}
+
 /* The cache work of one cacheable envelope, then its forwarding. Called with
  * the route mutex held and hash_busy set, so that the route stays this
  * envelope's while the mutex is let go for hashing; returns with the mutex
@@ -312,8 +372,8 @@ int gl_pump_uplink(gl_pump *p, gl_jblock **out)
         gl_jlog_state js;
         gl_jlog_get(p->journal, &js);
         int checkpoint_due = js.broken == GL_JLOG_KEEPING && js.bytes > p->checkpoint_at
-                             && in_flight == 0;
-        if (!p->out || p->held || p->slow_pending)
+                             && in_flight == 0 && !p->held;
+        if (!p->out || p->slow_pending)
             return to_python(p, b, out);
         if (checkpoint_due) {
             /* A safe point: nothing in flight, nothing of Python's unsent. The
@@ -332,6 +392,14 @@ int gl_pump_uplink(gl_pump *p, gl_jblock **out)
         if (seen.refs || (cacheable && !p->blobref))
             return to_python(p, b, out);
         int waits = well_formed && seen.waits;
+        if (p->held) {
+            /* A move holds the session: its replay sends the journal. */
+            rc = hold_back(p, b, well_formed, waits, seen.denied);
+            pthread_mutex_unlock(&p->route_mu);
+            if (rc != 0)
+                return rc;
+            continue;
+        }
         if (cacheable) {
             /* The cache work (blobref.c): hashing, references for what the
              * server holds, their bytes kept until a reply confirms them. */

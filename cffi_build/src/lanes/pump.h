@@ -53,7 +53,7 @@ enum {
 typedef struct gl_pump {
     /* Route side: under the route lock. */
     gl_stream *out;          /* the fast lane's server; NULL: every envelope goes to Python */
-    int held;                /* a move is under way (or a send failed): Python journals */
+    int held;                /* a move is under way (or a send failed): journal, don't send */
     int slow_pending;        /* envelopes handed to Python and not forwarded yet */
     uint32_t cache_min;      /* an inline payload this large is cacheable (0: none) */
     uint32_t h2d_min;        /* the same for host-to-device copies (0: none) */
@@ -87,6 +87,10 @@ typedef struct gl_pump {
     int job_well_formed, job_waits, job_denied;
     gl_jblock *stash;        /* read, set aside while the uplink returned hash_rc or
                                 GL_PUMP_CHECKPOINT */
+    /* Journaled while held, in order, one reference each: what a refused move
+     * sends after all (gl_pump_release); under route_mu. */
+    gl_jblock **backlog;
+    size_t nbacklog, backlog_cap;
 } gl_pump;
 
 gl_pump *gl_pump_new(int program_fd, uint64_t session, uint32_t max_body, gl_jlog *journal);
@@ -104,6 +108,16 @@ void gl_pump_reply_unlock(gl_pump *p);
  * GL_PUMP_SLOW with *out a block (the caller owns its reference) whose
  * envelope Python must handle, GL_PUMP_END, GL_PUMP_LOST_SEND, or an error. */
 int gl_pump_uplink(gl_pump *p, gl_jblock **out);
+
+/* While held (the caller holds the route lock). backlog_add: an envelope
+ * Python journaled goes behind those the uplink held back (a new reference;
+ * waits: it ends with a waiting call): 0 or GL_PUMP_E_NOMEM. release: a
+ * refused move; the backlog goes to the server in order, as it is, and the
+ * session forwards again: 0, or GL_PUMP_LOST_SEND (held again, the backlog
+ * kept). backlog_clear: a replay sent the journal; the backlog goes. */
+int gl_pump_backlog_add(gl_pump *p, gl_jblock *b, int waits);
+int gl_pump_release(gl_pump *p);
+void gl_pump_backlog_clear(gl_pump *p);
 
 /* The downlink (one thread) of stream s: writes replies to the program unless
  * diverted. Returns GL_PUMP_SLOW with *out (*len bytes: the envelope inside the

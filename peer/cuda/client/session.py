@@ -8,15 +8,16 @@ C too, writing the server's replies to the program under a lock shared with
 FAIL. With the blob cache on, the uplink also does the session's cache work
 (hashing, references, holding their bytes: ``cffi_build/src/cache/blobref.c``) and
 the downlink confirms references on each reply. Python sees an envelope only
-when it needs Python (a move, a reply a checkpoint or replay must see: the slow
-lane below), and never per call; the slow lane sends on the same
+when it needs Python (a reply a checkpoint or replay must see: the slow lane
+below), and never per call; the slow lane sends on the same
 data connection. Every session has one: a peer server's over TCP, or an
 in-process pair of queues for a session this agent serves itself. A blob the
 server missed is resent on it too (``resend_blob``), whole between two envelopes.
 
 Every batch also goes into the session's journal (the same buffer, no copy),
 from which a move rebuilds the session on another server: the session is
-*held* (batches are journaled, not sent), the journal is replayed to the new
+*held* (the uplink journals batches natively and keeps them in its backlog,
+sending none), the journal is replayed to the new
 server, and replies the program already had are dropped (docs/consistency.md).
 At a safe point the uplink asks for a checkpoint (``GL_PUMP_CHECKPOINT``),
 keeping the envelope it read; its thread folds the journal into a checkpoint
@@ -35,7 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gleam.peer.cuda.client import checkpoint
-from gleam.peer.cuda.client.journal import MIB, Entry, Journal, limit_from_env
+from gleam.peer.cuda.client.journal import MIB, Journal, limit_from_env
 from gleam.peer.cuda.client.lanes import PumpField, PumpLock, new_pump, uplink_error
 from gleam.peer.cuda.wire import envelope
 from gleam.peer.cuda.wire.blocks import block_view
@@ -139,9 +140,9 @@ class ClientSession:
         # The program named its server (`gleam-peer run --peer`): re-evaluation
         # never moves it (a failover still may: the named server is gone).
         self.pinned = False
-        # Held (``_held``): a move is under way; batches go into the journal only,
-        # and the move's replay sends them to the new server.
-        self._backlog: list[Entry] = []  # what came in while held, for a refused move
+        # Held (``_held``): a move is under way; batches go into the journal only
+        # (the uplink does it natively, keeping a backlog for a refused move), and
+        # the move's replay sends them to the new server.
         self._drop = 0        # replies of replayed calls the program already had
         # Checkpoints: replies of the snapshot reads go to _capture, not the program;
         # _swallow counts those of an abandoned checkpoint still to come; a
@@ -266,7 +267,8 @@ class ClientSession:
                 self.batches += 1
                 self.records += envelope.record_count(buf, envelope.HEADER_SIZE)
                 if self._held:  # the move under way sends it from the journal
-                    self._backlog.append(Entry(buf, waits, block))
+                    if lib.gl_pump_backlog_add(self._p, block, waits) != 0:
+                        raise MemoryError("no memory to hold the session's envelopes")
                     return
                 try:
                     self._forward_locked(buf, waits, block)
@@ -431,14 +433,10 @@ class ClientSession:
     def release(self) -> None:
         """A refused migration: go on forwarding to the same server."""
         with self._route_lock:
-            self._held = False
-            try:
-                for entry in self._backlog:
-                    self._forward_locked(entry.envelope, entry.waits, entry.block)
-            except OSError as exc:
-                self._lost_under_us(exc)
-            else:
-                self._backlog = []
+            # What came while held goes now, in order, from the pump's backlog.
+            if lib.gl_pump_release(self._p) == lib.GL_PUMP_LOST_SEND:
+                self._lost_under_us(OSError(self.data.describe(self._p.err)
+                                            if self.data is not None else "send failed"))
 
     def in_flight(self) -> int:
         """Waiting calls sent to the current server and not answered yet."""
@@ -483,7 +481,7 @@ class ClientSession:
                 entry = self.journal.entry(done)
                 if entry is None:
                     self._held = False  # caught up: the reader forwards again
-                    self._backlog = []
+                    lib.gl_pump_backlog_clear(self._p)
                     return done
                 self._forward_locked(entry.envelope, entry.waits, entry.block)
             done += 1
