@@ -172,16 +172,6 @@ static uint32_t record_count(const gl_jblock *b)
                ? gl_get_u32(batch + GL_BATCH_COUNT_AT) : 0;
 }
 
-/* Hands b to Python (the route lock held, and let go here). */
-static int to_python(gl_pump *p, gl_jblock *b, gl_jblock **out)
-{
-    p->slow_pending++;
-    p->slow_lane++;
-    pthread_mutex_unlock(&p->route_mu);
-    *out = b;
-    return GL_PUMP_SLOW;
-}
-
 /* Journals b, counts it and seals send (b itself, or what the cache work made
  * of it) onto the server's stream; the route lock held. Takes the caller's
  * references on both. 0, or GL_PUMP_LOST_SEND with the session now held. */
@@ -208,7 +198,8 @@ static int forward(gl_pump *p, gl_jblock *b, gl_jblock *send, int well_formed, i
     return 0;
 }
 
-int gl_pump_backlog_add(gl_pump *p, gl_jblock *b, int waits)
+/* b (a new reference) goes behind the backlog: 0 or GL_PUMP_E_NOMEM. */
+static int backlog_add(gl_pump *p, gl_jblock *b, int waits)
 {
     if (p->nbacklog == p->backlog_cap) {
         size_t cap = p->backlog_cap ? 2 * p->backlog_cap : 64;
@@ -238,7 +229,7 @@ static int hold_back(gl_pump *p, gl_jblock *b, int well_formed, int waits, int d
     gl_jlog_keep(p->journal, b, well_formed, waits, denied);
     p->batches++;
     p->records += record_count(b);
-    int rc = gl_pump_backlog_add(p, b, waits);
+    int rc = backlog_add(p, b, waits);
     gl_jblock_unref(b);
     return rc;
 }
@@ -350,7 +341,7 @@ static int next_envelope(gl_pump *p, gl_jblock **b)
     return read_envelope(p, b);
 }
 
-int gl_pump_uplink(gl_pump *p, gl_jblock **out)
+int gl_pump_uplink(gl_pump *p)
 {
     for (;;) {
         gl_jblock *b = NULL;
@@ -372,9 +363,7 @@ int gl_pump_uplink(gl_pump *p, gl_jblock **out)
         gl_jlog_state js;
         gl_jlog_get(p->journal, &js);
         int checkpoint_due = js.broken == GL_JLOG_KEEPING && js.bytes > p->checkpoint_at
-                             && in_flight == 0 && !p->held;
-        if (!p->out || p->slow_pending)
-            return to_python(p, b, out);
+                             && in_flight == 0 && p->out && !p->held;
         if (checkpoint_due) {
             /* A safe point: nothing in flight, nothing of Python's unsent. The
              * envelope waits here while Python takes the checkpoint (which moves
@@ -388,21 +377,22 @@ int gl_pump_uplink(gl_pump *p, gl_jblock **out)
         int well_formed = scan(p, b, &seen) == GL_OK; /* else the executor refuses it */
         int cacheable = (p->cache_min && seen.max_inline >= p->cache_min)
                         || (p->h2d_min && seen.max_h2d >= p->h2d_min);
-        /* References the program wrote itself: Python's business. */
-        if (seen.refs || (cacheable && !p->blobref))
-            return to_python(p, b, out);
         int waits = well_formed && seen.waits;
-        if (p->held) {
-            /* A move holds the session: its replay sends the journal. */
+        if (!p->out || p->held) {
+            /* A move holds the session (or no server is attached yet): the
+             * replay sends the journal, a refused move the backlog. */
             rc = hold_back(p, b, well_formed, waits, seen.denied);
             pthread_mutex_unlock(&p->route_mu);
             if (rc != 0)
                 return rc;
             continue;
         }
-        if (cacheable) {
+        if (p->blobref && (cacheable || seen.refs)) {
             /* The cache work (blobref.c): hashing, references for what the
-             * server holds, their bytes kept until a reply confirms them. */
+             * server holds, their bytes kept until a reply confirms them (and
+             * those of references the program wrote itself). Without a cache
+             * an envelope goes as it is (the server refuses what it cannot
+             * resolve). */
             if (hand_over(p, b, well_formed, waits, seen.denied))
                 continue;
             p->hash_busy = 1; /* no thread: the uplink hashes */
@@ -454,7 +444,7 @@ int gl_pump_downlink(gl_pump *p, gl_stream *s, uint8_t **out, uint64_t *len)
             pthread_mutex_unlock(&p->reply_mu);
             *out = env;
             *len = (uint64_t)n;
-            return GL_PUMP_SLOW;
+            return GL_PUMP_DIVERTED;
         }
         if (!p->closed) {
             __atomic_add_fetch(&p->replies_in, 1, __ATOMIC_RELAXED);
