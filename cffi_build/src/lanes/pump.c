@@ -446,10 +446,17 @@ int gl_pump_downlink(gl_pump *p, gl_stream *s, uint8_t **out, uint64_t *len)
             *len = (uint64_t)n;
             return GL_PUMP_DIVERTED;
         }
-        if (!p->closed) {
+        if (p->swallow > 0) {
+            p->swallow--; /* an abandoned checkpoint's read: nothing of the program's */
+        } else if (!p->closed) {
             __atomic_add_fetch(&p->replies_in, 1, __ATOMIC_RELAXED);
             if (p->blobref) /* the batches up to this reply's ran: their references hold */
                 gl_blobref_replied(p->blobref);
+            if (p->drop > 0) { /* a replayed call the program has the answer to */
+                p->drop--;
+                pthread_mutex_unlock(&p->reply_mu);
+                continue;
+            }
             p->replies++;
             gl_jlog_answered_add(p->journal, 1);
             p->bytes_from_server += (uint64_t)n;

@@ -10,9 +10,9 @@
  * it when called again), at the end, or on an error. While a move holds the
  * session (or before a server is attached) it journals each envelope and keeps
  * it in its backlog, sending none: the move's replay sends the journal, a
- * refused move the backlog (gl_pump_release). The downlink returns a reply to
- * Python only while it is diverted (a checkpoint's reads, a replay's replies
- * to drop, an error or output owed). Nothing runs in Python per call, and the
+ * refused move the backlog (gl_pump_release). The downlink drops the replies
+ * Python counts in swallow and drop itself, and returns a reply to Python only
+ * while it is diverted (a checkpoint's reads, an error or output owed). Nothing runs in Python per call, and the
  * counters Python shows are these. With the blob cache on,
  * the uplink does the session's cache work (blobref.h) itself: a cacheable
  * payload the server holds goes as a reference, and the downlink confirms
@@ -67,7 +67,9 @@ typedef struct gl_pump {
     uint64_t h2d_inline;     /* host-to-device payload bytes the fast lane sent */
     uint16_t h2d_call;       /* the call id of glMemcpyHtoD */
     /* Reply side: under the reply lock. */
-    int divert;              /* every reply goes to Python (a checkpoint, a replay) */
+    int divert;              /* every reply goes to Python (a checkpoint's reads, owed output) */
+    uint64_t swallow;        /* replies of an abandoned checkpoint still to come: not the program's */
+    uint64_t drop;           /* replies of replayed calls the program already had */
     int closed;              /* nothing more is written to the program */
     uint64_t replies_in, replies, bytes_from_server;
     /* Set at creation. */

@@ -85,6 +85,10 @@ class ClientSession:
     _held = PumpField("held", bool)
     _closed = PumpField("closed", bool)
     _checkpoint_at = PumpField("checkpoint_at")
+    # Replies the downlink drops itself (under the reply lock): those of replayed
+    # calls the program already had, and those of an abandoned checkpoint.
+    _drop = PumpField("drop")
+    _swallow = PumpField("swallow")
 
     def __init__(
         self,
@@ -139,15 +143,13 @@ class ClientSession:
         # Held (``_held``): a move is under way; batches go into the journal only
         # (the uplink does it natively, keeping a backlog for a refused move), and
         # the move's replay sends them to the new server.
-        self._drop = 0        # replies of replayed calls the program already had
         # Checkpoints: replies of the snapshot reads go to _capture, not the program;
-        # _swallow counts those of an abandoned checkpoint still to come; a
+        # _swallow (the pump's) counts those of an abandoned checkpoint still to come; a
         # deferred error such a reply carried (with the server's notes on it), and
         # output the session's kernels printed that it took (gl_session.h), are
         # owed to the program's next replies.
         self._checkpoint_at = self.journal.next_checkpoint()
         self._capture: queue.Queue[bytes | bytearray | memoryview | None] | None = None
-        self._swallow = 0
         self._owed = checkpoint.Owed()
         # The blob cache's side of this session (peer/cache/client.py); None
         # when the server caches nothing or serves from this agent.
@@ -207,7 +209,7 @@ class ClientSession:
             if self._capture is not None:  # a checkpoint's snapshot read
                 self._capture.put(buf)
                 return
-            if self._swallow > 0:
+            if self._swallow > 0:  # (as the native downlink does when not diverted)
                 self._swallow -= 1
                 self._update_divert()
                 return
@@ -230,11 +232,10 @@ class ClientSession:
 
     def _update_divert(self) -> None:
         """Whether replies must come through ``deliver`` (the send lock held): a
-        checkpoint's reads, replies to drop or swallow, or an error or output owed.
-        (References awaiting a reply are confirmed by the native downlink.)"""
+        checkpoint's reads, or an error or output owed. (The native downlink drops
+        the replies counted in _drop and _swallow, and confirms references.)"""
         self._p.divert = int(
-            self._capture is not None or self._swallow > 0 or self._drop > 0
-            or bool(self._owed))
+            self._capture is not None or bool(self._owed))
 
     def fail(self, reason: str) -> None:
         """End the session: tell the interposer why and close its connection."""
