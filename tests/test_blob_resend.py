@@ -56,14 +56,15 @@ class _Served:
     """A served session with the blob store over an in-process data connection,
     on a real executor; ``client`` is the client agent's end."""
 
-    def __init__(self, s: Session) -> None:
+    def __init__(self, s: Session, store: BlobStore | None = None) -> None:
         self.channel = _Channel()
         self.ended = threading.Event()
         self.client, server_end = dataconn.local_pair()
         self.served = ServedSession(
             session=SESSION, channel=self.channel, program="p", client="c", exec=s.x,
             reply_capacity=native.REPLY_CAPACITY, batch_error=native.BatchError,
-            on_end=lambda _s, _r: self.ended.set(), store=BlobStore(None),
+            on_end=lambda _s, _r: self.ended.set(),
+            store=store if store is not None else BlobStore(None),
             policy=CachePolicy())
         self.served.attach_data(server_end)
         self.served.start()
@@ -165,6 +166,23 @@ def test_a_miss_resent_behind_queued_batches_runs_them_after_it_in_order(session
         lane.send(_ref_batch(p, data))
         wait_for(lambda: len(lane.replies) == BEHIND + 3 or None, 20, "the next reply")
         assert len(lane.wants()) == 1 and not lane.closes()
+    finally:
+        lane.end()
+
+
+def test_a_miss_the_store_holds_off_the_shelf_is_provided_without_asking_the_client(session):
+    p = session.alloc(SIZE)
+    data = os.urandom(SIZE)
+    store = BlobStore(None)
+    store.put_verified(sha256(data), data)
+    store.shelf.drop(sha256(data))  # (as if only the store's other tier had it)
+    lane = _Served(session, store)
+    try:
+        lane.send(_ref_batch(p, data))
+        wait_for(lambda: lane.replies or None, 10, "the reply")
+        assert data in _read_back(lane, p, SIZE)
+        assert not lane.wants() and lane.served.blob_misses == 0 and not lane.closes()
+        assert lane.served.row()["blob_refs"] == 1
     finally:
         lane.end()
 

@@ -27,7 +27,7 @@ from gleam.peer.cuda.forwarding import CudaForwarding
 from gleam.peer.cuda.wire import dataconn, envelope
 from gleam.peer.cuda.wire.calls import call_ids
 from gleam.peer.localmesh import LocalAgent, wait_for
-from gleam.peer.nativelib import ffi, lib
+from gleam.peer.nativelib import lib
 from gleam.peer.records import CallRecord, encode_batch
 from tests.cuda_mesh import host_mesh
 
@@ -183,25 +183,19 @@ def test_the_keys_depend_on_the_secret_the_session_and_the_salt():
 # ---------------------------------------------------------------- untrusted bytes
 
 
-def _uplink_verdict(data: bytes) -> list[int]:
-    """What the native uplink makes of ``data`` from a program (no server attached,
-    so every well-formed envelope comes back to Python)."""
+def _uplink_verdict(data: bytes) -> tuple[int, list[bytes]]:
+    """What the native uplink makes of ``data`` from a program: its one return, and
+    the envelopes it journaled (no server attached, so it journals and keeps them,
+    as held; Python sees none)."""
     program, agent = socket.socketpair()
     try:
         program.sendall(data)
         program.shutdown(socket.SHUT_WR)
         journal = Journal(1 << 20)
         pump = new_pump(agent.fileno(), 5, journal.native, b"", 0)
-        slot = ffi.new("gl_jblock **")
-        codes = []
-        while True:
-            rc = lib.gl_pump_uplink(pump, slot)
-            codes.append(rc)
-            if rc != lib.GL_PUMP_SLOW:
-                return codes
-            assert slot[0].len >= envelope.HEADER_SIZE
-            lib.gl_jblock_unref(slot[0])
-            pump.slow_pending -= 1
+        rc = lib.gl_pump_uplink(pump)
+        entries = [journal.entry(i) for i in range(journal.count)]
+        return rc, [bytes(e.envelope) for e in entries if e is not None]
     finally:
         program.close()
         agent.close()
@@ -217,20 +211,20 @@ def _batch_envelope() -> bytes:
 def test_the_native_uplink_takes_any_bytes_from_a_program(noise, cut, splice):
     good = _batch_envelope()
     for data in (noise, good[:cut] + splice + good[cut:], good + noise):
-        codes = _uplink_verdict(data)
-        assert codes[-1] in (lib.GL_PUMP_END, lib.GL_PUMP_E_TRUNCATED, lib.GL_PUMP_E_HEADER,
-                             lib.GL_PUMP_E_KIND, lib.GL_PUMP_E_SIZE)
-        assert all(c == lib.GL_PUMP_SLOW for c in codes[:-1])
+        rc, kept = _uplink_verdict(data)
+        assert rc in (lib.GL_PUMP_END, lib.GL_PUMP_E_TRUNCATED, lib.GL_PUMP_E_HEADER,
+                      lib.GL_PUMP_E_KIND, lib.GL_PUMP_E_SIZE)
+        assert all(len(k) >= envelope.HEADER_SIZE for k in kept)
 
 
-def test_the_native_uplink_returns_each_envelope_whole_and_in_order():
+def test_the_native_uplink_journals_each_envelope_whole_and_in_order():
     good = _batch_envelope()
-    assert _uplink_verdict(good * 3) == [lib.GL_PUMP_SLOW] * 3 + [lib.GL_PUMP_END]
-    assert _uplink_verdict(good[:-1]) == [lib.GL_PUMP_E_TRUNCATED]
+    assert _uplink_verdict(good * 3) == (lib.GL_PUMP_END, [good] * 3)
+    assert _uplink_verdict(good[:-1]) == (lib.GL_PUMP_E_TRUNCATED, [])
     reply = envelope.pack_header(envelope.REPLY, 0, 0)
-    assert _uplink_verdict(reply) == [lib.GL_PUMP_E_KIND]
+    assert _uplink_verdict(reply) == (lib.GL_PUMP_E_KIND, [])
     huge = envelope.pack_header(envelope.BATCH, 0, envelope.MAX_BODY + 1)
-    assert _uplink_verdict(huge) == [lib.GL_PUMP_E_SIZE]
+    assert _uplink_verdict(huge) == (lib.GL_PUMP_E_SIZE, [])
 
 
 def test_a_cache_threshold_past_any_payload_means_the_fast_lane_takes_every_copy(

@@ -1,19 +1,23 @@
 """The serving lane's cache work (cffi_build/src/lanes/serve.c over shelf.c): a batch's
 references resolved from the shelf, its inline payloads offered to the store, with
-no Python per batch; and hostile batches on the lane never crash the agent."""
+no Python per batch; a shelf miss is a request that provided bytes answer, the batch
+kept in the lane; and hostile batches on the lane never crash the agent."""
 
 from __future__ import annotations
 
 import os
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, sha256
+from gleam.peer.cache.client import blob_envelope
 from gleam.peer.cache.shelf import Shelf, ShelfBlob
 from gleam.peer.cuda.server.native import HostBackend
+from gleam.peer.cuda.server.resends import lane_limits
 from gleam.peer.cuda.wire import dataconn, envelope
 from gleam.peer.localmesh import wait_for
 from gleam.peer.nativelib import ffi, lib
@@ -24,24 +28,38 @@ SESSION = 0x5E55
 SIZE = 1 << 17
 
 
-class Lane:
-    """A serving lane over an in-process data connection, run on its own thread."""
+Want = tuple[bytes, int]
 
-    def __init__(self, s: Session, shelf: Shelf) -> None:
+
+class Lane:
+    """A serving lane over an in-process data connection, run on its own thread.
+
+    ``answer`` plays the store: given a miss's wants, the bytes of each it has
+    (the lane then waits for the rest)."""
+
+    def __init__(self, s: Session, shelf: Shelf,
+                 answer: Callable[[list[Want]], dict[bytes, bytes]] = lambda _w: {},
+                 limits: Any = None) -> None:
         self.client, self._server = dataconn.local_pair()
         pol = ffi.new("gl_cache_policy *", (CachePolicy().h2d_min, CachePolicy().image_min))
         self.serve = ffi.gc(lib.gl_serve_new(s.x.native, self._server.stream, SESSION,
-                                             shelf.native, pol, 1 << 20), lib.gl_serve_free)
-        self.returns: list[tuple[int, bytes]] = []
+                                             shelf.native, pol, 1 << 20,
+                                             limits if limits is not None else lane_limits()),
+                            lib.gl_serve_free)
+        self._shelf = shelf  # (the lane's pointer to it must not outlive it)
+        self._answer = answer
+        self.returns: list[tuple[int, list[Want]]] = []
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        out, size = ffi.new("uint8_t **"), ffi.new("uint64_t *")
         while True:
-            rc = lib.gl_serve_next(self.serve, out, size)
-            body = bytes(ffi.buffer(out[0], size[0])) if rc == lib.GL_SERVE_SLOW else b""
-            self.returns.append((rc, body))
+            rc = lib.gl_serve_next(self.serve)
+            wants = [(bytes(w.digest), int(w.len)) for w in self.serve.wants[0:self.serve.nwants]
+                     if not w.provided] if rc == lib.GL_SERVE_MISS else []
+            self.returns.append((rc, wants))
+            for digest, data in self._answer(wants).items():
+                assert lib.gl_serve_provide(self.serve, digest, data, len(data)) == 0
             if rc in (lib.GL_SERVE_END, lib.GL_SERVE_E_STREAM):
                 return
 
@@ -49,10 +67,11 @@ class Lane:
         self.client.send(envelope.pack_header(envelope.BATCH, SESSION, len(batch)) + batch)
 
     def processed(self) -> int:
-        """Envelopes the lane has taken: each one ran, or made gl_serve_next return."""
-        return int(self.serve.batches) + len(self.returns)
+        """Envelopes the lane has taken: each one ran, or made gl_serve_next end it."""
+        asked = sum(1 for rc, _ in self.returns if rc == lib.GL_SERVE_MISS)
+        return int(self.serve.batches) + len(self.returns) - asked
 
-    def end(self) -> list[tuple[int, bytes]]:
+    def end(self) -> list[tuple[int, list[Want]]]:
         self.client.close()
         self._thread.join(30)
         assert not self._thread.is_alive()
@@ -95,17 +114,62 @@ def test_a_reference_on_the_shelf_runs_in_the_lane_and_counts_a_hit(session):
     assert [(e.kind, e.digest) for e in events] == [("hit", sha256(data))]
 
 
-def test_a_reference_the_shelf_misses_goes_to_python_with_nothing_run(session):
+def test_a_reference_the_shelf_misses_is_a_request_naming_it_with_nothing_run(session):
     shelf = Shelf()
     p = session.alloc(SIZE)
     data = os.urandom(SIZE)
     lane = Lane(session, shelf)
-    batch = _ref_batch(p, data)
-    lane.send(batch)
+    lane.send(_ref_batch(p, data))
     returns = lane.end()
-    assert returns[0] == (lib.GL_SERVE_SLOW,
-                          envelope.pack_header(envelope.BATCH, SESSION, len(batch)) + batch)
+    # The request names the blob, not the envelope; the client's close ends the wait.
+    assert returns == [(lib.GL_SERVE_MISS, [(sha256(data), SIZE)]), (lib.GL_SERVE_END, [])]
     assert lane.serve.batches == 0 and list(shelf.events()) == []
+
+
+def test_a_reference_longer_than_a_resend_carries_is_refused_not_awaited(session):
+    p = session.alloc(SIZE)
+    shelf = Shelf()
+    lane = Lane(session, shelf, limits=ffi.new("gl_serve_limits *", (1 << 20, SIZE - 1)))
+    lane.send(_ref_batch(p, os.urandom(SIZE)))
+    returns = lane.end()
+    assert [rc for rc, _ in returns] == [lib.GL_SERVE_E_BATCH, lib.GL_SERVE_END]
+    assert lane.serve.error == lib.GL_EXEC_E_REF and lane.serve.nwants == 0
+
+
+def test_a_miss_answered_with_provided_bytes_runs_the_kept_batch_then_those_behind(session):
+    shelf = Shelf()
+    p = session.alloc(2 * SIZE)
+    data, other = os.urandom(SIZE), os.urandom(SIZE)
+    lane = Lane(session, shelf, answer=lambda wants: {d: data for d, _ in wants})
+    lane.send(_ref_batch(p, data))
+    lane.send(encode_batch([rec("glMemcpyHtoD", p + SIZE, SIZE, 0, payload=other),
+                            rec("cuCtxSynchronize")]))
+    replies = [lane.client.recv(), lane.client.recv()]  # both ran, in order
+    assert all(envelope.parse_header(r)[0] == envelope.REPLY for r in replies)
+    returns = lane.end()
+    assert [rc for rc, _ in returns] == [lib.GL_SERVE_MISS, lib.GL_SERVE_END]
+    assert lane.serve.batches == 2 and lane.serve.refs == 1 and lane.serve.kept_bytes == 0
+    assert session.dtoh(p, 2 * SIZE) == data + other
+    # A provided blob is the store's to count: the lane posts no hit for it.
+    assert [e.kind for e in shelf.events()] == ["offer"]
+
+
+def test_a_resent_blob_is_handed_up_with_its_digest_and_unwanted_ones_are_dropped(session):
+    shelf = Shelf()
+    p = session.alloc(SIZE)
+    data = os.urandom(SIZE)
+    seen: list[tuple[bytes, bytes]] = []
+    lane = Lane(session, shelf)
+    lane.send(_ref_batch(p, data))
+    wait_for(lambda: lane.returns or None, 10, "the miss")
+    lane.client.send(blob_envelope(SESSION, b"\x01" * 32, b"not wanted"))
+    lane.client.send(blob_envelope(SESSION, sha256(data), data))
+    wait_for(lambda: len(lane.returns) == 2 or None, 10, "the resent blob")
+    assert lane.returns[1][0] == lib.GL_SERVE_RESENT
+    seen.append((bytes(lane.serve.resent_digest),
+                 bytes(ffi.buffer(lane.serve.resent, lane.serve.resent_len))))
+    assert seen == [(sha256(data), data)]
+    lane.end()
 
 
 def test_inline_payloads_are_offered_hashed_before_the_reply(session):
@@ -126,15 +190,16 @@ def test_inline_payloads_are_offered_hashed_before_the_reply(session):
 
 
 def test_hostile_batches_on_the_lane_end_cleanly(session):
-    """Mutated reference batches: each runs, is refused, or goes to Python; the
-    lane never crashes and still ends at the client's close."""
+    """Mutated reference batches: each runs, is refused, or asks for its blobs
+    (answered with bytes of the wanted length); the lane never crashes and still
+    ends at the client's close."""
     rng = random.Random(12)
     shelf = Shelf()
     p = session.alloc(SIZE)
     data = os.urandom(SIZE)
     shelf.put(ShelfBlob.copy_of(sha256(data), data))
     good = _ref_batch(p, data)
-    lane = Lane(session, shelf)
+    lane = Lane(session, shelf, answer=lambda wants: {d: bytes(n) for d, n in wants})
     for _ in range(300):
         bad = bytearray(good)
         for _ in range(rng.randrange(1, 6)):
@@ -144,7 +209,7 @@ def test_hostile_batches_on_the_lane_end_cleanly(session):
         lane.send(bytes(bad))
     wait_for(lambda: lane.processed() >= 300, 60, "the lane to take every batch")
     returns = lane.end()
-    allowed = {lib.GL_SERVE_SLOW, lib.GL_SERVE_E_BATCH, lib.GL_SERVE_E_ENVELOPE,
+    allowed = {lib.GL_SERVE_MISS, lib.GL_SERVE_E_BATCH, lib.GL_SERVE_E_ENVELOPE,
                lib.GL_SERVE_END, lib.GL_SERVE_E_STREAM}
     assert {rc for rc, _ in returns} <= allowed
     assert returns[-1][0] == lib.GL_SERVE_END and lane.processed() == 301

@@ -41,6 +41,8 @@ void gl_pump_free(gl_pump *p)
         pthread_join(p->hasher, NULL);
     }
     gl_jblock_unref(p->stash);
+    gl_pump_backlog_clear(p);
+    free(p->backlog);
     free(p->pre);
     pthread_cond_destroy(&p->hash_cv);
     pthread_mutex_destroy(&p->route_mu);
@@ -170,16 +172,6 @@ static uint32_t record_count(const gl_jblock *b)
                ? gl_get_u32(batch + GL_BATCH_COUNT_AT) : 0;
 }
 
-/* Hands b to Python (the route lock held, and let go here). */
-static int to_python(gl_pump *p, gl_jblock *b, gl_jblock **out)
-{
-    p->slow_pending++;
-    p->slow_lane++;
-    pthread_mutex_unlock(&p->route_mu);
-    *out = b;
-    return GL_PUMP_SLOW;
-}
-
 /* Journals b, counts it and seals send (b itself, or what the cache work made
  * of it) onto the server's stream; the route lock held. Takes the caller's
  * references on both. 0, or GL_PUMP_LOST_SEND with the session now held. */
@@ -203,6 +195,65 @@ static int forward(gl_pump *p, gl_jblock *b, gl_jblock *send, int well_formed, i
         p->err = sent;
         return GL_PUMP_LOST_SEND;
     }
+    return 0;
+}
+
+/* b (a new reference) goes behind the backlog: 0 or GL_PUMP_E_NOMEM. */
+static int backlog_add(gl_pump *p, gl_jblock *b, int waits)
+{
+    if (p->nbacklog == p->backlog_cap) {
+        size_t cap = p->backlog_cap ? 2 * p->backlog_cap : 64;
+        gl_jblock **grown = realloc(p->backlog, cap * sizeof *grown);
+        if (!grown)
+            return GL_PUMP_E_NOMEM;
+        p->backlog = grown;
+        p->backlog_cap = cap;
+    }
+    b->waits = (uint32_t)(waits != 0);
+    gl_jblock_ref(b);
+    p->backlog[p->nbacklog++] = b;
+    return 0;
+}
+
+void gl_pump_backlog_clear(gl_pump *p)
+{
+    for (size_t i = 0; i < p->nbacklog; i++)
+        gl_jblock_unref(p->backlog[i]);
+    p->nbacklog = 0;
+}
+
+/* A held session's envelope (route lock held): journaled and kept for a
+ * refused move, not sent. Takes the caller's reference. 0 or GL_PUMP_E_NOMEM. */
+static int hold_back(gl_pump *p, gl_jblock *b, int well_formed, int waits, int denied)
+{
+    gl_jlog_keep(p->journal, b, well_formed, waits, denied);
+    p->batches++;
+    p->records += record_count(b);
+    int rc = backlog_add(p, b, waits);
+    gl_jblock_unref(b);
+    return rc;
+}
+
+int gl_pump_release(gl_pump *p)
+{
+    size_t i = 0;
+    for (; i < p->nbacklog; i++) {
+        gl_jblock *b = p->backlog[i];
+        gl_put_u64(b->data + 8, p->session);
+        p->bytes_to_server += b->len;
+        if (b->waits)
+            p->waits_out++;
+        if (p->blobref)
+            gl_blobref_sent(p->blobref, (int)b->waits);
+        int sent = gl_stream_send(p->out, b->data, (size_t)b->len);
+        if (sent != 0) {
+            p->held = 1;
+            p->err = sent;
+            return GL_PUMP_LOST_SEND;
+        }
+    }
+    gl_pump_backlog_clear(p);
+    p->held = 0;
     return 0;
 }
 
@@ -290,7 +341,7 @@ static int next_envelope(gl_pump *p, gl_jblock **b)
     return read_envelope(p, b);
 }
 
-int gl_pump_uplink(gl_pump *p, gl_jblock **out)
+int gl_pump_uplink(gl_pump *p)
 {
     for (;;) {
         gl_jblock *b = NULL;
@@ -312,21 +363,36 @@ int gl_pump_uplink(gl_pump *p, gl_jblock **out)
         gl_jlog_state js;
         gl_jlog_get(p->journal, &js);
         int checkpoint_due = js.broken == GL_JLOG_KEEPING && js.bytes > p->checkpoint_at
-                             && in_flight == 0;
-        if (!p->out || p->held || p->slow_pending || checkpoint_due)
-            return to_python(p, b, out);
+                             && in_flight == 0 && p->out && !p->held;
+        if (checkpoint_due) {
+            /* A safe point: nothing in flight, nothing of Python's unsent. The
+             * envelope waits here while Python takes the checkpoint (which moves
+             * checkpoint_at on, taken or not). */
+            p->stash = b;
+            pthread_mutex_unlock(&p->route_mu);
+            return GL_PUMP_CHECKPOINT;
+        }
         /* One pass says all the fast lane and the journal need to know. */
         scanned seen;
         int well_formed = scan(p, b, &seen) == GL_OK; /* else the executor refuses it */
         int cacheable = (p->cache_min && seen.max_inline >= p->cache_min)
                         || (p->h2d_min && seen.max_h2d >= p->h2d_min);
-        /* References the program wrote itself: Python's business. */
-        if (seen.refs || (cacheable && !p->blobref))
-            return to_python(p, b, out);
         int waits = well_formed && seen.waits;
-        if (cacheable) {
+        if (!p->out || p->held) {
+            /* A move holds the session (or no server is attached yet): the
+             * replay sends the journal, a refused move the backlog. */
+            rc = hold_back(p, b, well_formed, waits, seen.denied);
+            pthread_mutex_unlock(&p->route_mu);
+            if (rc != 0)
+                return rc;
+            continue;
+        }
+        if (p->blobref && (cacheable || seen.refs)) {
             /* The cache work (blobref.c): hashing, references for what the
-             * server holds, their bytes kept until a reply confirms them. */
+             * server holds, their bytes kept until a reply confirms them (and
+             * those of references the program wrote itself). Without a cache
+             * an envelope goes as it is (the server refuses what it cannot
+             * resolve). */
             if (hand_over(p, b, well_formed, waits, seen.denied))
                 continue;
             p->hash_busy = 1; /* no thread: the uplink hashes */
@@ -378,12 +444,19 @@ int gl_pump_downlink(gl_pump *p, gl_stream *s, uint8_t **out, uint64_t *len)
             pthread_mutex_unlock(&p->reply_mu);
             *out = env;
             *len = (uint64_t)n;
-            return GL_PUMP_SLOW;
+            return GL_PUMP_DIVERTED;
         }
-        if (!p->closed) {
+        if (p->swallow > 0) {
+            p->swallow--; /* an abandoned checkpoint's read: nothing of the program's */
+        } else if (!p->closed) {
             __atomic_add_fetch(&p->replies_in, 1, __ATOMIC_RELAXED);
             if (p->blobref) /* the batches up to this reply's ran: their references hold */
                 gl_blobref_replied(p->blobref);
+            if (p->drop > 0) { /* a replayed call the program has the answer to */
+                p->drop--;
+                pthread_mutex_unlock(&p->reply_mu);
+                continue;
+            }
             p->replies++;
             gl_jlog_answered_add(p->journal, 1);
             p->bytes_from_server += (uint64_t)n;

@@ -4,11 +4,16 @@
  *
  * The uplink reads the program's envelopes from its Unix socket; the downlink
  * reads the server's replies from the session's data connection (dpstream.h)
- * and writes them to the program. Each runs on its own thread and loops in C;
- * it returns to Python only for an envelope that needs Python (a checkpoint
- * due, a move under way, a reply a checkpoint or a replay must see: the "slow
- * lane"), at the end, or on an error. Nothing runs in Python per call on the
- * fast lane, and the counters Python shows are these. With the blob cache on,
+ * and writes them to the program. Each runs on its own thread and loops in C.
+ * The uplink never hands Python an envelope: it returns with a request (a
+ * checkpoint due at a safe point: it keeps the envelope it read and forwards
+ * it when called again), at the end, or on an error. While a move holds the
+ * session (or before a server is attached) it journals each envelope and keeps
+ * it in its backlog, sending none: the move's replay sends the journal, a
+ * refused move the backlog (gl_pump_release). The downlink drops the replies
+ * Python counts in swallow and drop itself, and returns a reply to Python only
+ * while it is diverted (a checkpoint's reads, an error or output owed). Nothing runs in Python per call, and the
+ * counters Python shows are these. With the blob cache on,
  * the uplink does the session's cache work (blobref.h) itself: a cacheable
  * payload the server holds goes as a reference, and the downlink confirms
  * references on each reply.
@@ -35,7 +40,9 @@
 
 /* cdef: begin */
 enum {
-    GL_PUMP_SLOW = 1,         /* an envelope for Python */
+    GL_PUMP_CHECKPOINT = 2,   /* a checkpoint is due at this safe point: Python takes it,
+                                 then calls the uplink again (the envelope waits in it) */
+    GL_PUMP_DIVERTED = 1,     /* a reply for Python (the downlink's divert) */
     GL_PUMP_END = 0,          /* a clean end of stream */
     GL_PUMP_E_IO = -1,        /* the socket failed: errno in err */
     GL_PUMP_E_TRUNCATED = -2, /* the program closed its connection mid-envelope */
@@ -50,19 +57,19 @@ enum {
 
 typedef struct gl_pump {
     /* Route side: under the route lock. */
-    gl_stream *out;          /* the fast lane's server; NULL: every envelope goes to Python */
-    int held;                /* a move is under way (or a send failed): Python journals */
-    int slow_pending;        /* envelopes handed to Python and not forwarded yet */
+    gl_stream *out;          /* the session's server; NULL: none yet (held, in effect) */
+    int held;                /* a move is under way (or a send failed): journal, don't send */
     uint32_t cache_min;      /* an inline payload this large is cacheable (0: none) */
     uint32_t h2d_min;        /* the same for host-to-device copies (0: none) */
     gl_blobref *blobref;     /* the session's cache work (NULL: none); set with both locks */
-    uint64_t slow_lane;      /* envelopes handed to Python */
     uint64_t checkpoint_at;  /* journal bytes past which the next safe point checkpoints */
     uint64_t batches, records, waits_out, bytes_to_server;
     uint64_t h2d_inline;     /* host-to-device payload bytes the fast lane sent */
     uint16_t h2d_call;       /* the call id of glMemcpyHtoD */
     /* Reply side: under the reply lock. */
-    int divert;              /* every reply goes to Python (a checkpoint, a replay) */
+    int divert;              /* every reply goes to Python (a checkpoint's reads, owed output) */
+    uint64_t swallow;        /* replies of an abandoned checkpoint still to come: not the program's */
+    uint64_t drop;           /* replies of replayed calls the program already had */
     int closed;              /* nothing more is written to the program */
     uint64_t replies_in, replies, bytes_from_server;
     /* Set at creation. */
@@ -83,7 +90,12 @@ typedef struct gl_pump {
     int hash_rc;             /* what its last envelope came to, for the uplink to return */
     gl_jblock *hash_job;     /* handed over, not taken yet */
     int job_well_formed, job_waits, job_denied;
-    gl_jblock *stash;        /* read, set aside while the uplink returned hash_rc */
+    gl_jblock *stash;        /* read, set aside while the uplink returned hash_rc or
+                                GL_PUMP_CHECKPOINT */
+    /* Journaled while held, in order, one reference each: what a refused move
+     * sends after all (gl_pump_release); under route_mu. */
+    gl_jblock **backlog;
+    size_t nbacklog, backlog_cap;
 } gl_pump;
 
 gl_pump *gl_pump_new(int program_fd, uint64_t session, uint32_t max_body, gl_jlog *journal);
@@ -96,13 +108,21 @@ void gl_pump_route_unlock(gl_pump *p);
 void gl_pump_reply_lock(gl_pump *p);
 void gl_pump_reply_unlock(gl_pump *p);
 
-/* The uplink (one thread): forwards what needs nothing of Python. Returns
- * GL_PUMP_SLOW with *out a block (the caller owns its reference) whose
- * envelope Python must handle, GL_PUMP_END, GL_PUMP_LOST_SEND, or an error. */
-int gl_pump_uplink(gl_pump *p, gl_jblock **out);
+/* The uplink (one thread): forwards (or, held, journals) every envelope of
+ * the program; Python never sees one. Returns GL_PUMP_CHECKPOINT (the
+ * envelope read waits in the pump until the next call), GL_PUMP_END,
+ * GL_PUMP_LOST_SEND, or an error. */
+int gl_pump_uplink(gl_pump *p);
+
+/* While held (the caller holds the route lock). release: a refused move;
+ * the backlog goes to the server in order, as it is, and the session forwards
+ * again: 0, or GL_PUMP_LOST_SEND (held again, the backlog kept).
+ * backlog_clear: a replay sent the journal; the backlog goes. */
+int gl_pump_release(gl_pump *p);
+void gl_pump_backlog_clear(gl_pump *p);
 
 /* The downlink (one thread) of stream s: writes replies to the program unless
- * diverted. Returns GL_PUMP_SLOW with *out (*len bytes: the envelope inside the
+ * diverted. Returns GL_PUMP_DIVERTED with *out (*len bytes: the envelope inside the
  * stream's buffer, valid until the next call), GL_PUMP_END or an error. */
 int gl_pump_downlink(gl_pump *p, gl_stream *s, uint8_t **out, uint64_t *len);
 

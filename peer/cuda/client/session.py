@@ -7,18 +7,21 @@ the session's data connection (``dataconn.py``). Its downlink thread loops in
 C too, writing the server's replies to the program under a lock shared with
 FAIL. With the blob cache on, the uplink also does the session's cache work
 (hashing, references, holding their bytes: ``cffi_build/src/cache/blobref.c``) and
-the downlink confirms references on each reply. Python sees an envelope only
-when it needs Python (a checkpoint, a move, a reply a checkpoint or replay must
-see: the slow lane below), and never per call; the slow lane sends on the same
-data connection. Every session has one: a peer server's over TCP, or an
+the downlink confirms references on each reply. The uplink never hands Python
+an envelope; the downlink hands it a reply only while diverted (a checkpoint's
+reads, a replay's replies to drop, an error or output owed: ``deliver``).
+Every session has a data connection: a peer server's over TCP, or an
 in-process pair of queues for a session this agent serves itself. A blob the
 server missed is resent on it too (``resend_blob``), whole between two envelopes.
 
 Every batch also goes into the session's journal (the same buffer, no copy),
 from which a move rebuilds the session on another server: the session is
-*held* (batches are journaled, not sent), the journal is replayed to the new
+*held* (the uplink journals batches natively and keeps them in its backlog,
+sending none), the journal is replayed to the new
 server, and replies the program already had are dropped (docs/consistency.md).
-At safe points the forwarding thread folds the journal into a checkpoint.
+At a safe point the uplink asks for a checkpoint (``GL_PUMP_CHECKPOINT``),
+keeping the envelope it read; its thread folds the journal into a checkpoint
+here and calls the uplink again, which forwards that envelope natively.
 """
 
 from __future__ import annotations
@@ -33,21 +36,19 @@ from collections.abc import Callable
 from typing import Any
 
 from gleam.peer.cuda.client import checkpoint
-from gleam.peer.cuda.client.journal import MIB, Entry, Journal, limit_from_env
+from gleam.peer.cuda.client.journal import MIB, Journal, limit_from_env
 from gleam.peer.cuda.client.lanes import PumpField, PumpLock, new_pump, uplink_error
 from gleam.peer.cuda.wire import envelope
-from gleam.peer.cuda.wire.blocks import block_view
 from gleam.peer.cuda.wire.channel import Channel
 from gleam.peer.cuda.wire.dataconn import DataConnection
 from gleam.peer.nativelib import ffi, lib
 
 log = logging.getLogger("gleam.cuda.client")
 
-# The reader waits while more than this is queued towards the server, so a
-# fast program cannot make the agent buffer without bound.
+# A replay waits while more than this is queued towards the server on the
+# link, so a long journal cannot make the agent buffer without bound.
 MAX_QUEUED = 64 * 1024 * 1024
 _BACKPRESSURE_POLL = 0.002
-_PIPE_DEPTH = 4  # envelopes between the reader and the slow lane's hashing thread
 # How long a checkpoint waits for each snapshot read before it gives up (the
 # session goes on, with the journal it had).
 SNAPSHOT_WAIT = 30.0
@@ -84,7 +85,10 @@ class ClientSession:
     _held = PumpField("held", bool)
     _closed = PumpField("closed", bool)
     _checkpoint_at = PumpField("checkpoint_at")
-    slow_lane = PumpField("slow_lane")  # envelopes the native uplink handed to Python
+    # Replies the downlink drops itself (under the reply lock): those of replayed
+    # calls the program already had, and those of an abandoned checkpoint.
+    _drop = PumpField("drop")
+    _swallow = PumpField("swallow")
 
     def __init__(
         self,
@@ -129,7 +133,6 @@ class ClientSession:
         self._data: list[DataConnection] = []
         self._downlinks: list[threading.Thread] = []
         self._on_data_lost: Callable[[ClientSession, str], None] | None = None
-        self._slot = ffi.new("gl_jblock **")
         self.migrations = 0
         self.failovers = 0
         self.moves: list[dict[str, Any]] = []
@@ -137,18 +140,16 @@ class ClientSession:
         # The program named its server (`gleam-peer run --peer`): re-evaluation
         # never moves it (a failover still may: the named server is gone).
         self.pinned = False
-        # Held (``_held``): a move is under way; batches go into the journal only,
-        # and the move's replay sends them to the new server.
-        self._backlog: list[Entry] = []  # what came in while held, for a refused move
-        self._drop = 0        # replies of replayed calls the program already had
+        # Held (``_held``): a move is under way; batches go into the journal only
+        # (the uplink does it natively, keeping a backlog for a refused move), and
+        # the move's replay sends them to the new server.
         # Checkpoints: replies of the snapshot reads go to _capture, not the program;
-        # _swallow counts those of an abandoned checkpoint still to come; a
+        # _swallow (the pump's) counts those of an abandoned checkpoint still to come; a
         # deferred error such a reply carried (with the server's notes on it), and
         # output the session's kernels printed that it took (gl_session.h), are
         # owed to the program's next replies.
         self._checkpoint_at = self.journal.next_checkpoint()
         self._capture: queue.Queue[bytes | bytearray | memoryview | None] | None = None
-        self._swallow = 0
         self._owed = checkpoint.Owed()
         # The blob cache's side of this session (peer/cache/client.py); None
         # when the server caches nothing or serves from this agent.
@@ -208,7 +209,7 @@ class ClientSession:
             if self._capture is not None:  # a checkpoint's snapshot read
                 self._capture.put(buf)
                 return
-            if self._swallow > 0:
+            if self._swallow > 0:  # (as the native downlink does when not diverted)
                 self._swallow -= 1
                 self._update_divert()
                 return
@@ -231,11 +232,10 @@ class ClientSession:
 
     def _update_divert(self) -> None:
         """Whether replies must come through ``deliver`` (the send lock held): a
-        checkpoint's reads, replies to drop or swallow, or an error or output owed.
-        (References awaiting a reply are confirmed by the native downlink.)"""
+        checkpoint's reads, or an error or output owed. (The native downlink drops
+        the replies counted in _drop and _swallow, and confirms references.)"""
         self._p.divert = int(
-            self._capture is not None or self._swallow > 0 or self._drop > 0
-            or bool(self._owed))
+            self._capture is not None or bool(self._owed))
 
     def fail(self, reason: str) -> None:
         """End the session: tell the interposer why and close its connection."""
@@ -254,45 +254,12 @@ class ClientSession:
 
     # ------------------------------------------------------------ reader thread
 
-    def _send_one(self, buf: memoryview, block: Any) -> None:
-        """The slow lane: one envelope the native uplink handed to Python (``block``
-        is its native block, alive while ``buf`` is)."""
-        try:
-            # A safe point: the program's last waiting call has its reply, and this
-            # thread alone forwards, so nothing else is in flight.
-            if (self.journal.bytes > self._checkpoint_at and self.in_flight() == 0
-                    and not self._held and self.journal.broken is None):
-                self._checkpoint()
-            self._backpressure()
-            with self._route_lock:
-                waits = self.journal.add_block(block, envelope.HEADER_SIZE)
-                self.batches += 1
-                self.records += envelope.record_count(buf, envelope.HEADER_SIZE)
-                if self._held:  # the move under way sends it from the journal
-                    self._backlog.append(Entry(buf, waits, block))
-                    return
-                try:
-                    self._forward_locked(buf, waits, block)
-                except OSError as exc:
-                    self._lost_under_us(exc)
-        finally:
-            self._slow_done()
-
-    def _slow_done(self) -> None:
-        # The fast lane waits for Python's envelopes to go first: order is kept.
-        with self._route_lock:
-            self._p.slow_pending -= 1
-
     def _lost_under_us(self, exc: OSError) -> None:
         """The server's link failed while this thread wrote to it (route lock held).
         The batch is journaled; the link's loss starts the failover that replays it,
         or ends the session with the reason."""
         log.info("session %016x: the server's link failed under a send: %s", self.session, exc)
         self._held = True
-
-    def _backpressure(self) -> None:
-        while self.channel.queued_bytes() > MAX_QUEUED and self.failed is None and not self._held:
-            time.sleep(_BACKPRESSURE_POLL)
 
     def _forward_locked(self, buf: memoryview, waits: bool, block: Any) -> None:
         """To the current server, under the route lock (so a move sees every batch
@@ -434,14 +401,10 @@ class ClientSession:
     def release(self) -> None:
         """A refused migration: go on forwarding to the same server."""
         with self._route_lock:
-            self._held = False
-            try:
-                for entry in self._backlog:
-                    self._forward_locked(entry.envelope, entry.waits, entry.block)
-            except OSError as exc:
-                self._lost_under_us(exc)
-            else:
-                self._backlog = []
+            # What came while held goes now, in order, from the pump's backlog.
+            if lib.gl_pump_release(self._p) == lib.GL_PUMP_LOST_SEND:
+                self._lost_under_us(OSError(self.data.describe(self._p.err)
+                                            if self.data is not None else "send failed"))
 
     def in_flight(self) -> int:
         """Waiting calls sent to the current server and not answered yet."""
@@ -486,7 +449,7 @@ class ClientSession:
                 entry = self.journal.entry(done)
                 if entry is None:
                     self._held = False  # caught up: the reader forwards again
-                    self._backlog = []
+                    lib.gl_pump_backlog_clear(self._p)
                     return done
                 self._forward_locked(entry.envelope, entry.waits, entry.block)
             done += 1
@@ -502,33 +465,16 @@ class ClientSession:
         self.moves.append({"kind": kind, "from": old, "to": new, "batches": batches,
                            "why": why, "at": time.time(), "seconds": seconds})
 
-    def _hash_loop(self, pipe: queue.Queue[tuple[memoryview, Any] | None]) -> None:
-        """With the blob cache, the slow lane's envelopes are forwarded here, so that
-        hashing (in C, GIL released) overlaps the reader receiving the next. (The
-        pump's own hashing thread does it natively for the fast lane; few
-        envelopes come here.)"""
-        try:
-            while (item := pipe.get()) is not None:
-                if self.failed is None:
-                    self._send_one(*item)
-                else:
-                    self._slow_done()
-        except Exception as exc:  # the reader sees the failure and ends the session
-            log.exception("session %016x failed", self.session)
-            self.fail(f"internal error: {exc!r}")
-            while pipe.get() is not None:  # let the reader finish its puts
-                pass
-
-    def _next_slow(self) -> tuple[memoryview, Any] | None:
-        """Runs the native uplink until it hands Python an envelope (None: the end)."""
-        slot = self._slot
-        while True:
-            rc = lib.gl_pump_uplink(self._p, slot)
-            if rc == lib.GL_PUMP_SLOW:
-                block = slot[0]
-                return block_view(block), block
+    def _uplink(self) -> None:
+        """Runs the native uplink until the program's stream ends, answering its
+        requests: a checkpoint at a safe point, a send that failed."""
+        while self.failed is None:
+            rc = lib.gl_pump_uplink(self._p)
+            if rc == lib.GL_PUMP_CHECKPOINT:  # the uplink keeps the envelope meanwhile
+                self._checkpoint()
+                continue
             if rc == lib.GL_PUMP_END:
-                return None
+                return
             if rc == lib.GL_PUMP_LOST_SEND:
                 self._lost_under_us(OSError(self.data.describe(self._p.err)
                                             if self.data is not None else "send failed"))
@@ -542,7 +488,7 @@ class ClientSession:
         try:
             while True:
                 rc = lib.gl_pump_downlink(self._p, conn.stream, out, size)
-                if rc != lib.GL_PUMP_SLOW:
+                if rc != lib.GL_PUMP_DIVERTED:
                     break
                 self.deliver(bytes(ffi.buffer(out[0], size[0])))
             if rc == lib.GL_PUMP_E_STREAM:
@@ -559,22 +505,8 @@ class ClientSession:
 
     def _read_loop(self) -> None:
         reason = "the program ended the session"
-        pipe: queue.Queue[tuple[memoryview, Any] | None] | None = None
-        hasher = None
-        if self.blobs is not None:
-            pipe = queue.Queue(_PIPE_DEPTH)
-            hasher = threading.Thread(target=self._hash_loop, args=(pipe,),
-                                      name=f"cuda-hash-{self.session:016x}", daemon=True)
-            hasher.start()
         try:
-            while self.failed is None:
-                item = self._next_slow()
-                if item is None:
-                    break
-                if pipe is not None:
-                    pipe.put(item)
-                else:
-                    self._send_one(*item)
+            self._uplink()
         except envelope.EnvelopeError as exc:
             reason = f"the program sent a malformed envelope: {exc}"
             log.warning("session %016x (%s): %s", self.session, self.program, reason)
@@ -584,9 +516,6 @@ class ClientSession:
             log.exception("session %016x failed", self.session)
             reason = f"internal error: {exc!r}"
         finally:
-            if pipe is not None and hasher is not None:
-                pipe.put(None)  # everything read is forwarded before the session ends
-                hasher.join()
             # Closed under the lock: a reply being written on another thread
             # must never land on a reused descriptor.
             with self._send_lock:
@@ -641,7 +570,7 @@ class ClientSession:
             "waiting": self.replies, "bytes": self.bytes_to_server + self.bytes_from_server,
             "bytes_to_server": self.bytes_to_server,
             "bytes_from_server": self.bytes_from_server,
-            "data_connection": self.data is not None, "slow_lane": self.slow_lane,
+            "data_connection": self.data is not None,
             **self.journal.row(), "in_flight": self.in_flight(),
             "migrations": self.migrations, "failovers": self.failovers,
             "moves": list(self.moves[-8:]),

@@ -1,18 +1,19 @@
-"""A served session waiting for the blobs it missed, on its own data connection.
+"""A served session's answers to its lane's blob requests.
 
-When the blob store misses a reference, the executor asks the client for the
-bytes (``cuda_blob_want``, a control message on the link) and reads its data
-connection itself until they come (docs/cache.md, "Misses are resent"). The
-client's uplink never stops for a miss, so the batches it sent after the one
-that waits arrive first: they are kept, in order, and the executor runs them
-after that batch (they may miss blobs too, and wait in turn). BLOB envelopes
-are verified into the store. Nothing but the executor thread reads the
-connection, so no lock and no hook lie between a batch and its reply.
+When a batch references blobs the shelf does not hold, the native lane
+(``cffi_build/src/lanes/serve.c``) keeps the batch, nothing of it run, and asks
+(``GL_SERVE_MISS``, the digests in ``wants``). The store answers from its disk
+tier; what it lacks is asked of the client (``cuda_blob_want``, a control
+message on the link) and resent on the session's data connection (docs/cache.md,
+"Misses are resent"). The lane reads on meanwhile: the batches that come are
+kept there, in order, and each resent blob comes back as ``GL_SERVE_RESENT`` for
+the store to verify. Every blob found is handed to the lane
+(``gl_serve_provide``), which runs the batch once it has them all. Python sees
+digests and blob bytes, never an envelope.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from typing import Any
 
 from gleam.peer.cache.store import BlobMismatch, BlobStore
 from gleam.peer.cuda.wire import envelope
+from gleam.peer.nativelib import ffi, lib
 
 log = logging.getLogger("gleam.cuda.server")
 
@@ -27,11 +29,17 @@ log = logging.getLogger("gleam.cuda.server")
 # many bad resends (bytes that do not match the digest) of one blob it asks again for.
 RESEND_WAIT = 30.0
 RESEND_TRIES = 3
-# What the executor keeps of the batches that come while it waits: past this,
+# What the lane keeps of the batches that come while it waits: past this,
 # the session fails rather than the server's memory growing with the client's pace.
 KEEP_AT_MOST = 64 << 20
 _DIGEST = 32
 _MIB = 1 << 20
+
+
+def lane_limits() -> Any:
+    """The lane's bounds (``gl_serve_limits``): what it keeps while a batch waits,
+    and the longest blob one BLOB envelope (digest, then bytes) can resend."""
+    return ffi.new("gl_serve_limits *", (KEEP_AT_MOST, envelope.MAX_BODY - _DIGEST))
 
 
 class ResendFailed(Exception):
@@ -39,109 +47,122 @@ class ResendFailed(Exception):
 
 
 class BlobResends:
-    """The executor's side of resends for one session (executor thread only,
-    but for the timer that ends a wait gone on too long)."""
+    """The executor's answers for one session (executor thread only, but for
+    the timer that ends a wait gone on too long)."""
 
-    def __init__(self, session: int, data: Any, store: BlobStore,
-                 ask: Callable[[tuple[bytes, ...]], None]) -> None:
-        """``data``: the session's DataConnection; ``ask``: sends one cuda_blob_want."""
+    def __init__(self, session: int, serve: Any, data: Any, store: BlobStore,
+                 ask: Callable[[tuple[bytes, ...]], None], max_wanted: int) -> None:
+        """``serve``: the session's ``gl_serve``; ``data``: its DataConnection
+        (shut down when a wait is overdue); ``ask``: sends one cuda_blob_want of
+        at most ``max_wanted`` digests."""
         self.session = session
+        self.serve = serve
         self.data = data
         self.store = store
         self._ask = ask
+        self._max_wanted = max_wanted
+        self.misses = 0  # blobs asked of the client
         self.refused = 0  # resent blobs that did not match their digest
-        self._kept: collections.deque[memoryview] = collections.deque()
-        self._kept_bytes = 0
+        self._tries: dict[bytes, int] = {}  # asked of the client, not yet provided
         self._lock = threading.Lock()
-        self._waiting = False
+        self._timer: threading.Timer | None = None
         self._overdue = False
 
-    def fetch(self, digests: list[bytes], max_wanted: int) -> list[tuple[bytes, bytes]]:
-        """(digest, bytes) of each of ``digests`` (distinct), asked of the client in
-        messages of at most ``max_wanted``, read off the data connection; raises
-        ResendFailed."""
-        for i in range(0, len(digests), max_wanted):
-            self._ask(tuple(digests[i:i + max_wanted]))
-        tries = dict.fromkeys(digests, 0)
-        got: dict[bytes, bytes] = {}
+    @property
+    def waiting(self) -> bool:
+        """Whether the lane waits for blobs the client was asked to resend."""
+        return bool(self._tries)
+
+    def answer_miss(self) -> None:
+        """GL_SERVE_MISS: the store's blobs go to the lane, the rest are asked for."""
+        missing: list[bytes] = []
+        for i in range(self.serve.nwants):
+            want = self.serve.wants[i]
+            if want.provided:
+                continue
+            digest = bytes(want.digest)
+            blob = self.store.get(digest, want.len)
+            if blob is None:
+                missing.append(digest)
+            else:
+                self._provide(digest, blob)
+        if not missing:
+            return
+        self.misses += len(missing)
+        for i in range(0, len(missing), self._max_wanted):
+            self._ask(tuple(missing[i:i + self._max_wanted]))
+        if not self._tries:
+            self._start_timer()
+        self._tries.update(dict.fromkeys(missing, 0))
+
+    def answer_resent(self) -> None:
+        """GL_SERVE_RESENT: the store verifies the blob; a bad one is asked again."""
+        digest = bytes(ffi.buffer(self.serve.resent_digest, _DIGEST))
+        data = bytes(ffi.buffer(self.serve.resent, self.serve.resent_len))
+        if digest not in self._tries:
+            return  # (a want of the store's own answers: not asked of the client)
+        try:
+            self.store.put_verified(digest, data)
+        except BlobMismatch as exc:
+            self.refused += 1
+            self._tries[digest] += 1
+            log.warning("session %016x: refused a resent blob: %s", self.session, exc)
+            if self._tries[digest] >= RESEND_TRIES:
+                raise ResendFailed(f"the client resent a blob {RESEND_TRIES} times with bytes "
+                                   f"that do not match its digest") from None
+            self._ask((digest,))
+            return
+        self._provide(digest, data)
+        del self._tries[digest]
+        if not self._tries:
+            self._stop_timer()
+
+    def failed(self, rc: int, why: str) -> ResendFailed:
+        """Why the wait ended, for the lane's end (``rc``) while it waited; ``why``
+        describes a failed connection."""
+        missing = len(self._tries)
+        if self._overdue:  # (the timer's shutdown reads as an end, or as a failure)
+            return ResendFailed(f"the client did not resend {missing} blob(s) the server "
+                                f"missed within {RESEND_WAIT:g} s")
+        if rc == lib.GL_SERVE_E_KEPT:
+            return ResendFailed(f"the client sent more than {KEEP_AT_MOST / _MIB:g} MiB of "
+                                f"batches while the server waited for a resent blob")
+        if rc == lib.GL_SERVE_E_STREAM:
+            return ResendFailed(f"the data connection failed while the server waited for "
+                                f"{missing} resent blob(s): {why}")
+        return ResendFailed(f"the client closed the data connection before it resent "
+                            f"{missing} blob(s)")
+
+    def close(self) -> None:
+        self._stop_timer()
+
+    def _provide(self, digest: bytes, data: bytes | memoryview) -> None:
+        src = ffi.from_buffer("uint8_t[]", data)
+        rc = lib.gl_serve_provide(self.serve, digest, src, len(src))
+        if rc == lib.GL_SERVE_E_NOMEM:
+            raise MemoryError("no memory for a blob the session's lane waits for")
+        if rc != 0:
+            raise ResendFailed(f"blob {digest.hex()[:16]} is not the length the batch "
+                               f"referenced it with")
+
+    def _start_timer(self) -> None:
         timer = threading.Timer(RESEND_WAIT, self._end_overdue_wait)
         timer.daemon = True
         with self._lock:
-            self._waiting, self._overdue = True, False
+            self._timer, self._overdue = timer, False
         timer.start()
-        try:
-            while len(got) < len(digests):
-                self._take(self._next_frame(len(digests) - len(got)), tries, got)
-        finally:
-            with self._lock:
-                self._waiting = False
-            timer.cancel()
-        return [(d, got[d]) for d in digests]
 
-    def next_kept(self) -> memoryview | None:
-        """The oldest batch body kept during a wait (None: none left)."""
-        if not self._kept:
-            return None
-        body = self._kept.popleft()
-        self._kept_bytes -= len(body)
-        return body
+    def _stop_timer(self) -> None:
+        with self._lock:
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
 
     def _end_overdue_wait(self) -> None:
         # The timer's thread: waking the executor's read ends the connection, which
         # is right, since the session fails without the blobs.
         with self._lock:
-            if not self._waiting:
+            if self._timer is None:
                 return
             self._overdue = True
         self.data.shutdown()
-
-    def _next_frame(self, missing: int) -> bytes:
-        failure: OSError | None = None
-        try:
-            frame = self.data.recv()
-        except OSError as exc:
-            failure = exc
-        else:
-            if frame:
-                return frame
-        if self._overdue:  # (the timer's shutdown reads as an end, or as a failure)
-            raise ResendFailed(f"the client did not resend {missing} blob(s) the server "
-                               f"missed within {RESEND_WAIT:g} s")
-        if failure is not None:
-            raise ResendFailed(f"the data connection failed while the server waited for "
-                               f"{missing} resent blob(s): {failure}")
-        raise ResendFailed(f"the client closed the data connection before it resent "
-                           f"{missing} blob(s)")
-
-    def _take(self, frame: bytes, tries: dict[bytes, int], got: dict[bytes, bytes]) -> None:
-        """One frame read during a wait: a batch to keep, or a blob to verify."""
-        if self._ours(frame, envelope.BATCH):
-            body = memoryview(frame)[envelope.HEADER_SIZE:]
-            self._kept.append(body)
-            self._kept_bytes += len(body)
-            if self._kept_bytes > KEEP_AT_MOST:
-                raise ResendFailed(f"the client sent more than {KEEP_AT_MOST / _MIB:g} MiB of "
-                                   f"batches while the server waited for a resent blob")
-            return
-        if not self._ours(frame, envelope.BLOB) or len(frame) < envelope.HEADER_SIZE + _DIGEST:
-            raise ResendFailed("not a batch or blob of this session on its data connection")
-        body = memoryview(frame)[envelope.HEADER_SIZE:]
-        digest, data = bytes(body[:_DIGEST]), bytes(body[_DIGEST:])
-        if digest not in tries or digest in got:
-            return  # an answer to an earlier want: nothing waits for it now
-        try:
-            self.store.put_verified(digest, data)
-        except BlobMismatch as exc:
-            self.refused += 1
-            tries[digest] += 1
-            log.warning("session %016x: refused a resent blob: %s", self.session, exc)
-            if tries[digest] >= RESEND_TRIES:
-                raise ResendFailed(f"the client resent a blob {RESEND_TRIES} times with bytes "
-                                   f"that do not match its digest") from None
-            self._ask((digest,))
-            return
-        got[digest] = data
-
-    def _ours(self, frame: bytes, kind: int) -> bool:
-        return (envelope.is_session_envelope(frame, (kind,))
-                and envelope.session_of(frame) == self.session)

@@ -3,11 +3,12 @@
 Every session is served from its data connection (``dataconn.py``: a peer's
 over TCP, this agent's own program's over an in-process pair): its executor
 thread waits until the connection is attached, then reads it itself, in C
-(``cffi_build/src/lanes/serve.c``): receive, open, run, seal the reply, with
-Python only for a batch the blob store must see. A blob the store misses is
-asked of the client and read off the same connection, the batches that come
-before it kept and run after the one that waits (``resends.py``). TCP's flow
-control (or the local pair's bound) is the backpressure.
+(``cffi_build/src/lanes/serve.c``): receive, open, run, seal the reply. Python
+never handles an envelope: the lane returns only to ask for blobs its shelf
+misses, which the store answers from disk or has the client resend on the same
+connection while the lane keeps the batches that come meanwhile
+(``resends.py``). TCP's flow control (or the local pair's bound) is the
+backpressure.
 
 The executor thread alone touches its ``ExecSession`` (it is not thread-safe)
 and sends each reply on the data connection; control messages (``cuda_close``,
@@ -23,10 +24,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, h2d_call_id
+from gleam.peer.cache.blobs import CachePolicy
 from gleam.peer.cache.store import BlobStore
+from gleam.peer.cuda.server import resends
 from gleam.peer.cuda.server.resends import BlobResends, ResendFailed
-from gleam.peer.cuda.wire import envelope
 from gleam.peer.cuda.wire.channel import Channel
 from gleam.peer.cuda.wire.messages import MAX_WANTED, CudaBlobWant, CudaClose, short_reason
 from gleam.peer.nativelib import ffi, lib
@@ -38,8 +39,6 @@ class ExecLike(Protocol):
     va_base: int
     va_size: int
 
-    def run(self, batch: memoryview, reply: memoryview,
-            blobs: list[tuple[bytes, bytes | memoryview]] | None = None) -> int: ...
     def stats(self) -> dict[str, Any]: ...
     def live_bytes(self) -> int: ...
     def close(self) -> None: ...
@@ -69,7 +68,6 @@ class ServedSession:
     store: BlobStore | None = None
     policy: CachePolicy = field(default_factory=CachePolicy)
     blob_refs: int = 0
-    blob_misses: int = 0
     # The session's data connection (dataconn.DataConnection): the executor
     # starts serving once ``attach_data`` gives it.
     data: Any = None
@@ -111,11 +109,10 @@ class ServedSession:
     # ----------------------------------------------------------- executor thread
 
     def _run(self) -> None:
-        reply = bytearray(envelope.HEADER_SIZE + self.reply_capacity)
         try:
             self._data_ready.wait()
             if self.data is not None and not self._stopping.is_set():
-                self._serve_data(reply)
+                self._serve_data()
         except ResendFailed as exc:
             if not self._stopping.is_set():  # (a stop wakes a wait too: its reason stands)
                 reason = short_reason(str(exc))
@@ -145,37 +142,50 @@ class ServedSession:
 
     # ----------------------------------------------------------- the native lane
 
-    def _serve_data(self, reply: bytearray) -> None:
-        """Serve the data connection until it ends (the executor thread)."""
+    def _serve_data(self) -> None:
+        """Serve the data connection until it ends (the executor thread): the lane
+        runs every batch; Python answers its blob requests."""
         # With a store, the lane does the batch's cache work on the store's shelf.
         shelf = self.store.shelf.native if self.store is not None else ffi.NULL
         pol = ffi.new("gl_cache_policy *", (self.policy.h2d_min, self.policy.image_min))
         serve = lib.gl_serve_new(self.exec.native, self.data.stream, self.session, shelf, pol,
-                                 self.reply_capacity)
+                                 self.reply_capacity, resends.lane_limits())
         if serve == ffi.NULL:
             raise MemoryError("no memory for the session's native lane")
         self._serve = ffi.gc(serve, lib.gl_serve_free)
         if self.store is not None:
-            self._resends = BlobResends(self.session, self.data, self.store, self._want)
-        out, size = ffi.new("uint8_t **"), ffi.new("uint64_t *")
-        while not self._stopping.is_set():
-            rc = lib.gl_serve_next(self._serve, out, size)
-            if rc == lib.GL_SERVE_SLOW:  # a reference the shelf misses: disk, or the client
-                # (A copy: waiting for a resend reads the stream, whose buffer it was.)
-                body = memoryview(bytes(ffi.buffer(out[0] + envelope.HEADER_SIZE,
-                                                   size[0] - envelope.HEADER_SIZE)))
-                self._execute(body, reply)
-                self._run_kept(reply)
-                continue
-            if rc == lib.GL_SERVE_E_BATCH:
-                code = int(self._serve.error)
-                raise self.batch_error(code, ffi.string(lib.gl_exec_strerror(code)).decode())
-            if rc == lib.GL_SERVE_E_ENVELOPE:
-                raise self.batch_error(0, "not a batch of this session on its data connection")
-            if rc == lib.GL_SERVE_E_STREAM and not self._stopping.is_set():
-                why = self.data.describe(int(self._serve.error))
-                self.end_reason = self.end_reason or f"the data connection failed: {why}"
-            break  # the client closed it, or it failed: the session is over
+            self._resends = BlobResends(self.session, self._serve, self.data, self.store,
+                                        self._want, MAX_WANTED)
+        try:
+            while not self._stopping.is_set():
+                rc = lib.gl_serve_next(self._serve)
+                if rc == lib.GL_SERVE_MISS and self._resends is not None:
+                    self._resends.answer_miss()
+                elif rc == lib.GL_SERVE_RESENT and self._resends is not None:
+                    self._resends.answer_resent()
+                else:
+                    self._lane_ended(rc)
+                    return
+        finally:
+            if self._resends is not None:
+                self._resends.close()
+
+    def _lane_ended(self, rc: int) -> None:
+        """The lane returned for good: the reason, or an exception for the session's end."""
+        if rc == lib.GL_SERVE_E_BATCH:
+            code = int(self._serve.error)
+            raise self.batch_error(code, ffi.string(lib.gl_exec_strerror(code)).decode())
+        if rc == lib.GL_SERVE_E_ENVELOPE:
+            raise self.batch_error(0, "not a batch of this session on its data connection")
+        if rc == lib.GL_SERVE_E_NOMEM:
+            raise MemoryError("no memory for a batch the session's lane keeps")
+        stream_failed = rc == lib.GL_SERVE_E_STREAM
+        why = self.data.describe(int(self._serve.error)) if stream_failed else ""
+        if self._resends is not None and (self._resends.waiting or rc == lib.GL_SERVE_E_KEPT):
+            raise self._resends.failed(rc, why)
+        if stream_failed and not self._stopping.is_set():
+            self.end_reason = self.end_reason or f"the data connection failed: {why}"
+        # (GL_SERVE_END: the client closed it; the session is over)
 
     def _absorb_native(self) -> None:
         """Fold the native lane's counters into the session's (exec lock held)."""
@@ -188,75 +198,10 @@ class ServedSession:
             self.bytes_out += serve.bytes_out
             self.blob_refs += serve.refs
 
-    def _run_kept(self, reply: bytearray) -> None:
-        """The batches that came while the executor waited for a resend, in order
-        (each may wait for resends of its own, keeping more behind it)."""
-        while self._resends is not None and not self._stopping.is_set():
-            body = self._resends.next_kept()
-            if body is None:
-                return
-            self._execute(body, reply)
-
-    def _execute(self, body: memoryview, reply: bytearray) -> None:
-        """Runs one batch in Python (one the lane handed back for a blob its shelf
-        misses, or one kept while a resend was awaited) and seals its reply onto
-        the data connection."""
-        self.batches += 1
-        self.bytes_in += len(body) + envelope.HEADER_SIZE
-        self.records += envelope.record_count(body)
-        blobs = self._blobs(body) if self.store is not None else None
-        with memoryview(reply) as whole:
-            size = self.exec.run(body, whole[envelope.HEADER_SIZE :], blobs)
-        if size < 0:
-            return
-        envelope.write_header(reply, envelope.REPLY, self.session, size)
-        total = envelope.HEADER_SIZE + size
-        self.replies += 1
-        self.bytes_out += total
-        # Sealed into the stream's own buffer: the reply buffer is free again at once.
-        self.data.send(memoryview(reply)[:total])
-
-    def _blobs(self, body: memoryview) -> list[tuple[bytes, bytes | memoryview]] | None:
-        """Stores the batch's cacheable inline payloads and resolves its references.
-
-        Inline payloads are hashed here (so what enters the store matches its
-        digest by construction); a reference the store misses is asked of the
-        client, and the executor waits for its verified bytes.
-        """
-        assert self.store is not None
-        scan = BatchBlobs(body, self.policy, hash_inline=True)
-        if not scan.items:
-            return None
-        self._offer(scan, body)
-        found: list[tuple[bytes, bytes | memoryview]] = []
-        missing: list[bytes] = []
-        for seen in scan.items:
-            if not seen.is_ref:
-                continue
-            self.blob_refs += 1
-            blob = self.store.get(seen.digest, seen.length)
-            if blob is None:
-                missing.append(seen.digest)
-            else:
-                found.append((seen.digest, blob))
-        if missing:
-            found += self._fetch(list(dict.fromkeys(missing)))
-        return found
-
-    def _offer(self, scan: BatchBlobs, body: memoryview) -> None:
-        """The batch's cacheable inline payloads go to the store (hashed here, so
-        what enters it matches its digest by construction)."""
-        assert self.store is not None
-        for seen in scan.items:
-            if not seen.is_ref:
-                data = body[seen.offset:seen.offset + seen.length]
-                self.store.offer(seen.digest, data, image=seen.call_id != h2d_call_id())
-
-    def _fetch(self, digests: list[bytes]) -> list[tuple[bytes, bytes]]:
-        """Asks the client for blobs the store misses and waits for them (executor thread)."""
-        assert self._resends is not None  # (a session with a store has one once serving)
-        self.blob_misses += len(digests)
-        return self._resends.fetch(digests, MAX_WANTED)
+    @property
+    def blob_misses(self) -> int:
+        """Blobs asked of the client (neither the shelf nor the disk had them)."""
+        return self._resends.misses if self._resends is not None else 0
 
     def _want(self, digests: tuple[bytes, ...]) -> None:
         self.channel.submit_control(CudaBlobWant(session=self.session, digests=digests))
@@ -291,7 +236,8 @@ class ServedSession:
             "bytes": bytes_in + bytes_out, "bytes_in": bytes_in,
             "bytes_out": bytes_out, "stats": dict(self.stats),
             "data_connection": self.data is not None,
-            "blob_refs": blob_refs, "blob_misses": self.blob_misses,
+            "blob_refs": blob_refs,
+            "blob_misses": self.blob_misses,
             "blob_refused": self._resends.refused if self._resends is not None else 0,
         }
 

@@ -1,0 +1,93 @@
+"""A held session stays on the native uplink (cffi_build/src/lanes/pump.c): while a
+move holds it, each envelope the program sends is journaled and kept in the pump's
+backlog, none sent and none handed to Python; a refused move sends the backlog in
+order, and a replay (which sent the journal) clears it."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gleam.peer.cuda.client.journal import Journal
+from gleam.peer.cuda.client.lanes import new_pump
+from gleam.peer.cuda.wire import dataconn, envelope
+from gleam.peer.cuda.wire.calls import call_ids
+from gleam.peer.nativelib import lib
+from gleam.peer.records import CallRecord, encode_batch
+
+SESSION = 5
+
+
+def _envelope(i: int) -> bytes:
+    """A waiting batch told apart by its number of records (the pump only scans it)."""
+    body = encode_batch([CallRecord(call_ids()["cuCtxSynchronize"], ())] * (i + 1))
+    return envelope.pack_header(envelope.BATCH, 0, len(body)) + body
+
+
+class HeldPump:
+    """A pump on a local data connection, held as a move holds it."""
+
+    def __init__(self) -> None:
+        self.program, self._agent = socket.socketpair()
+        self.journal = Journal(1 << 24)
+        self.pump: Any = new_pump(self._agent.fileno(), SESSION, self.journal.native, b"", 0)
+        self.client, self.server = dataconn.local_pair()
+        self.pump.out = self.client.stream
+        self.pump.held = 1
+
+    def uplink_until_end(self, sent: list[bytes]) -> list[int]:
+        codes: list[int] = []
+        uplink = threading.Thread(target=lambda: codes.append(lib.gl_pump_uplink(self.pump)))
+        uplink.start()
+        self.program.sendall(b"".join(sent))
+        self.program.shutdown(socket.SHUT_WR)
+        uplink.join(30)
+        assert not uplink.is_alive()
+        return codes
+
+    def locked(self, call: Any) -> Any:
+        lib.gl_pump_route_lock(self.pump)
+        try:
+            return call(self.pump)
+        finally:
+            lib.gl_pump_route_unlock(self.pump)
+
+    def close(self) -> None:
+        for conn in (self.client, self.server):
+            conn.close()
+        self.program.close()
+        self._agent.close()
+
+
+@pytest.fixture
+def held() -> Iterator[HeldPump]:
+    h = HeldPump()
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def test_a_held_uplink_journals_and_keeps_every_envelope_and_sends_none(held):
+    sent = [_envelope(i) for i in range(3)]
+    assert held.uplink_until_end(sent) == [lib.GL_PUMP_END]
+    assert held.journal.count == 3 and held.pump.batches == 3
+    assert held.pump.bytes_to_server == 0 and held.pump.waits_out == 0  # nothing sent
+    # A refused move: the backlog goes, in order, stamped with the session.
+    assert held.locked(lib.gl_pump_release) == 0
+    assert held.pump.held == 0 and held.pump.waits_out == 3
+    got = [held.server.recv() for _ in sent]
+    assert [g[envelope.HEADER_SIZE:] for g in got] == [s[envelope.HEADER_SIZE:] for s in sent]
+    assert all(envelope.session_of(g) == SESSION for g in got)
+    assert held.pump.bytes_to_server == sum(len(s) for s in sent)
+
+
+def test_after_a_replay_the_backlog_is_gone_and_a_release_sends_nothing(held):
+    held.uplink_until_end([_envelope(i) for i in range(2)])
+    held.locked(lib.gl_pump_backlog_clear)  # (the replay sent the journal)
+    assert held.locked(lib.gl_pump_release) == 0
+    assert held.pump.bytes_to_server == 0 and held.journal.count == 2
