@@ -178,7 +178,7 @@ def _raw_tcp_mb_s(client: Any, server: Any, total: int, chunk: int) -> float:
                      capture_output=True, text=True, check=True)
     sink.wait(30)
     sink.stdout.close()
-    return total / float(raw.stdout.strip()) / 1e6
+    return total / float(raw.stdout.split()[0]) / 1e6  # its first line: the seconds
 
 
 def _finished_sessions(control_socket: Path) -> list[dict[str, Any]]:

@@ -6,8 +6,9 @@ depend on the link, so they mean the same on a LAN with separate machines. Two
 real agent pairs (child processes, real sockets, encryption on; one pair with the
 blob cache off, one with it on) serve examples/cuda/bench_calls.c, run with
 ``GLEAM_BENCH_MARKS=1``: at each end of its timed section it waits while the bench
-reads each agent's CPU time from the kernel (``/proc/PID/stat``, utime + stime,
-every thread it had; peer/bench/proc_cpu.py). The end reading waits until both
+reads each agent's CPU time from the kernel (the process's CPU clock, every
+thread it had, in ns; the user/system split from ``/proc/PID/stat``;
+peer/bench/proc_cpu.py). The end reading waits until both
 agents are quiet, so work done after the last call returned (the cache's
 deferred offers) is counted. Setup, the device buffer's first touch and the
 checks after it are not.
@@ -236,8 +237,9 @@ def main(args: argparse.Namespace) -> int:
                 "waits": args.waits, "rounds": args.rounds, "statistic": "median",
                 "seconds": round(time.time() - started, 1),
                 "machine": {"start": before, "end": _machine()},
-                "cpu_source": "/proc/PID/stat utime+stime of each agent (all its threads), "
-                              "read at the program's marks; the end read after both were quiet",
+                "cpu_source": "each agent's process CPU clock (all its threads; the system "
+                              "share from /proc/PID/stat), read at the program's marks; the "
+                              "end read once both agents were quiet",
                 "rounds_detail": rounds.as_dict()}
         print_report("cpu", rows, meta, as_json=args.json)
     return 0

@@ -1,9 +1,9 @@
 """The references of ``bench cpu``, each as CPU seconds per GB of the same bytes.
 
 * raw TCP: a sender and a receiver process, plain blocking sockets
-  (``tcp_reference``, through ``data_connection.raw``); each side's CPU from
-  wait4, less what the same two processes cost to move one byte (the
-  interpreter's start and exit, which a long-running agent does not pay);
+  (``tcp_reference``'s ``source`` and ``sink``), each timing the CPU of its own
+  transfer (the interpreter's start, which a long-running agent does not pay,
+  stays out);
 * AES-256-GCM seal and open: the native core's own measure (``gl_crypto_gcm_rate``,
   cffi_build/src/crypto), the stream's per-frame work in the stream's pieces,
   through the libcrypto the agents' data connection loads, in this process;
@@ -16,9 +16,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
-from gleam.peer.bench import data_connection
 from gleam.peer.nativelib import ffi, lib
 
 GB = 1e9
@@ -29,10 +30,23 @@ BUFFER = 64 << 20
 
 def raw_tcp(total: int, chunk: int) -> dict[str, float]:
     """Each side's CPU seconds per GB of raw TCP, sender and receiver."""
-    bulk = data_connection.raw(total, chunk)
-    empty = data_connection.raw(1, 1)
-    return {"sender": (bulk.sender_cpu_s - empty.sender_cpu_s) * GB / total,
-            "receiver": (bulk.receiver_cpu_s - empty.receiver_cpu_s) * GB / total}
+    tcp = [sys.executable, "-m", "gleam.peer.bench.tcp_reference"]
+    sink = subprocess.Popen([*tcp, "sink", str(total)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert sink.stdout is not None
+        port = sink.stdout.readline().strip()
+        source = subprocess.run([*tcp, "source", "127.0.0.1", port, str(total), str(chunk)],
+                                capture_output=True, text=True, check=True, timeout=600)
+        received = float(sink.stdout.readline())
+        sink.wait(30)
+    finally:
+        if sink.poll() is None:
+            sink.kill()
+            sink.wait()
+        if sink.stdout is not None:
+            sink.stdout.close()
+    sent = float(source.stdout.split()[1])  # after the wall-clock seconds
+    return {"sender": sent * GB / total, "receiver": received * GB / total}
 
 
 def aes_gcm(total: int) -> dict[str, float]:
