@@ -17,6 +17,8 @@ from gleam.peer.bench import pingpong
 def test_a_reference_is_timed_between_two_processes(kind: str, tmp_path: Path):
     result = pingpong.measure(kind, 100, tmp_path)
     assert result.seconds > 0
+    # Each side's loop reports its CPU time (bench cpu's per-call reference).
+    assert result.echo_cpu_s > 0 and result.ping_cpu_s > 0
     # Unpinned: each side could run on any CPU the test may use.
     allowed = tuple(sorted(os.sched_getaffinity(0)))
     assert result.echo_affinity == allowed and result.ping_affinity == allowed

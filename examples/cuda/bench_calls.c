@@ -8,8 +8,31 @@
  * KERNELS (only `oneway` needs it) may be left out: then $GLEAM_EXAMPLE_KERNELS or the
  * package's kernels.ptx. Prints one JSON line; the results are checked, so a fast wrong
  * answer is not a benchmark result.
+ *
+ * With GLEAM_BENCH_MARKS=1 the program stops at each end of its timed section: it prints
+ * `mark start` or `mark end` and reads one line from stdin before it goes on. That lets
+ * `gleam-peer bench cpu` read the agents' CPU time at exactly those moments (setup, the
+ * device buffer's first touch and the checks afterwards stay outside).
  */
 #include "common.h"
+
+static void mark(const char *where)
+{
+    static int wanted = -1;
+    if (wanted < 0) {
+        const char *env = getenv("GLEAM_BENCH_MARKS");
+        wanted = env != NULL && strcmp(env, "1") == 0;
+    }
+    if (!wanted)
+        return;
+    printf("mark %s\n", where);
+    fflush(stdout);
+    char line[16];
+    if (fgets(line, sizeof line, stdin) == NULL) {
+        fprintf(stderr, "bench_calls: stdin closed at mark %s\n", where);
+        exit(2);
+    }
+}
 
 static CUcontext setup(CUdevice *dev)
 {
@@ -27,11 +50,13 @@ static int bench_oneway(const char *image, long long calls)
     CUfunction empty;
     CHECK(cuModuleGetFunction(&empty, mod, "gleam_empty"));
     CHECK(cuCtxSynchronize()); /* module loading stays out of the measurement */
+    mark("start");
     double t0 = example_now();
     for (long long i = 0; i < calls; ++i)
         CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
     CHECK(cuCtxSynchronize());
     double t = example_now() - t0;
+    mark("end");
     CHECK(cuModuleUnload(mod));
     printf("oneway: %lld launches in %.3f s, %.0f calls/s\n", calls, t, (double)calls / t);
     printf("{\"mode\": \"oneway\", \"calls\": %lld, \"seconds\": %.9f}\n", calls, t);
@@ -45,12 +70,14 @@ static int bench_waiting(long long calls)
     CHECK(cuMemsetD32(d, 0x600dcafeu, 1));
     unsigned v = 0;
     int bad = 0;
+    mark("start");
     double t0 = example_now();
     for (long long i = 0; i < calls; ++i) {
         CHECK(cuMemcpyDtoH(&v, d, 4));
         bad |= v != 0x600dcafeu;
     }
     double t = example_now() - t0;
+    mark("end");
     CHECK(cuMemFree(d));
     printf("waiting: %lld round trips in %.3f s, %.1f us each%s\n", calls, t,
            t / (double)calls * 1e6, bad ? " (WRONG DATA)" : "");
@@ -85,6 +112,7 @@ static int bench_h2d(long long total, long long chunk, unsigned long long seed)
      * measured instead of the copy path. */
     CHECK(cuMemsetD8(d, 0, (size_t)total));
     CHECK(cuCtxSynchronize());
+    mark("start");
     double t0 = example_now();
     for (long long off = 0; off < total; off += chunk) {
         long long n = total - off < chunk ? total - off : chunk;
@@ -92,6 +120,7 @@ static int bench_h2d(long long total, long long chunk, unsigned long long seed)
     }
     CHECK(cuCtxSynchronize());
     double t = example_now() - t0;
+    mark("end");
 
     /* Spot checks: the first, the last and a middle piece of what arrived. */
     unsigned char probe[256];

@@ -12,6 +12,7 @@ BENCHES = {
     "compression": "gleam.peer.bench.compression",
     "batch": "gleam.peer.bench.batch",
     "calls": "gleam.peer.bench.calls",
+    "cpu": "gleam.peer.bench.cpu",
     "ptx": "gleam.peer.bench.ptx",
     "cache": "gleam.peer.bench.cache",
     "scheduler": "gleam.peer.bench.scheduler",

@@ -15,9 +15,10 @@ As children (``python -m gleam.peer.bench.pingpong``):
 
 * ``echo unix PATH`` / ``echo tcp HOST``: listen, print the address to connect to
   (the path, or the port), answer one connection until it closes, then print
-  ``{"echoed": N, "affinity": [...]}``.
+  ``{"echoed": N, "cpu_s": C, "affinity": [...]}`` (C: the CPU seconds of its loop).
 * ``ping unix PATH COUNT`` / ``ping tcp HOST PORT COUNT``: time COUNT round trips,
-  print ``{"seconds": S, "affinity": [...]}`` (S per round trip).
+  print ``{"seconds": S, "cpu_s": C, "affinity": [...]}`` (S per round trip, C the
+  CPU seconds of the whole loop).
 * ``relay PATH HOST PORT``: listen on the Unix socket PATH (print it), connect to
   the TCP echo at HOST:PORT, relay one connection both ways (a thread per
   direction, as the client agent has) until it closes.
@@ -35,6 +36,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,11 +47,15 @@ CHILD = [sys.executable, "-m", "gleam.peer.bench.pingpong"]
 
 @dataclass(frozen=True)
 class PingPong:
-    """One reference measurement: seconds per round trip and where each side ran."""
+    """One reference measurement: seconds per round trip, where each side ran and the
+    CPU seconds each side's loop took (for ``bench cpu``; the interpreter's start is
+    not in them)."""
 
     seconds: float
     echo_affinity: tuple[int, ...]
     ping_affinity: tuple[int, ...]
+    echo_cpu_s: float
+    ping_cpu_s: float
 
 
 def _affinity() -> list[int]:
@@ -83,10 +89,12 @@ def _echo(kind: str, where: str) -> None:
         conn.settimeout(None)  # the C loop needs a blocking socket
         if kind == "tcp":
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        start = time.process_time()
         echoed = int(lib.gl_pingpong_echo(conn.fileno(), MSG_SIZE))
+        cpu_s = time.process_time() - start
     if echoed < 0:
         raise SystemExit("ping-pong echo: socket error")
-    print(json.dumps({"echoed": echoed, "affinity": _affinity()}), flush=True)
+    print(json.dumps({"echoed": echoed, "cpu_s": cpu_s, "affinity": _affinity()}), flush=True)
 
 
 def _ping(kind: str, address: str | tuple[str, int], count: int) -> None:
@@ -94,10 +102,12 @@ def _ping(kind: str, address: str | tuple[str, int], count: int) -> None:
 
     with _stream(kind) as sock:
         sock.connect(address)
+        start = time.process_time()
         seconds = float(lib.gl_pingpong_time(sock.fileno(), count, MSG_SIZE))
+        cpu_s = time.process_time() - start
     if seconds <= 0:
         raise SystemExit("ping-pong: socket error")
-    print(json.dumps({"seconds": seconds, "affinity": _affinity()}), flush=True)
+    print(json.dumps({"seconds": seconds, "cpu_s": cpu_s, "affinity": _affinity()}), flush=True)
 
 
 def _relay(path: str, host: str, port: int) -> None:
@@ -181,7 +191,8 @@ def measure(kind: str, count: int, workdir: Path, timeout: float = 120) -> PingP
         _stop(echo)
         path.unlink(missing_ok=True)
     timed = json.loads(ping.stdout)
-    return PingPong(timed["seconds"], tuple(echoed["affinity"]), tuple(timed["affinity"]))
+    return PingPong(timed["seconds"], tuple(echoed["affinity"]), tuple(timed["affinity"]),
+                    echoed["cpu_s"], timed["cpu_s"])
 
 
 def _main(argv: list[str]) -> None:

@@ -9,7 +9,7 @@ median of the rounds drops the round a neighbour's burst spoiled.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 
@@ -27,15 +27,24 @@ class Rounds:
         return {"values": self.values, "order": self.orders}
 
 
-def interleave(rounds: int, measures: Sequence[tuple[str, Callable[[], float]]]) -> Rounds:
+Measure = Callable[[], float | Mapping[str, float]]
+
+
+def interleave(rounds: int, measures: Sequence[tuple[str, Measure]]) -> Rounds:
     """Run each ``(name, measure)`` once per round: in the given order in even
-    rounds, reversed in odd ones."""
+    rounds, reversed in odd ones. A measure that returns several values (a mapping,
+    as one run read on several processes) keeps each as ``name_key``."""
     if rounds <= 0:
         raise ValueError("rounds must be positive")
-    out = Rounds({name: [] for name, _ in measures})
+    out = Rounds()
     for index in range(rounds):
         ordered = list(measures) if index % 2 == 0 else list(reversed(measures))
         out.orders.append([name for name, _ in ordered])
         for name, measure in ordered:
-            out.values[name].append(measure())
+            value = measure()
+            if isinstance(value, Mapping):
+                for key, one in value.items():
+                    out.values.setdefault(f"{name}_{key}", []).append(one)
+            else:
+                out.values.setdefault(name, []).append(value)
     return out

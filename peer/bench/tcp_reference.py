@@ -5,12 +5,13 @@ reference, like the agents, gets a process and a core of its own. It listens
 on 127.0.0.1 (or the address given after N), prints its port, then serves one
 connection:
 
-* ``sink N [HOST]``: read N bytes into a reused buffer, then answer one byte.
+* ``sink N [HOST]``: read N bytes into a reused buffer, answer one byte, then print
+  the CPU seconds its receiving took (``bench cpu``'s reference).
 * ``echo``: answer every 8-byte message with the same 8 bytes until EOF.
 
 ``source HOST PORT N CHUNK`` is the sending side as a process of its own (for a
 network namespace other than the benchmark's): it prints the seconds
-``measure_throughput`` took.
+``measure_throughput`` took, then on a second line the CPU seconds it took.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def _serve(mode: str, total: int, host: str = "127.0.0.1") -> None:
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     with conn:
         if mode == "sink":
+            start = time.process_time()
             buf = bytearray(BUFFER)
             view = memoryview(buf)
             got = 0
@@ -39,6 +41,7 @@ def _serve(mode: str, total: int, host: str = "127.0.0.1") -> None:
                     return
                 got += n
             conn.sendall(b"k")
+            print(time.process_time() - start, flush=True)
         else:
             while msg := conn.recv(8):
                 conn.sendall(msg)
@@ -79,7 +82,9 @@ def measure_pingpong(port: int, count: int) -> float:
 if __name__ == "__main__":
     if sys.argv[1] == "source":
         host, port, total, chunk = sys.argv[2], *map(int, sys.argv[3:6])
+        start = time.process_time()
         print(measure_throughput(port, total, chunk, host))
+        print(time.process_time() - start)
     else:
         _serve(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0,
                *(sys.argv[3:4] or ["127.0.0.1"]))
