@@ -56,6 +56,16 @@ def test_bench_cpu_reports_each_agents_cost_beside_references_measured_in_rounds
         statistics.median(values["cipher_memcpy"])
     assert rows["serving agent per waiting call"]["reference"] == statistics.median(
         values["tcp_pingpong_cpu_us_per_side"])
+    # The program's own CPU (its interposer) is read at the same marks, and the rate
+    # with a core per process is set by the busiest of the three.
+    for kind in ("one-way", "waiting"):
+        assert rows[f"program (interposer) per {kind} call"]["unit"] == "CPU-µs"
+    for key in ("h2d_nocache_program", "oneway_program", "waiting_program"):
+        assert len(values[key]) == 2 and min(values[key]) > 0, key
+    slowest = max(statistics.median(values[f"oneway_{side}"])
+                  for side in ("program", "client", "server"))
+    assert rows["one-way calls, each process on a core of its own"]["value"] == \
+        1e6 / slowest
     # The end of every run was read once both agents were quiet.
     assert all(values[f"{run}_settled"] == [1.0, 1.0]
                for run in ("h2d_nocache", "h2d_cache", "oneway", "waiting"))

@@ -181,6 +181,8 @@ def _copy_rows(r: Rounds, what: str) -> list[Row]:
              "raw TCP sender + AES-GCM seal + SHA-256", send + seal + sha),
         side("serving agent, cache on (first sightings)", "h2d_cache_server",
              "raw TCP receiver + AES-GCM open + memcpy + SHA-256", recv + open_ + copy + sha),
+        Row("program (interposer), cache off", m("h2d_nocache_program"),
+            "raw TCP sender", send, unit, "informative"),
         Row("serving agent, cache off, less the memcpy reference", plain_server - copy,
             "raw TCP receiver + AES-GCM open", recv + open_, unit, "informative"),
         Row("raw TCP sender (reference)", send, "raw TCP receiver", recv, unit, "reference"),
@@ -203,9 +205,24 @@ def _call_rows(r: Rounds) -> list[Row]:
             for agent, side in (("client", "client"), ("serving", "server"))]
     r.values["reference_us"] = [t + u for t, u in zip(r.values["tcp_pingpong_us"],
                                                        r.values["unix_pingpong_us"], strict=True)]
+    rows += [Row(f"program (interposer) per {kind} call", m(f"{key}_program"), ref, side_us,
+                 "CPU-µs", "informative")
+             for kind, key in (("one-way", "oneway"), ("waiting", "waiting"))]
     rows += [oneway_row(m("oneway_calls_per_s")),
+             Row("one-way calls, each process on a core of its own", pipeline_rate(r),
+                 "measured rate", m("oneway_calls_per_s"), "calls/s", "informative"),
              waiting_row(m("waiting_us"), m("reference_us"))]
     return rows
+
+
+def pipeline_rate(r: Rounds) -> float:
+    """The one-way rate the three processes allow when none shares a core: a call
+    passes the program, the client agent and the serving agent in turn, each
+    working while the others do, so the busiest one's CPU per call sets the pace.
+    On a LAN the serving agent has its machine; the program and client agent
+    share theirs."""
+    slowest = max(r.median(f"oneway_{side}") for side in ("program", "client", "server"))
+    return 1e6 / slowest if slowest > 0 else 0.0
 
 
 def _machine() -> dict[str, Any]:

@@ -26,8 +26,9 @@ RUN_TIMEOUT_S = 600
 
 @dataclass(frozen=True)
 class MarkedRun:
-    """The program's JSON result, each agent's CPU between the marks, and whether the
-    agents were quiet when the end was read."""
+    """The program's JSON result, each agent's CPU and the program's own (key
+    "program") between the marks, and whether the agents were quiet when the end
+    was read."""
 
     result: dict[str, Any]
     cpu: dict[str, CpuTime]
@@ -52,7 +53,8 @@ def _go_on(proc: subprocess.Popen[str]) -> None:
 
 def run_marked(binary: Path, client: LocalAgent, pids: Mapping[str, int], args: list[str],
                workdir: Path) -> MarkedRun:
-    """Run ``binary args`` against ``client``'s agent; read ``pids`` at its marks."""
+    """Run ``binary args`` against ``client``'s agent; read ``pids`` and the program
+    at its marks."""
     env = run_environment(interposer_dir(), client.state.control_socket, None,
                           {**os.environ, "GLEAM_EXAMPLE_KERNELS": str(KERNELS_PTX),
                            "GLEAM_BENCH_MARKS": "1"}, quiet=True)
@@ -61,12 +63,15 @@ def run_marked(binary: Path, client: LocalAgent, pids: Mapping[str, int], args: 
         proc = subprocess.Popen([str(binary), *args], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=err, text=True, env=env)
     try:
+        # The program too: its interposer's share of each call (it stops at each
+        # mark, so its own clock reads the timed section alone).
+        every = {**pids, "program": proc.pid}
         _until_mark(proc, "start", errors)
-        before = read_all(pids)
+        before = read_all(every)
         _go_on(proc)
         _until_mark(proc, "end", errors)
         settled = settle(list(pids.values()))
-        after = read_all(pids)
+        after = read_all(every)
         _go_on(proc)
         out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
     finally:
@@ -80,4 +85,4 @@ def run_marked(binary: Path, client: LocalAgent, pids: Mapping[str, int], args: 
     result: dict[str, Any] = json.loads(lines[-1])
     if result.get("ok") is False:
         raise RuntimeError(f"{binary.name} {' '.join(args)}: its data came back wrong: {result}")
-    return MarkedRun(result, {k: after[k] - before[k] for k in pids}, settled)
+    return MarkedRun(result, {k: after[k] - before[k] for k in every}, settled)
