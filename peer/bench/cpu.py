@@ -33,6 +33,10 @@ Figures, each the median of ``--rounds`` interleaved rounds:
   one side of a raw TCP ping-pong per round trip (C loops, peer/bench/pingpong.py);
   the one-way rate (target >= 5 M calls/s) and the waiting round trip beside the
   raw TCP + Unix ping-pongs (target <= 1.5x), wall clock, as ``bench calls``.
+* the program's own CPU (its interposer), read at the same marks: per GB of the
+  copy and per call (informative), and the one-way rate the three processes
+  allow with a core each (the busiest one's CPU per call sets it), beside the
+  rate measured where they share this machine's cores.
 """
 
 from __future__ import annotations
