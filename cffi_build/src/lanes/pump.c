@@ -172,6 +172,26 @@ static uint32_t record_count(const gl_jblock *b)
                ? gl_get_u32(batch + GL_BATCH_COUNT_AT) : 0;
 }
 
+/* Stamps the session on send, counts it and seals it onto the server's stream;
+ * the route lock held. Takes the caller's reference. 0, or GL_PUMP_LOST_SEND
+ * with the session now held (what went is journaled: the link's loss starts
+ * the failover that replays it). */
+static int seal_send(gl_pump *p, gl_jblock *send, int waits)
+{
+    gl_put_u64(send->data + 8, p->session);
+    p->bytes_to_server += send->len;
+    if (waits)
+        p->waits_out++;
+    int sent = gl_stream_send(p->out, send->data, (size_t)send->len);
+    gl_jblock_unref(send);
+    if (sent != 0) {
+        p->held = 1;
+        p->err = sent;
+        return GL_PUMP_LOST_SEND;
+    }
+    return 0;
+}
+
 /* Journals b, counts it and seals send (b itself, or what the cache work made
  * of it) onto the server's stream; the route lock held. Takes the caller's
  * references on both. 0, or GL_PUMP_LOST_SEND with the session now held. */
@@ -183,19 +203,7 @@ static int forward(gl_pump *p, gl_jblock *b, gl_jblock *send, int well_formed, i
     p->batches++;
     p->records += record_count(b);
     gl_jblock_unref(b); /* the journal keeps its own reference */
-    gl_put_u64(send->data + 8, p->session);
-    p->bytes_to_server += send->len;
-    if (waits)
-        p->waits_out++;
-    int sent = gl_stream_send(p->out, send->data, (size_t)send->len);
-    gl_jblock_unref(send);
-    if (sent != 0) {
-        /* Journaled: the link's loss starts the failover that replays it. */
-        p->held = 1;
-        p->err = sent;
-        return GL_PUMP_LOST_SEND;
-    }
-    return 0;
+    return seal_send(p, send, waits);
 }
 
 /* b (a new reference) goes behind the backlog: 0 or GL_PUMP_E_NOMEM. */
@@ -234,27 +242,60 @@ static int hold_back(gl_pump *p, gl_jblock *b, int well_formed, int waits, int d
     return rc;
 }
 
+/* Sends a journaled envelope (a new reference) again, as the uplink sends a fresh
+ * one but without journaling it twice: the cache work (references for what
+ * the server holds, their bytes kept), the session stamp, the seal. The route
+ * lock held with the session held, so no hashing thread is busy: the hashing
+ * runs here. 0, GL_PUMP_LOST_SEND (still held) or GL_PUMP_E_NOMEM. */
+static int send_journaled(gl_pump *p, gl_jblock *b)
+{
+    int waits = b->waits != 0;
+    gl_jblock *send = b;
+    if (p->blobref) {
+        int rc = gl_blobref_outgoing(p->blobref, b, &send);
+        gl_jblock_unref(b); /* send has its own reference (b itself, or a new block) */
+        if (rc != GL_OK)
+            return GL_PUMP_E_NOMEM;
+    }
+    return seal_send(p, send, waits);
+}
+
 int gl_pump_release(gl_pump *p)
 {
-    size_t i = 0;
-    for (; i < p->nbacklog; i++) {
-        gl_jblock *b = p->backlog[i];
-        gl_put_u64(b->data + 8, p->session);
-        p->bytes_to_server += b->len;
-        if (b->waits)
-            p->waits_out++;
-        if (p->blobref)
-            gl_blobref_sent(p->blobref, (int)b->waits);
-        int sent = gl_stream_send(p->out, b->data, (size_t)b->len);
-        if (sent != 0) {
-            p->held = 1;
-            p->err = sent;
-            return GL_PUMP_LOST_SEND;
-        }
+    for (size_t i = 0; i < p->nbacklog; i++) {
+        gl_jblock_ref(p->backlog[i]);
+        int rc = send_journaled(p, p->backlog[i]);
+        if (rc != 0)
+            return rc; /* held: the failover replays the journal, backlog and all */
     }
     gl_pump_backlog_clear(p);
     p->held = 0;
     return 0;
+}
+
+int gl_pump_replay(gl_pump *p, uint64_t *at, uint64_t max_bytes)
+{
+    uint64_t sent = 0;
+    do {
+        gl_jlog_state js;
+        gl_jlog_get(p->journal, &js);
+        if (js.broken != GL_JLOG_KEEPING)
+            return GL_PUMP_E_JOURNAL;
+        gl_jblock *b = gl_jlog_entry(p->journal, (size_t)*at);
+        if (!b) {
+            /* Caught up: the uplink forwards again, and what it held back went
+             * with the journal. */
+            gl_pump_backlog_clear(p);
+            p->held = 0;
+            return GL_PUMP_END;
+        }
+        sent += b->len;
+        int rc = send_journaled(p, b);
+        if (rc != 0)
+            return rc;
+        (*at)++;
+    } while (sent < max_bytes);
+    return GL_PUMP_REPLAYING;
 }
 
 /* The cache work of one cacheable envelope, then its forwarding. Called with

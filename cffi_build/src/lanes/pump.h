@@ -40,6 +40,7 @@
 
 /* cdef: begin */
 enum {
+    GL_PUMP_REPLAYING = 3,    /* gl_pump_replay sent its share: call it again */
     GL_PUMP_CHECKPOINT = 2,   /* a checkpoint is due at this safe point: Python takes it,
                                  then calls the uplink again (the envelope waits in it) */
     GL_PUMP_DIVERTED = 1,     /* a reply for Python (the downlink's divert) */
@@ -52,7 +53,8 @@ enum {
     GL_PUMP_E_NOMEM = -6,
     GL_PUMP_E_STREAM = -7,    /* the data connection failed: GL_STREAM_E_* in err */
     GL_PUMP_E_REPLY = -8,     /* the server sent something not a REPLY of this session */
-    GL_PUMP_LOST_SEND = -9    /* a fast-lane send failed: the session is now held */
+    GL_PUMP_LOST_SEND = -9,   /* a fast-lane send failed: the session is now held */
+    GL_PUMP_E_JOURNAL = -10   /* the journal stopped keeping (Python has the words) */
 };
 
 typedef struct gl_pump {
@@ -114,12 +116,21 @@ void gl_pump_reply_unlock(gl_pump *p);
  * GL_PUMP_LOST_SEND, or an error. */
 int gl_pump_uplink(gl_pump *p);
 
-/* While held (the caller holds the route lock). release: a refused move;
- * the backlog goes to the server in order, as it is, and the session forwards
- * again: 0, or GL_PUMP_LOST_SEND (held again, the backlog kept).
- * backlog_clear: a replay sent the journal; the backlog goes. */
+/* While held (the caller holds the route lock). Both send journaled envelopes
+ * as the uplink sends a fresh one (the cache work, the session stamp, the
+ * seal), counting them as sent but not as the program's batches.
+ * release: a refused move; the backlog goes to the server in order and the
+ * session forwards again: 0, or GL_PUMP_LOST_SEND / GL_PUMP_E_NOMEM (held,
+ * the backlog kept). backlog_clear: a replay sent the journal; the backlog goes.
+ * replay: a move; the journal's entries from *at on go to the (new) server,
+ * about max_bytes of them (one at least), *at moved past them. GL_PUMP_END:
+ * caught up, the session forwards again (the backlog cleared); GL_PUMP_REPLAYING:
+ * more to send (the caller lets go of the route lock, for backpressure and for
+ * the uplink to journal, and calls again); GL_PUMP_E_JOURNAL, GL_PUMP_LOST_SEND,
+ * GL_PUMP_E_NOMEM. */
 int gl_pump_release(gl_pump *p);
 void gl_pump_backlog_clear(gl_pump *p);
+int gl_pump_replay(gl_pump *p, uint64_t *at, uint64_t max_bytes);
 
 /* The downlink (one thread) of stream s: writes replies to the program unless
  * diverted. Returns GL_PUMP_DIVERTED with *out (*len bytes: the envelope inside the

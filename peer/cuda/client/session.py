@@ -48,6 +48,9 @@ log = logging.getLogger("gleam.cuda.client")
 # A replay waits while more than this is queued towards the server on the
 # link, so a long journal cannot make the agent buffer without bound.
 MAX_QUEUED = 64 * 1024 * 1024
+# The journal bytes one call of the native replay sends before it lets go of
+# the route lock (the held uplink journals meanwhile).
+REPLAY_SHARE = 4 * 1024 * 1024
 _BACKPRESSURE_POLL = 0.002
 # How long a checkpoint waits for each snapshot read before it gives up (the
 # session goes on, with the journal it had).
@@ -261,19 +264,6 @@ class ClientSession:
         log.info("session %016x: the server's link failed under a send: %s", self.session, exc)
         self._held = True
 
-    def _forward_locked(self, buf: memoryview, waits: bool, block: Any) -> None:
-        """To the current server, under the route lock (so a move sees every batch
-        either as sent to the old server or as still to replay, never both).
-        ``block``: the native block ``buf`` views (the cache work holds it)."""
-        out = buf
-        if self.blobs is not None:
-            out = self.blobs.outgoing(buf, block)
-        envelope.stamp_session(out, self.session)
-        self.bytes_to_server += len(out)
-        if waits:
-            self.waits_out += 1
-        self._forward(out)
-
     # ------------------------------------------------------------ checkpoints
 
     def _checkpoint(self) -> None:
@@ -401,10 +391,14 @@ class ClientSession:
     def release(self) -> None:
         """A refused migration: go on forwarding to the same server."""
         with self._route_lock:
-            # What came while held goes now, in order, from the pump's backlog.
-            if lib.gl_pump_release(self._p) == lib.GL_PUMP_LOST_SEND:
+            # What came while held goes now, in order, from the pump's backlog
+            # (with the cache work, as the uplink sends).
+            rc = lib.gl_pump_release(self._p)
+            if rc == lib.GL_PUMP_LOST_SEND:
                 self._lost_under_us(OSError(self.data.describe(self._p.err)
                                             if self.data is not None else "send failed"))
+            elif rc != 0:
+                self._lost_under_us(OSError("no memory for the held batches' blob references"))
 
     def in_flight(self) -> int:
         """Waiting calls sent to the current server and not answered yet."""
@@ -415,10 +409,11 @@ class ClientSession:
                     on_lost: Callable[[ClientSession, str], None] | None = None) -> int:
         """Rebuild the session on a new server (a worker thread; the session is held).
 
-        Every journaled batch goes to ``forward`` in order; the replies of those
-        the program already had answers to are dropped, the rest reach it. Returns
-        the number of batches replayed. Raises RuntimeError when the journal cannot.
-        ``data``: the new server's data connection (``forward`` sends on it).
+        The native pump sends every journaled batch on ``data`` in order, as the
+        uplink sends a fresh one (``gl_pump_replay``); the downlink drops the
+        replies of those the program already had answers to, the rest reach it.
+        Returns the number of batches replayed. Raises RuntimeError when the
+        journal cannot, OSError when ``data`` fails.
         """
         with self._route_lock:
             if self.journal.broken is not None:
@@ -439,20 +434,20 @@ class ClientSession:
                 self._swallow = 0
                 self._update_divert()
             self.use_data(data, on_lost or self._on_data_lost or _ignore_loss)
-        done = 0
+        at = ffi.new("uint64_t *")
         while True:
             while channel.queued_bytes() > MAX_QUEUED and self.failed is None:
                 time.sleep(_BACKPRESSURE_POLL)
-            with self._route_lock:
-                if self.journal.broken is not None:
-                    raise RuntimeError(self.journal.broken)
-                entry = self.journal.entry(done)
-                if entry is None:
-                    self._held = False  # caught up: the reader forwards again
-                    lib.gl_pump_backlog_clear(self._p)
-                    return done
-                self._forward_locked(entry.envelope, entry.waits, entry.block)
-            done += 1
+            with self._route_lock:  # the pump sends a share of the journal under it
+                rc = lib.gl_pump_replay(self._p, at, REPLAY_SHARE)
+            if rc == lib.GL_PUMP_END:  # caught up: the uplink forwards again
+                return int(at[0])
+            if rc == lib.GL_PUMP_E_JOURNAL:
+                raise RuntimeError(self.journal.broken or "the journal stopped")
+            if rc == lib.GL_PUMP_LOST_SEND:
+                raise OSError(data.describe(self._p.err))
+            if rc != lib.GL_PUMP_REPLAYING:
+                raise MemoryError("no memory for the replay's blob references")
 
     def note_move(self, kind: str, old: str, new: str, batches: int, why: str,
                   seconds: float) -> None:
