@@ -147,13 +147,9 @@ class ClientSession:
         # (the uplink does it natively, keeping a backlog for a refused move), and
         # the move's replay sends them to the new server.
         # Checkpoints: replies of the snapshot reads go to _capture, not the program;
-        # _swallow (the pump's) counts those of an abandoned checkpoint still to come; a
-        # deferred error such a reply carried (with the server's notes on it), and
-        # output the session's kernels printed that it took (gl_session.h), are
-        # owed to the program's next replies.
+        # _swallow (the pump's) counts those of an abandoned checkpoint still to come.
         self._checkpoint_at = self.journal.next_checkpoint()
         self._capture: queue.Queue[bytes | bytearray | memoryview | None] | None = None
-        self._owed = checkpoint.Owed()
         # The blob cache's side of this session (peer/cache/client.py); None
         # when the server caches nothing or serves from this agent.
         self._blobs: Any = None
@@ -223,8 +219,6 @@ class ClientSession:
                 self._drop -= 1
                 self._update_divert()
                 return
-            if self._owed:
-                buf, self._owed = checkpoint.with_owed(buf, self._owed)
             self.replies += 1
             self.journal.answered += 1
             self.bytes_from_server += len(buf)
@@ -237,8 +231,7 @@ class ClientSession:
         """Whether replies must come through ``deliver`` (the send lock held): a
         checkpoint's reads, or an error or output owed. (The native downlink drops
         the replies counted in _drop and _swallow, and confirms references.)"""
-        self._p.divert = int(
-            self._capture is not None or bool(self._owed))
+        self._p.divert = int(self._capture is not None)
 
     def fail(self, reason: str) -> None:
         """End the session: tell the interposer why and close its connection."""
@@ -368,10 +361,7 @@ class ClientSession:
                     return None
                 taken += 1
                 self.bytes_from_server += len(reply)
-                result, data, values, deferred = checkpoint.reply_parts(reply, n)
-                with self._send_lock:
-                    self._owed.take_from(reply, deferred)
-                got.append((result, data, values))
+                got.append(checkpoint.reply_parts(reply, n))
             return got
         finally:
             with self._send_lock:
