@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gl_bytes.h"
@@ -26,6 +27,12 @@ gl_pump *gl_pump_new(int program_fd, uint64_t session, uint32_t max_body, gl_jlo
     pthread_mutex_init(&p->route_mu, NULL);
     pthread_mutex_init(&p->reply_mu, NULL);
     pthread_cond_init(&p->hash_cv, NULL);
+    /* A snapshot read's deadline must not move with the wall clock. */
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->capture_cv, &monotonic);
+    pthread_condattr_destroy(&monotonic);
     return p;
 }
 
@@ -43,7 +50,10 @@ void gl_pump_free(gl_pump *p)
     gl_jblock_unref(p->stash);
     gl_pump_backlog_clear(p);
     free(p->backlog);
+    gl_pump_capture_stop(p);
+    free(p->captured);
     free(p->pre);
+    pthread_cond_destroy(&p->capture_cv);
     pthread_cond_destroy(&p->hash_cv);
     pthread_mutex_destroy(&p->route_mu);
     pthread_mutex_destroy(&p->reply_mu);
@@ -172,11 +182,7 @@ static uint32_t record_count(const gl_jblock *b)
                ? gl_get_u32(batch + GL_BATCH_COUNT_AT) : 0;
 }
 
-/* Stamps the session on send, counts it and seals it onto the server's stream;
- * the route lock held. Takes the caller's reference. 0, or GL_PUMP_LOST_SEND
- * with the session now held (what went is journaled: the link's loss starts
- * the failover that replays it). */
-static int seal_send(gl_pump *p, gl_jblock *send, int waits)
+int gl_pump_seal_send(gl_pump *p, gl_jblock *send, int waits)
 {
     gl_put_u64(send->data + 8, p->session);
     p->bytes_to_server += send->len;
@@ -203,7 +209,7 @@ static int forward(gl_pump *p, gl_jblock *b, gl_jblock *send, int well_formed, i
     p->batches++;
     p->records += record_count(b);
     gl_jblock_unref(b); /* the journal keeps its own reference */
-    return seal_send(p, send, waits);
+    return gl_pump_seal_send(p, send, waits);
 }
 
 /* b (a new reference) goes behind the backlog: 0 or GL_PUMP_E_NOMEM. */
@@ -257,7 +263,7 @@ static int send_journaled(gl_pump *p, gl_jblock *b)
         if (rc != GL_OK)
             return GL_PUMP_E_NOMEM;
     }
-    return seal_send(p, send, waits);
+    return gl_pump_seal_send(p, send, waits);
 }
 
 int gl_pump_release(gl_pump *p)
@@ -467,7 +473,22 @@ int gl_pump_write_program(gl_pump *p, const uint8_t *buf, size_t len)
     return 0;
 }
 
-int gl_pump_downlink(gl_pump *p, gl_stream *s, uint8_t **out, uint64_t *len)
+void gl_pump_new_server(gl_pump *p)
+{
+    gl_jlog_state js;
+    gl_jlog_get(p->journal, &js);
+    p->waits_out = 0;
+    pthread_mutex_lock(&p->reply_mu);
+    p->drop = js.answered;
+    p->swallow = 0;
+    __atomic_store_n(&p->replies_in, 0, __ATOMIC_RELAXED);
+    gl_pump_capture_stop(p);
+    pthread_mutex_unlock(&p->reply_mu);
+}
+
+/* ------------------------------------------------------- the downlink */
+
+int gl_pump_downlink(gl_pump *p, gl_stream *s)
 {
     for (;;) {
         uint8_t *env;
@@ -481,14 +502,13 @@ int gl_pump_downlink(gl_pump *p, gl_stream *s, uint8_t **out, uint64_t *len)
         if (!gl_env_is(env, (uint64_t)n, GL_ENV_REPLY, p->session))
             return GL_PUMP_E_REPLY;
         pthread_mutex_lock(&p->reply_mu);
-        if (p->divert) {
-            pthread_mutex_unlock(&p->reply_mu);
-            *out = env;
-            *len = (uint64_t)n;
-            return GL_PUMP_DIVERTED;
-        }
+        /* In the order the server answers: an abandoned checkpoint's reads were
+         * sent before the current one's, and both before the program's next call. */
         if (p->swallow > 0) {
             p->swallow--; /* an abandoned checkpoint's read: nothing of the program's */
+        } else if (p->capture_due > 0) {
+            p->capture_due--; /* the current checkpoint's read */
+            gl_pump_capture_keep(p, env, (uint64_t)n);
         } else if (!p->closed) {
             __atomic_add_fetch(&p->replies_in, 1, __ATOMIC_RELAXED);
             if (p->blobref) /* the batches up to this reply's ran: their references hold */
