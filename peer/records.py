@@ -47,6 +47,7 @@ class RecordFlag(enum.IntFlag):
     ONEWAY = lib.GL_REC_ONEWAY
     INLINE = lib.GL_REC_INLINE
     REF = lib.GL_REC_REF
+    QUIET = lib.GL_REC_QUIET
 
 
 class RecordError(ValueError):
@@ -93,6 +94,9 @@ class CallRecord:
     payload: bytes | None = None
     ref: BlobRef | None = None
     oneway: bool = False
+    # A waiting call whose reply leaves the deferred error and kernel output for
+    # the program's next one (a checkpoint's snapshot read: records.h).
+    quiet: bool = False
 
     def __post_init__(self) -> None:
         # Normalise so that equal records compare equal whatever sequence or
@@ -106,6 +110,8 @@ class CallRecord:
             raise ValueError(f"a record holds at most {MAX_ARGS} arguments, got {len(self.args)}")
         if any(not 0 <= a <= _U64_MAX for a in self.args):
             raise ValueError("arguments must fit in an unsigned 64-bit integer")
+        if self.oneway and self.quiet:
+            raise ValueError("only a waiting record is quiet (its reply holds back what it owes)")
         if self.payload is not None and self.ref is not None:
             raise ValueError("a record carries an inline payload or a blob reference, not both")
         if self.payload is not None and len(self.payload) > _U32_MAX:
@@ -116,6 +122,8 @@ class CallRecord:
         flags = RecordFlag(0)
         if self.oneway:
             flags |= RecordFlag.ONEWAY
+        if self.quiet:
+            flags |= RecordFlag.QUIET
         if self.payload is not None:
             flags |= RecordFlag.INLINE
         if self.ref is not None:
@@ -169,7 +177,7 @@ class BatchWriter:
 
     def append(self, rec: CallRecord) -> bool:
         """Append ``rec``; False (and nothing written) when it does not fit."""
-        flags = RecordFlag.ONEWAY if rec.oneway else RecordFlag(0)
+        flags = rec.flags & (RecordFlag.ONEWAY | RecordFlag.QUIET)
         args: Any = ffi.new("uint64_t[]", list(rec.args)) if rec.args else ffi.NULL
         nargs = len(rec.args)
         if rec.ref is not None:
@@ -241,6 +249,7 @@ def _to_call_record(rec: Any) -> CallRecord:
         payload=payload,
         ref=ref,
         oneway=bool(flags & RecordFlag.ONEWAY),
+        quiet=bool(flags & RecordFlag.QUIET),
     )
 
 

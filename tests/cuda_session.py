@@ -7,6 +7,7 @@ batch to a native ``ExecSession`` over a backend, then decodes the reply header.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import struct
 from collections.abc import Iterator
@@ -31,6 +32,11 @@ def mint(kind: int) -> int:
 def rec(name: str, *args: int, payload: bytes | None = None) -> CallRecord:
     cid = IDS[name]
     return CallRecord(cid, tuple(args), payload, oneway=not native.lib.gl_call_is_waiting(cid))
+
+
+def quiet(record: CallRecord) -> CallRecord:
+    """``record`` as a checkpoint sends it: its reply leaves what the program is owed."""
+    return dataclasses.replace(record, quiet=True)
 
 
 class Session:

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cuda.client import checkpoint
 from gleam.peer.cuda.server import native
-from gleam.peer.cuda.wire import envelope, trailer
+from gleam.peer.cuda.wire import trailer
+from gleam.peer.records import CallRecord
 
-from .cuda_session import ptx_only_session, rec
+from .cuda_session import ptx_only_session, quiet, rec
 
 INVALID_VALUE, INVALID_PTX, ILLEGAL_ADDRESS, LAUNCH_FAILED = 1, 218, 700, 719
 BUDGET = 32  # GL_NOTES_BUDGET (notes.h)
@@ -144,55 +145,26 @@ def test_control_bytes_in_a_reason_cannot_reach_the_terminal():
         assert s.notes and not any(ch < " " for line in s.notes for ch in line)
 
 
-def _reply(result: int, deferred: int, data: bytes = b"", notes: bytes = b"",
-           output: tuple[trailer.Section, ...] = ()) -> bytes:
-    sections = ([trailer.Section(trailer.NOTES, notes)] if notes else []) + list(output)
-    body = (struct.pack("<iiII8Q", result, deferred, 0, len(data), *[0] * 8) + data
-            + trailer.pack(sections))
-    return envelope.pack_header(envelope.REPLY, 7, len(body)) + body
+def test_a_quiet_read_leaves_the_deferred_error_and_the_notes_for_the_next_reply():
+    """A checkpoint's snapshot read is quiet (records.h): its reply carries neither the
+    program's deferred error nor the server's notes on it, nor notes of its own
+    failure; the program's next waiting reply carries them as if no read had come."""
+    with ptx_only_session() as s:
+        p = s.alloc(64)
+        s.htod(p, b"abcd" * 16)
+        boom = s.function(s.load(KERNELS), "boom")
+        s.launch(boom, (1, 1, 1), (1, 1, 1), b"")
+        assert s.run(quiet(rec("glMemcpyDtoH", p, 4, 0))) == (0, 0, [], b"abcd")
+        assert s.sections == []
+        failed = s.run(quiet(rec("glMemcpyDtoH", p + (1 << 20), 4, 0)))
+        assert failed is not None and failed[:2] == (INVALID_VALUE, 0) and s.sections == []
+        assert s.sync() == (0, LAUNCH_FAILED)
+        assert s.notes == ["kernel boom: trap (PTX line 11, address 0x0, block 0)"]
 
 
-def test_an_error_a_snapshot_read_took_reaches_the_program_with_its_notes():
-    """A checkpoint's read may take the program's deferred error; the program's next
-    reply carries it, with the server's notes on it after that reply's own."""
-    note = b"kernel k: trap (PTX line 3, address 0x0, block 0)\n"
-    owed = checkpoint.Owed()
-    owed.take_from(_reply(0, LAUNCH_FAILED, notes=note), LAUNCH_FAILED)
-    out, still = checkpoint.with_owed(_reply(0, 0, b"abcd"), owed)
-    assert not still
-    result, data, _values, deferred = checkpoint.reply_parts(out, 4)
-    assert (result, data, deferred) == (0, b"abcd", LAUNCH_FAILED)
-    assert checkpoint.reply_notes(out) == note
-    assert envelope.parse_header(out)[2] == len(out) - envelope.HEADER_SIZE
-    # A reply with a deferred error of its own keeps it; the owed one waits.
-    out, still = checkpoint.with_owed(_reply(0, INVALID_VALUE), owed)
-    assert checkpoint.reply_parts(out, 0)[3] == INVALID_VALUE and still == owed
-    # The reply's own notes come first, and the whole stays within a reply's bound.
-    mine = b"x" * (native.lib.GL_REPLY_NOTES_MAX - 10) + b"\n"
-    out, _ = checkpoint.with_owed(_reply(INVALID_VALUE, 0, notes=mine), owed)
-    assert checkpoint.reply_notes(out) == mine + note[:native.lib.GL_REPLY_NOTES_MAX - len(mine)]
-
-
-def test_output_a_snapshot_read_took_comes_before_the_replys_own():
-    """Output the session's kernels printed that a checkpoint's read took is the
-    program's: its next reply carries it ahead of its own, and what does not fit one
-    reply stays owed, with MORE on the reply so that the program asks again."""
-    owed = checkpoint.Owed()
-    first = (trailer.Section(trailer.STDOUT, b"one\n"), trailer.Section(trailer.STDERR, b"e\n"))
-    owed.take_from(_reply(0, 0, output=first), 0)
-    own = (trailer.Section(trailer.STDOUT, b"two\n"),)
-    out, still = checkpoint.with_owed(_reply(0, 0, b"ab", output=own), owed)
-    assert not still and checkpoint.reply_parts(out, 2)[1] == b"ab"
-    assert [(s.kind, s.data) for s in checkpoint.reply_sections(out)] == [
-        (trailer.STDOUT, b"one\n"), (trailer.STDERR, b"e\n"), (trailer.STDOUT, b"two\n")]
-    big = checkpoint.Owed(output=[trailer.Section(trailer.STDOUT, b"y" * trailer.OUTPUT_MAX)])
-    out, still = checkpoint.with_owed(_reply(0, 0, output=own), big)
-    sections = checkpoint.reply_sections(out)
-    assert trailer.more_of(sections) and len(out) <= (
-        envelope.HEADER_SIZE + 80 + trailer.OUTPUT_MAX)
-    carried = b"".join(s.data for s in sections)
-    rest = b"".join(s.data for s in still.output)
-    assert carried + rest == b"y" * trailer.OUTPUT_MAX + b"two\n"
+def test_only_a_waiting_record_is_quiet():
+    with pytest.raises(ValueError, match="only a waiting record"):
+        CallRecord(1, (), oneway=True, quiet=True)
 
 
 @settings(max_examples=300, deadline=None)
@@ -203,17 +175,3 @@ def test_a_trailer_parses_to_sections_that_pack_back_or_is_refused(junk):
     except trailer.TrailerError:
         return
     assert trailer.pack(sections) == junk
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=200), st.lists(st.tuples(st.sampled_from([2, 3]), st.binary(max_size=64)),
-                                        max_size=4))
-def test_owed_output_joins_any_reply_within_its_bounds(junk, owed_output):
-    """Whatever trailer a reply has (the server's, passed through): the rebuilt reply
-    parses, keeps its own bytes, and carries the owed output first, whole or with MORE."""
-    owed = checkpoint.Owed(output=[trailer.Section(k, d) for k, d in owed_output])
-    out, still = checkpoint.with_owed(_reply(0, 0, b"ab") + junk, owed)
-    sections = trailer.parse(memoryview(out)[envelope.HEADER_SIZE + 82:])
-    carried = b"".join(s.data for s in sections if s.kind != trailer.NOTES)
-    assert carried.startswith(b"".join(d for _, d in owed_output)) and not still.output
-    assert checkpoint.reply_parts(out, 2)[1] == b"ab"

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from gleam.peer.cuda.wire import trailer
 
-from .cuda_session import ptx_only_session, rec
+from .cuda_session import ptx_only_session, quiet, rec
 from .device_runtime import ILLEGAL_ADDRESS, INVALID_VALUE, cstr, kernels, set_limit, show
 
 LIMIT_PRINTF_FIFO_SIZE = 1
@@ -109,6 +109,18 @@ def test_output_waits_for_a_flush_point_and_keeps_its_order():
         s.take_output()  # the second launch released the first kernel's output only
         assert s.stdout == b"one 0\none 1\n"
         assert s.sync() == (0, 0) and s.stdout == b"one 0\none 1\ntwo 0\n"
+
+
+def test_a_quiet_read_leaves_the_output_for_the_programs_next_reply():
+    """A checkpoint's snapshot read (a quiet blocking copy, records.h) is a flush
+    point, but its reply carries no output: the program's next reply does."""
+    with ptx_only_session() as s:
+        fn = kernels(s)
+        one = cstr(s, b"one %d\n")
+        s.launch(fn["repeat"], (1, 1, 1), (2, 1, 1), struct.pack("<QI", one, 1))
+        r = s.run(quiet(rec("glMemcpyDtoH", one, 4, 0)))
+        assert r is not None and r[:2] == (0, 0) and s.sections == [] and s.stdout == b""
+        assert s.sync() == (0, 0) and s.stdout == b"one 0\none 1\n"
 
 
 def test_the_fifo_drops_what_does_not_fit_and_says_so():

@@ -1,10 +1,12 @@
 """A held session stays on the native uplink (cffi_build/src/lanes/pump.c): while a
 move holds it, each envelope the program sends is journaled and kept in the pump's
 backlog, none sent and none handed to Python; a refused move sends the backlog in
-order, and a replay (which sent the journal) clears it."""
+order, and a move's replay sends the journal natively (gl_pump_replay) and clears
+it. Both go through the cache work, as the uplink's sends do."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -12,12 +14,14 @@ from typing import Any
 
 import pytest
 
+from gleam.peer.cache.blobs import CachePolicy, sha256
+from gleam.peer.cache.client import ServerKnowledge, SessionBlobs
 from gleam.peer.cuda.client.journal import Journal
 from gleam.peer.cuda.client.lanes import new_pump
 from gleam.peer.cuda.wire import dataconn, envelope
 from gleam.peer.cuda.wire.calls import call_ids
-from gleam.peer.nativelib import lib
-from gleam.peer.records import CallRecord, encode_batch
+from gleam.peer.nativelib import ffi, lib
+from gleam.peer.records import CallRecord, decode_batch, encode_batch
 
 SESSION = 5
 
@@ -91,3 +95,67 @@ def test_after_a_replay_the_backlog_is_gone_and_a_release_sends_nothing(held):
     held.locked(lib.gl_pump_backlog_clear)  # (the replay sent the journal)
     assert held.locked(lib.gl_pump_release) == 0
     assert held.pump.bytes_to_server == 0 and held.journal.count == 2
+
+
+def _copy_envelope(payload: bytes) -> bytes:
+    """A one-way host-to-device copy then a waiting synchronize."""
+    body = encode_batch([
+        CallRecord(call_ids()["glMemcpyHtoD"], (0x1000, len(payload), 0), payload, oneway=True),
+        CallRecord(call_ids()["cuCtxSynchronize"], ())])
+    return envelope.pack_header(envelope.BATCH, 0, len(body)) + body
+
+
+def _knowing(payload: bytes) -> SessionBlobs:
+    known = ServerKnowledge()
+    known.add(sha256(payload))
+    return SessionBlobs(SESSION, known, CachePolicy())
+
+
+def _records(got: bytes) -> list[Any]:
+    return decode_batch(got[envelope.HEADER_SIZE:]).records
+
+
+def test_a_refused_move_sends_the_backlog_through_the_cache_work(held):
+    payload = os.urandom(80_000)
+    blobs = _knowing(payload)
+    held.pump.blobref = blobs.native
+    held.uplink_until_end([_copy_envelope(payload)])
+    assert held.locked(lib.gl_pump_release) == 0
+    copy = _records(held.server.recv())[0]
+    # The server holds the payload: it goes as a reference, its bytes kept for a miss.
+    assert copy.ref is not None and copy.ref.digest == sha256(payload)
+    assert blobs.refs == 1 and blobs.resend(sha256(payload)) is not None
+
+
+def _replay_all(held: HeldPump, share: int) -> tuple[list[int], int]:
+    at = ffi.new("uint64_t *")
+    codes: list[int] = []
+    while not codes or codes[-1] == lib.GL_PUMP_REPLAYING:
+        codes.append(held.locked(lambda p: lib.gl_pump_replay(p, at, share)))
+    return codes, int(at[0])
+
+
+def test_a_replay_sends_the_journal_natively_in_shares_and_ends_the_hold(held):
+    payload = os.urandom(80_000)
+    blobs = _knowing(payload)
+    held.pump.blobref = blobs.native
+    sent = [_envelope(0), _copy_envelope(payload), _envelope(2)]
+    held.uplink_until_end(sent)
+    codes, at = _replay_all(held, 1)  # one envelope per call
+    assert codes == [lib.GL_PUMP_REPLAYING] * 3 + [lib.GL_PUMP_END] and at == 3
+    assert held.pump.held == 0 and held.pump.waits_out == 3
+    got = [held.server.recv() for _ in sent]
+    assert all(envelope.session_of(g) == SESSION for g in got)
+    assert got[0][envelope.HEADER_SIZE:] == sent[0][envelope.HEADER_SIZE:]
+    assert _records(got[1])[0].ref is not None  # the cache work, as the uplink does it
+    assert held.pump.batches == 3  # a replay's sends are not the program's batches
+    # The backlog went with the journal: a release now sends nothing more.
+    before = held.pump.bytes_to_server
+    assert held.locked(lib.gl_pump_release) == 0 and held.pump.bytes_to_server == before
+
+
+def test_a_replay_stops_when_the_journal_broke(held):
+    held.uplink_until_end([_envelope(0)])
+    held.journal.cannot_move("a test broke it")
+    assert _replay_all(held, 1 << 20) == ([lib.GL_PUMP_E_JOURNAL], 0)
+    assert held.pump.held == 1 and held.pump.bytes_to_server == 0

@@ -86,7 +86,7 @@ int gl_batch_rewrite_refs(const uint8_t *batch, size_t len, const gl_blob_seen *
         uint64_t off = rec.payload ? (uint64_t)(rec.payload - batch) : 0;
         while (k < n && (seen[k].is_ref || seen[k].offset < off))
             k++;
-        uint8_t fl = rec.flags & GL_REC_ONEWAY;
+        uint8_t fl = rec.flags & (GL_REC_ONEWAY | GL_REC_QUIET);
         if (k < n && rec.payload && seen[k].offset == off && seen[k].substitute)
             rc = gl_batch_append_ref(&w, rec.call_id, fl, rec.args, rec.nargs, seen[k].digest,
                                      rec.payload_len);

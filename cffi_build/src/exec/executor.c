@@ -455,6 +455,8 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
                           .cap = reply_cap - GL_REPLY_HEADER_SIZE};
         x->call = rec.call_id;
         size_t noted = x->notes.len + x->notes.dropped;
+        size_t notes_len = x->notes.len;
+        uint32_t notes_dropped = x->notes.dropped;
         if (gl_call_flushes_output(rec.call_id))
             ptx_devrt_flush(x->devrt);
         CUresult r = gl_dispatch(x, &rec, &o);
@@ -481,8 +483,9 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
         if (r != CUDA_SUCCESS)
             o.nvalues = 0, o.len = 0;
         x->stats.bytes_d2h += o.len;
+        int quiet = (rec.flags & GL_REC_QUIET) != 0;
         put32(reply + offsetof(gl_reply_head, result), (uint32_t)r);
-        put32(reply + offsetof(gl_reply_head, deferred), (uint32_t)x->deferred);
+        put32(reply + offsetof(gl_reply_head, deferred), quiet ? 0u : (uint32_t)x->deferred);
         put32(reply + offsetof(gl_reply_head, n_values), o.nvalues);
         put32(reply + offsetof(gl_reply_head, n_bytes), (uint32_t)o.len);
         for (int k = 0; k < GL_REPLY_MAX_VALUES; k++) {
@@ -490,10 +493,18 @@ int gl_exec_run_blobs(gl_exec *x, const uint8_t *batch, size_t len, uint8_t *rep
             memcpy(reply + offsetof(gl_reply_head, values) + 8 * k, &v, 8);
         }
         *reply_len = GL_REPLY_HEADER_SIZE + o.len;
+        replied = 1;
+        if (quiet) {
+            /* A checkpoint's read: the deferred error, the notes (its own too: the
+             * program never sees this call) and the output stay for the
+             * program's next reply. */
+            x->notes.len = notes_len;
+            x->notes.dropped = notes_dropped;
+            continue;
+        }
         *reply_len += gl_reply_trailer(x, reply + *reply_len, reply_cap - *reply_len,
                                        r != CUDA_SUCCESS || x->deferred != CUDA_SUCCESS);
         x->deferred = CUDA_SUCCESS;
-        replied = 1;
     }
     gl_cur = prev;
     return replied;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gl_bytes.h"
@@ -26,6 +27,12 @@ gl_pump *gl_pump_new(int program_fd, uint64_t session, uint32_t max_body, gl_jlo
     pthread_mutex_init(&p->route_mu, NULL);
     pthread_mutex_init(&p->reply_mu, NULL);
     pthread_cond_init(&p->hash_cv, NULL);
+    /* A snapshot read's deadline must not move with the wall clock. */
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->capture_cv, &monotonic);
+    pthread_condattr_destroy(&monotonic);
     return p;
 }
 
@@ -43,7 +50,10 @@ void gl_pump_free(gl_pump *p)
     gl_jblock_unref(p->stash);
     gl_pump_backlog_clear(p);
     free(p->backlog);
+    gl_pump_capture_stop(p);
+    free(p->captured);
     free(p->pre);
+    pthread_cond_destroy(&p->capture_cv);
     pthread_cond_destroy(&p->hash_cv);
     pthread_mutex_destroy(&p->route_mu);
     pthread_mutex_destroy(&p->reply_mu);
@@ -172,6 +182,22 @@ static uint32_t record_count(const gl_jblock *b)
                ? gl_get_u32(batch + GL_BATCH_COUNT_AT) : 0;
 }
 
+int gl_pump_seal_send(gl_pump *p, gl_jblock *send, int waits)
+{
+    gl_put_u64(send->data + 8, p->session);
+    p->bytes_to_server += send->len;
+    if (waits)
+        p->waits_out++;
+    int sent = gl_stream_send(p->out, send->data, (size_t)send->len);
+    gl_jblock_unref(send);
+    if (sent != 0) {
+        p->held = 1;
+        p->err = sent;
+        return GL_PUMP_LOST_SEND;
+    }
+    return 0;
+}
+
 /* Journals b, counts it and seals send (b itself, or what the cache work made
  * of it) onto the server's stream; the route lock held. Takes the caller's
  * references on both. 0, or GL_PUMP_LOST_SEND with the session now held. */
@@ -183,19 +209,7 @@ static int forward(gl_pump *p, gl_jblock *b, gl_jblock *send, int well_formed, i
     p->batches++;
     p->records += record_count(b);
     gl_jblock_unref(b); /* the journal keeps its own reference */
-    gl_put_u64(send->data + 8, p->session);
-    p->bytes_to_server += send->len;
-    if (waits)
-        p->waits_out++;
-    int sent = gl_stream_send(p->out, send->data, (size_t)send->len);
-    gl_jblock_unref(send);
-    if (sent != 0) {
-        /* Journaled: the link's loss starts the failover that replays it. */
-        p->held = 1;
-        p->err = sent;
-        return GL_PUMP_LOST_SEND;
-    }
-    return 0;
+    return gl_pump_seal_send(p, send, waits);
 }
 
 /* b (a new reference) goes behind the backlog: 0 or GL_PUMP_E_NOMEM. */
@@ -234,27 +248,60 @@ static int hold_back(gl_pump *p, gl_jblock *b, int well_formed, int waits, int d
     return rc;
 }
 
+/* Sends a journaled envelope (a new reference) again, as the uplink sends a fresh
+ * one but without journaling it twice: the cache work (references for what
+ * the server holds, their bytes kept), the session stamp, the seal. The route
+ * lock held with the session held, so no hashing thread is busy: the hashing
+ * runs here. 0, GL_PUMP_LOST_SEND (still held) or GL_PUMP_E_NOMEM. */
+static int send_journaled(gl_pump *p, gl_jblock *b)
+{
+    int waits = b->waits != 0;
+    gl_jblock *send = b;
+    if (p->blobref) {
+        int rc = gl_blobref_outgoing(p->blobref, b, &send);
+        gl_jblock_unref(b); /* send has its own reference (b itself, or a new block) */
+        if (rc != GL_OK)
+            return GL_PUMP_E_NOMEM;
+    }
+    return gl_pump_seal_send(p, send, waits);
+}
+
 int gl_pump_release(gl_pump *p)
 {
-    size_t i = 0;
-    for (; i < p->nbacklog; i++) {
-        gl_jblock *b = p->backlog[i];
-        gl_put_u64(b->data + 8, p->session);
-        p->bytes_to_server += b->len;
-        if (b->waits)
-            p->waits_out++;
-        if (p->blobref)
-            gl_blobref_sent(p->blobref, (int)b->waits);
-        int sent = gl_stream_send(p->out, b->data, (size_t)b->len);
-        if (sent != 0) {
-            p->held = 1;
-            p->err = sent;
-            return GL_PUMP_LOST_SEND;
-        }
+    for (size_t i = 0; i < p->nbacklog; i++) {
+        gl_jblock_ref(p->backlog[i]);
+        int rc = send_journaled(p, p->backlog[i]);
+        if (rc != 0)
+            return rc; /* held: the failover replays the journal, backlog and all */
     }
     gl_pump_backlog_clear(p);
     p->held = 0;
     return 0;
+}
+
+int gl_pump_replay(gl_pump *p, uint64_t *at, uint64_t max_bytes)
+{
+    uint64_t sent = 0;
+    do {
+        gl_jlog_state js;
+        gl_jlog_get(p->journal, &js);
+        if (js.broken != GL_JLOG_KEEPING)
+            return GL_PUMP_E_JOURNAL;
+        gl_jblock *b = gl_jlog_entry(p->journal, (size_t)*at);
+        if (!b) {
+            /* Caught up: the uplink forwards again, and what it held back went
+             * with the journal. */
+            gl_pump_backlog_clear(p);
+            p->held = 0;
+            return GL_PUMP_END;
+        }
+        sent += b->len;
+        int rc = send_journaled(p, b);
+        if (rc != 0)
+            return rc;
+        (*at)++;
+    } while (sent < max_bytes);
+    return GL_PUMP_REPLAYING;
 }
 
 /* The cache work of one cacheable envelope, then its forwarding. Called with
@@ -426,7 +473,22 @@ int gl_pump_write_program(gl_pump *p, const uint8_t *buf, size_t len)
     return 0;
 }
 
-int gl_pump_downlink(gl_pump *p, gl_stream *s, uint8_t **out, uint64_t *len)
+void gl_pump_new_server(gl_pump *p)
+{
+    gl_jlog_state js;
+    gl_jlog_get(p->journal, &js);
+    p->waits_out = 0;
+    pthread_mutex_lock(&p->reply_mu);
+    p->drop = js.answered;
+    p->swallow = 0;
+    __atomic_store_n(&p->replies_in, 0, __ATOMIC_RELAXED);
+    gl_pump_capture_stop(p);
+    pthread_mutex_unlock(&p->reply_mu);
+}
+
+/* ------------------------------------------------------- the downlink */
+
+int gl_pump_downlink(gl_pump *p, gl_stream *s)
 {
     for (;;) {
         uint8_t *env;
@@ -440,14 +502,13 @@ int gl_pump_downlink(gl_pump *p, gl_stream *s, uint8_t **out, uint64_t *len)
         if (!gl_env_is(env, (uint64_t)n, GL_ENV_REPLY, p->session))
             return GL_PUMP_E_REPLY;
         pthread_mutex_lock(&p->reply_mu);
-        if (p->divert) {
-            pthread_mutex_unlock(&p->reply_mu);
-            *out = env;
-            *len = (uint64_t)n;
-            return GL_PUMP_DIVERTED;
-        }
+        /* In the order the server answers: an abandoned checkpoint's reads were
+         * sent before the current one's, and both before the program's next call. */
         if (p->swallow > 0) {
             p->swallow--; /* an abandoned checkpoint's read: nothing of the program's */
+        } else if (p->capture_due > 0) {
+            p->capture_due--; /* the current checkpoint's read */
+            gl_pump_capture_keep(p, env, (uint64_t)n);
         } else if (!p->closed) {
             __atomic_add_fetch(&p->replies_in, 1, __ATOMIC_RELAXED);
             if (p->blobref) /* the batches up to this reply's ran: their references hold */

@@ -44,7 +44,7 @@ enum {
     REC_RESERVED = 12
 };
 
-#define GL_REC_KNOWN_FLAGS (GL_REC_ONEWAY | GL_REC_INLINE | GL_REC_REF)
+#define GL_REC_KNOWN_FLAGS (GL_REC_ONEWAY | GL_REC_INLINE | GL_REC_REF | GL_REC_QUIET)
 
 /* Unpadded size of a record: header, arguments, payload. Fits easily in
  * 64 bits: at most 16 + 8 * 255 + (2^32 - 1). */
@@ -113,7 +113,8 @@ static int put_record(gl_batch_writer *w, uint16_t call_id, uint8_t flags,
 
     if (!writer_ok(w))
         return GL_E_INVALID;
-    if ((flags & ~(GL_REC_ONEWAY | payload_flag)) != 0)
+    if ((flags & ~(GL_REC_ONEWAY | GL_REC_QUIET | payload_flag)) != 0
+        || (flags & (GL_REC_ONEWAY | GL_REC_QUIET)) == (GL_REC_ONEWAY | GL_REC_QUIET))
         return GL_E_INVALID;
     if (nargs > GL_MAX_ARGS || (nargs > 0 && args == NULL))
         return GL_E_INVALID;
@@ -173,7 +174,7 @@ int gl_batch_append_ref(gl_batch_writer *w, uint16_t call_id, uint8_t flags,
 
 int gl_batch_append_record(gl_batch_writer *w, const gl_record *rec)
 {
-    uint8_t fl = rec->flags & GL_REC_ONEWAY;
+    uint8_t fl = rec->flags & (GL_REC_ONEWAY | GL_REC_QUIET);
 
     if (rec->flags & GL_REC_REF)
         return gl_batch_append_ref(w, rec->call_id, fl, rec->args, rec->nargs, rec->ref_digest,
@@ -301,7 +302,8 @@ static int check_record(const uint8_t *p, size_t rem, uint32_t *length)
     flags = p[REC_FLAGS];
     nargs = p[REC_NARGS];
     payload_len = gl_get_u32(p + REC_PAYLOAD_LEN);
-    if ((flags & ~GL_REC_KNOWN_FLAGS) != 0)
+    if ((flags & ~GL_REC_KNOWN_FLAGS) != 0
+        || (flags & (GL_REC_ONEWAY | GL_REC_QUIET)) == (GL_REC_ONEWAY | GL_REC_QUIET))
         return GL_E_REC_FLAGS;
     if ((flags & GL_REC_INLINE) && (flags & GL_REC_REF))
         return GL_E_REC_BOTH;

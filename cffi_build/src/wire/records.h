@@ -44,8 +44,10 @@
 /* The bytes "GLB1" read as a little-endian u32. */
 #define GL_BATCH_MAGIC 0x31424C47u
 
-/* Record flags (one byte). */
-enum { GL_REC_ONEWAY = 1, GL_REC_INLINE = 2, GL_REC_REF = 4 };
+/* Record flags (one byte). QUIET, on a waiting record only: its reply carries no
+ * deferred error, notes or kernel output, which wait for the program's next
+ * reply (a checkpoint's snapshot read, which the program never sees). */
+enum { GL_REC_ONEWAY = 1, GL_REC_INLINE = 2, GL_REC_REF = 4, GL_REC_QUIET = 8 };
 
 /* Result codes. Negative values are errors; see gl_strerror(). */
 enum {

@@ -131,8 +131,7 @@ class Attach(Handoff):
                 data.close()
         if not sent:
             return
-        client = self._client(stream, buffered, session, channel, program, pid, hello.backend,
-                              forward=data.send)
+        client = self._client(stream, buffered, session, channel, program, pid, hello.backend)
         channel.client = client
         client.use_data(data, fw.data_lost)  # the native lanes, as for a peer's server
         fw.add_route(session, Route(client, None, served))
@@ -162,7 +161,7 @@ class Attach(Handoff):
                 raise AttachFailed(f"lost the link to {link.name}")
             return
         client = self._client(stream, buffered, session, LinkChannel(link), program, pid,
-                              hello.backend, forward=data.send)
+                              hello.backend)
         client.blobs = fw.session_blobs(link, session, answer)
         client.use_data(data, fw.data_lost)
         fw.add_route(session, Route(client, link, None))
@@ -170,12 +169,12 @@ class Attach(Handoff):
         client.start()
 
     def _client(self, stream: trio.SocketStream, buffered: bytes, session: int, channel: Any,
-                program: str, pid: int, backend: str, *, forward: Any) -> ClientSession:
+                program: str, pid: int, backend: str) -> ClientSession:
         # The socket leaves Trio: its reader is an OS thread from now on.
         sock = socket.socket(fileno=stream.socket.detach())
         sock.settimeout(None)
         client = ClientSession(
-            session, sock, channel, forward, self.fw.client_ended,
+            session, sock, channel, self.fw.client_ended,
             program=program, pid=pid, backend=backend, buffered=buffered, reason=self.reason,
             va=(self.va_base, self.va_size), estimate=self.estimate,
         )

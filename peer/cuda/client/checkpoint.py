@@ -16,17 +16,19 @@ state with far fewer bytes:
   server's loader puts it.
 
 The compaction walks records in C (``gl_journal_compact``), once per batch at
-checkpoint time; Python handles whole batches and the allocation list.
+checkpoint time; Python handles whole batches and the allocation list. The
+snapshot's reads are quiet records (``records.h``): their replies leave a
+deferred error of the program's, the server's notes on it and the output its
+kernels printed on the server, for the program's own next reply.
 """
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gleam.peer.cuda.client.journal import Entry
-from gleam.peer.cuda.wire import envelope, trailer
+from gleam.peer.cuda.wire import envelope
 from gleam.peer.native_layout import wire_struct
 from gleam.peer.nativelib import cuda_error, ffi, lib
 from gleam.peer.records import CallRecord, encode_batch
@@ -34,7 +36,6 @@ from gleam.peer.records import CallRecord, encode_batch
 CHUNK: int = lib.GL_COPY_CHUNK
 # A REPLY body's header, as gl_session.h lays it out (gl_reply_head).
 REPLY_HEAD = wire_struct("gl_reply_head")
-_DEFERRED_AT: int = ffi.offsetof("gl_reply_head", "deferred")
 _ZEROS = bytes(CHUNK)
 # The first read of a module's variables asks this much (and learns the whole
 # size): most modules have a few bytes of them, and a read's reply is n bytes.
@@ -146,103 +147,31 @@ def _envelope(records: list[CallRecord], session: int = 0) -> bytearray:
 
 
 def read_request(session: int, ptr: int, n: int) -> bytearray:
-    """A BATCH envelope that reads ``n`` bytes at ``ptr`` (one waiting copy)."""
-    return _envelope([CallRecord(_IDS["glMemcpyDtoH"], (ptr, n, 0))], session)
-
-
-def read_reply(reply: bytes | bytearray | memoryview, n: int) -> tuple[bytes | None, int]:
-    """The bytes of one read's REPLY envelope (None when the read failed) and the
-    deferred error of an earlier call that the reply carried (0: none)."""
-    result, data, _values, deferred = reply_parts(reply, n)
-    return (data if result == 0 else None), deferred
+    """A BATCH envelope that reads ``n`` bytes at ``ptr`` (one waiting copy). It is
+    quiet: its reply leaves a deferred error of the program's and its kernels'
+    output on the server, for the program's next reply (records.h)."""
+    return _envelope([CallRecord(_IDS["glMemcpyDtoH"], (ptr, n, 0), quiet=True)], session)
 
 
 def reply_parts(reply: bytes | bytearray | memoryview,
-                n: int) -> tuple[int, bytes | None, tuple[int, ...], int]:
+                n: int) -> tuple[int, bytes | None, tuple[int, ...]]:
     """A read's REPLY: its result (-1: malformed), its ``n`` bytes (None unless it
-    carried exactly those), its values and the deferred error it carried."""
+    carried exactly those) and its values."""
     body = memoryview(reply)[envelope.HEADER_SIZE:]
     if len(body) < REPLY_HEAD.size:
-        return -1, None, (), 0
-    result, deferred, nv, n_bytes, *values = REPLY_HEAD.unpack_from(body)
+        return -1, None, ()
+    result, _deferred, nv, n_bytes, *values = REPLY_HEAD.unpack_from(body)
     data = None
-    # (The trailer's sections follow its bytes: gl_session.h, trailer.py.)
     if result == 0 and n_bytes == n and len(body) >= REPLY_HEAD.size + n:
         data = bytes(body[REPLY_HEAD.size:REPLY_HEAD.size + n])
-    return result, data, tuple(values[:min(nv, len(values))]), deferred
-
-
-@dataclass
-class Owed:
-    """What a checkpoint's reads took that the program is owed: a deferred error of
-    an earlier call (0: none) with the server's notes on it, and output its kernels
-    printed (the trailer's sections, in order)."""
-
-    deferred: int = 0
-    notes: bytes = b""
-    output: list[trailer.Section] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return bool(self.deferred or self.output)
-
-    def take_from(self, reply: bytes | bytearray | memoryview, deferred: int) -> None:
-        """Adds what the snapshot read ``reply`` carried (its deferred error is
-        ``deferred``)."""
-        sections = reply_sections(reply)
-        if deferred and not self.deferred:
-            self.deferred = deferred
-            self.notes = trailer.notes_of(sections)
-        self.output += trailer.output_of(sections)
-
-
-def reply_sections(reply: bytes | bytearray | memoryview) -> list[trailer.Section]:
-    """The sections after a REPLY's bytes (gl_session.h); none when the bytes after
-    it are not well-formed sections (the interposer refuses such a reply)."""
-    body = memoryview(reply)[envelope.HEADER_SIZE:]
-    if len(body) < REPLY_HEAD.size:
-        return []
-    n_bytes = REPLY_HEAD.unpack_from(body)[3]
-    try:
-        return trailer.parse(body[REPLY_HEAD.size + n_bytes:])
-    except trailer.TrailerError:
-        return []
-
-
-def with_owed(reply: bytes | bytearray | memoryview, owed: Owed) -> tuple[bytearray, Owed]:
-    """``reply`` carrying what ``owed`` holds, and what is still owed after it: the
-    deferred error and its notes (after the reply's own notes) unless the reply
-    carries a deferred error of its own, then the owed output before the reply's
-    own, as much as one reply holds (its last output section says MORE when any is
-    left: the program then asks for it)."""
-    body = memoryview(reply)[envelope.HEADER_SIZE:]
-    _result, deferred, _nv, n_bytes, *_values = REPLY_HEAD.unpack_from(body)
-    sections = reply_sections(reply)
-    give_error = bool(owed.deferred) and deferred == 0
-    notes = trailer.notes_of(sections)
-    if give_error:
-        notes = (notes + owed.notes)[:trailer.NOTES_MAX]
-    output, rest = trailer.fit_output(owed.output + trailer.output_of(sections),
-                                      trailer.more_of(sections))
-    out = bytearray(reply[:envelope.HEADER_SIZE + REPLY_HEAD.size + n_bytes])
-    if give_error:
-        struct.pack_into("<i", out, envelope.HEADER_SIZE + _DEFERRED_AT, owed.deferred)
-    head = [trailer.Section(trailer.NOTES, notes)] if notes else []
-    out += trailer.pack(head + output)
-    envelope.write_header(out, envelope.REPLY, envelope.session_of(out),
-                          len(out) - envelope.HEADER_SIZE)
-    still = Owed(0, b"", rest) if give_error else Owed(owed.deferred, owed.notes, rest)
-    return out, still
-
-
-def reply_notes(reply: bytes | bytearray | memoryview) -> bytes:
-    """The server's notes after a REPLY's bytes: why it faulted or refused,
-    '\\n'-terminated lines; empty when there are none."""
-    return trailer.notes_of(reply_sections(reply))
+    return result, data, tuple(values[:min(nv, len(values))])
 
 
 def vars_request(session: int, handle: int, offset: int, n: int) -> bytearray:
-    """A BATCH envelope that reads ``n`` bytes of a module's variables at ``offset``."""
-    return _envelope([CallRecord(_IDS["glModuleVarsRead"], (handle, offset, n))], session)
+    """A BATCH envelope that reads ``n`` bytes of a module's variables at ``offset``
+    (quiet, as ``read_request``)."""
+    return _envelope([CallRecord(_IDS["glModuleVarsRead"], (handle, offset, n), quiet=True)],
+                     session)
 
 
 def vars_first(handle: int, result: int, data: bytes | None,

@@ -25,7 +25,6 @@ from gleam.peer.cuda.wire.channel import Channel, LinkChannel
 from gleam.peer.cuda.wire.messages import CudaClose, short_reason
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
     from gleam.peer.cuda.client.facts import LocalServed
     from gleam.peer.cuda.client.session import ClientSession
@@ -53,7 +52,6 @@ class _Target:
     link: PeerLink | None
     served: LocalServed | None
     channel: Channel
-    forward: Callable[[memoryview], None]
     blobs: Any
     data: Any  # the new server's data connection (dataconn.DataConnection)
 
@@ -72,7 +70,7 @@ async def _open(fw: SessionManager, client: ClientSession, choice: Choice) -> _T
     if choice.link is None:
         served, loop, data = await open_local(fw, client.session, client.program, va)
         loop.client = client
-        return _Target(choice.name, fw.agent.node_id, None, served, loop, data.send, None, data)
+        return _Target(choice.name, fw.agent.node_id, None, served, loop, None, data)
     answer = await open_remote(fw, choice.link, client.session, client.program, va)
     try:
         data = await dataconn.open_client(choice.link, client.session, answer)
@@ -80,7 +78,7 @@ async def _open(fw: SessionManager, client: ClientSession, choice: Choice) -> _T
         _close(client.session, choice.link, None, "no data connection")
         raise OpenFailed(f"cannot open the data connection to {choice.name}: {exc}") from None
     return _Target(choice.name, choice.link.node_id, choice.link, None,
-                   LinkChannel(choice.link), data.send,
+                   LinkChannel(choice.link),
                    fw.session_blobs(choice.link, client.session, answer), data)
 
 
@@ -109,7 +107,7 @@ async def _move(fw: SessionManager, client: ClientSession, choice: Choice, kind:
     fw.add_route(client.session, Route(client, target.link, target.served))
     try:
         batches = await trio.to_thread.run_sync(
-            client.replay_onto, target.channel, target.forward, target.blobs, target.data,
+            client.replay_onto, target.channel, target.blobs, target.data,
             fw.data_lost)
     except Exception as exc:
         _close(client.session, target.link, target.served, "the replay failed")

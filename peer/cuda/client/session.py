@@ -7,9 +7,10 @@ the session's data connection (``dataconn.py``). Its downlink thread loops in
 C too, writing the server's replies to the program under a lock shared with
 FAIL. With the blob cache on, the uplink also does the session's cache work
 (hashing, references, holding their bytes: ``cffi_build/src/cache/blobref.c``) and
-the downlink confirms references on each reply. The uplink never hands Python
-an envelope; the downlink hands it a reply only while diverted (a checkpoint's
-reads, a replay's replies to drop, an error or output owed: ``deliver``).
+the downlink confirms references on each reply. Neither lane hands Python an
+envelope: the downlink drops a replay's replies the program already had and an
+abandoned checkpoint's itself, and puts a checkpoint's snapshot reads' replies
+on the pump's capture queue, from which the checkpoint here takes them.
 Every session has a data connection: a peer server's over TCP, or an
 in-process pair of queues for a session this agent serves itself. A blob the
 server missed is resent on it too (``resend_blob``), whole between two envelopes.
@@ -18,7 +19,8 @@ Every batch also goes into the session's journal (the same buffer, no copy),
 from which a move rebuilds the session on another server: the session is
 *held* (the uplink journals batches natively and keeps them in its backlog,
 sending none), the journal is replayed to the new
-server, and replies the program already had are dropped (docs/consistency.md).
+server by the pump (``gl_pump_replay``), and replies the program already had
+are dropped (docs/consistency.md).
 At a safe point the uplink asks for a checkpoint (``GL_PUMP_CHECKPOINT``),
 keeping the envelope it read; its thread folds the journal into a checkpoint
 here and calls the uplink again, which forwards that envelope natively.
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import queue
 import socket
 import threading
 import time
@@ -39,6 +40,7 @@ from gleam.peer.cuda.client import checkpoint
 from gleam.peer.cuda.client.journal import MIB, Journal, limit_from_env
 from gleam.peer.cuda.client.lanes import PumpField, PumpLock, new_pump, uplink_error
 from gleam.peer.cuda.wire import envelope
+from gleam.peer.cuda.wire.blocks import block_view
 from gleam.peer.cuda.wire.channel import Channel
 from gleam.peer.cuda.wire.dataconn import DataConnection
 from gleam.peer.nativelib import ffi, lib
@@ -48,6 +50,9 @@ log = logging.getLogger("gleam.cuda.client")
 # A replay waits while more than this is queued towards the server on the
 # link, so a long journal cannot make the agent buffer without bound.
 MAX_QUEUED = 64 * 1024 * 1024
+# The journal bytes one call of the native replay sends before it lets go of
+# the route lock (the held uplink journals meanwhile).
+REPLAY_SHARE = 4 * 1024 * 1024
 _BACKPRESSURE_POLL = 0.002
 # How long a checkpoint waits for each snapshot read before it gives up (the
 # session goes on, with the journal it had).
@@ -85,17 +90,12 @@ class ClientSession:
     _held = PumpField("held", bool)
     _closed = PumpField("closed", bool)
     _checkpoint_at = PumpField("checkpoint_at")
-    # Replies the downlink drops itself (under the reply lock): those of replayed
-    # calls the program already had, and those of an abandoned checkpoint.
-    _drop = PumpField("drop")
-    _swallow = PumpField("swallow")
 
     def __init__(
         self,
         session: int,
         sock: socket.socket,
         channel: Channel,
-        forward: Callable[[memoryview], None],
         on_end: Callable[[ClientSession, str], None],
         *,
         program: str,
@@ -107,8 +107,7 @@ class ClientSession:
         journal: Journal | None = None,
         estimate: dict[str, Any] | None = None,
     ) -> None:
-        """``forward`` hands one stamped BATCH envelope on (reader thread);
-        ``on_end`` runs once, on the reader thread, when the session is over."""
+        """``on_end`` runs once, on the reader thread, when the session is over."""
         self.session = session
         self.sock = sock
         self.channel = channel
@@ -143,18 +142,12 @@ class ClientSession:
         # Held (``_held``): a move is under way; batches go into the journal only
         # (the uplink does it natively, keeping a backlog for a refused move), and
         # the move's replay sends them to the new server.
-        # Checkpoints: replies of the snapshot reads go to _capture, not the program;
-        # _swallow (the pump's) counts those of an abandoned checkpoint still to come; a
-        # deferred error such a reply carried (with the server's notes on it), and
-        # output the session's kernels printed that it took (gl_session.h), are
-        # owed to the program's next replies.
+        # Checkpoints: the downlink puts the snapshot reads' replies on the pump's
+        # capture queue, and swallows those of an abandoned checkpoint still to come.
         self._checkpoint_at = self.journal.next_checkpoint()
-        self._capture: queue.Queue[bytes | bytearray | memoryview | None] | None = None
-        self._owed = checkpoint.Owed()
         # The blob cache's side of this session (peer/cache/client.py); None
         # when the server caches nothing or serves from this agent.
         self._blobs: Any = None
-        self._forward = forward
         self._on_end = on_end
         self._thread = threading.Thread(
             target=self._read_loop, name=f"cuda-client-{session:016x}", daemon=True
@@ -200,43 +193,6 @@ class ClientSession:
 
     # ------------------------------------------------------------ any thread
 
-    def deliver(self, buf: bytes | bytearray | memoryview) -> None:
-        """Write one REPLY envelope to the interposer (the downlink thread: a reply
-        diverted to Python)."""
-        with self._send_lock:
-            if self.failed is not None or self._closed:
-                return
-            if self._capture is not None:  # a checkpoint's snapshot read
-                self._capture.put(buf)
-                return
-            if self._swallow > 0:  # (as the native downlink does when not diverted)
-                self._swallow -= 1
-                self._update_divert()
-                return
-            self.replies_in += 1
-            if self.blobs is not None:
-                self.blobs.replied()
-            if self._drop > 0:  # a replayed call the program already has the answer to
-                self._drop -= 1
-                self._update_divert()
-                return
-            if self._owed:
-                buf, self._owed = checkpoint.with_owed(buf, self._owed)
-            self.replies += 1
-            self.journal.answered += 1
-            self.bytes_from_server += len(buf)
-            # When the interposer is gone its reader notices and ends the session.
-            src = ffi.from_buffer("uint8_t[]", buf)
-            lib.gl_pump_write_program(self._p, src, len(src))
-            self._update_divert()
-
-    def _update_divert(self) -> None:
-        """Whether replies must come through ``deliver`` (the send lock held): a
-        checkpoint's reads, or an error or output owed. (The native downlink drops
-        the replies counted in _drop and _swallow, and confirms references.)"""
-        self._p.divert = int(
-            self._capture is not None or bool(self._owed))
-
     def fail(self, reason: str) -> None:
         """End the session: tell the interposer why and close its connection."""
         with self._send_lock:
@@ -260,19 +216,6 @@ class ClientSession:
         or ends the session with the reason."""
         log.info("session %016x: the server's link failed under a send: %s", self.session, exc)
         self._held = True
-
-    def _forward_locked(self, buf: memoryview, waits: bool, block: Any) -> None:
-        """To the current server, under the route lock (so a move sees every batch
-        either as sent to the old server or as still to replay, never both).
-        ``block``: the native block ``buf`` views (the cache work holds it)."""
-        out = buf
-        if self.blobs is not None:
-            out = self.blobs.outgoing(buf, block)
-        envelope.stamp_session(out, self.session)
-        self.bytes_to_server += len(out)
-        if waits:
-            self.waits_out += 1
-        self._forward(out)
 
     # ------------------------------------------------------------ checkpoints
 
@@ -350,46 +293,39 @@ class ClientSession:
     def _read_back(self, reads: list[tuple[bytearray, int]]
                    ) -> list[tuple[int, bytes | None, tuple[int, ...]]] | None:
         """The replies (result, bytes, values) of waiting reads sent to the current
-        server in order; None when a move took over."""
+        server in order; None when a move took over. The pump sends the reads and
+        its downlink puts their replies on its capture queue (gl_pump_capture_*):
+        the program's replies never come here."""
         got: list[tuple[int, bytes | None, tuple[int, ...]]] = []
-        capture: queue.Queue[bytes | bytearray | memoryview | None] = queue.Queue()
-        sent = taken = 0
-        with self._send_lock:
-            self._capture = capture
-            self._update_divert()
+        reply = ffi.new("gl_jblock **")
+        lib.gl_pump_capture_begin(self._p)
         try:
             with self._route_lock:
-                if self._held:
-                    return None
                 for request, _n in reads:
-                    self.bytes_to_server += len(request)
-                    try:
-                        self._forward(memoryview(request))
-                    except OSError as exc:
-                        raise checkpoint.CheckpointError(
-                            f"the server's link failed: {exc}") from exc
-                    sent += 1
+                    src = ffi.from_buffer("uint8_t[]", request)
+                    rc = lib.gl_pump_capture_send(self._p, src, len(src))
+                    if rc == lib.GL_PUMP_MOVED:
+                        return None
+                    if rc == lib.GL_PUMP_LOST_SEND:
+                        conn = self.data
+                        why = conn.describe(self._p.err) if conn is not None else "send failed"
+                        raise checkpoint.CheckpointError(f"the server's link failed: {why}")
+                    if rc != 0:
+                        raise checkpoint.CheckpointError("no memory for a snapshot read")
+            wait_ms = int(SNAPSHOT_WAIT * 1000)
             for _request, n in reads:
-                try:
-                    reply = capture.get(timeout=SNAPSHOT_WAIT)
-                except queue.Empty:
-                    raise checkpoint.CheckpointError("a snapshot read went unanswered") from None
-                if reply is None:
+                rc = lib.gl_pump_capture_take(self._p, wait_ms, reply)
+                if rc == lib.GL_PUMP_MOVED:
                     return None
-                taken += 1
-                self.bytes_from_server += len(reply)
-                result, data, values, deferred = checkpoint.reply_parts(reply, n)
-                with self._send_lock:
-                    self._owed.take_from(reply, deferred)
-                got.append((result, data, values))
+                if rc == lib.GL_PUMP_E_TIMEOUT:
+                    raise checkpoint.CheckpointError("a snapshot read went unanswered")
+                if rc != lib.GL_PUMP_TAKEN:
+                    raise checkpoint.CheckpointError("no memory for a snapshot read's reply")
+                got.append(checkpoint.reply_parts(block_view(reply[0]), n))
             return got
         finally:
-            with self._send_lock:
-                if self._capture is capture:  # (a move has not taken over)
-                    self._capture = None
-                    # Replies of an abandoned checkpoint still to come are not the program's.
-                    self._swallow += sent - taken - capture.qsize()
-                    self._update_divert()
+            # Replies of an abandoned checkpoint still to come are not the program's.
+            lib.gl_pump_capture_end(self._p)
 
     # ------------------------------------------------------------ moves
 
@@ -401,58 +337,55 @@ class ClientSession:
     def release(self) -> None:
         """A refused migration: go on forwarding to the same server."""
         with self._route_lock:
-            # What came while held goes now, in order, from the pump's backlog.
-            if lib.gl_pump_release(self._p) == lib.GL_PUMP_LOST_SEND:
+            # What came while held goes now, in order, from the pump's backlog
+            # (with the cache work, as the uplink sends).
+            rc = lib.gl_pump_release(self._p)
+            if rc == lib.GL_PUMP_LOST_SEND:
                 self._lost_under_us(OSError(self.data.describe(self._p.err)
                                             if self.data is not None else "send failed"))
+            elif rc != 0:
+                self._lost_under_us(OSError("no memory for the held batches' blob references"))
 
     def in_flight(self) -> int:
         """Waiting calls sent to the current server and not answered yet."""
         return self.waits_out - self.replies_in
 
-    def replay_onto(self, channel: Channel, forward: Callable[[memoryview], None],
-                    blobs: Any, data: DataConnection,
+    def replay_onto(self, channel: Channel, blobs: Any, data: DataConnection,
                     on_lost: Callable[[ClientSession, str], None] | None = None) -> int:
         """Rebuild the session on a new server (a worker thread; the session is held).
 
-        Every journaled batch goes to ``forward`` in order; the replies of those
-        the program already had answers to are dropped, the rest reach it. Returns
-        the number of batches replayed. Raises RuntimeError when the journal cannot.
-        ``data``: the new server's data connection (``forward`` sends on it).
+        The native pump sends every journaled batch on ``data`` in order, as the
+        uplink sends a fresh one (``gl_pump_replay``); the downlink drops the
+        replies of those the program already had answers to, the rest reach it.
+        Returns the number of batches replayed. Raises RuntimeError when the
+        journal cannot, OSError when ``data`` fails.
         """
         with self._route_lock:
             if self.journal.broken is not None:
                 raise RuntimeError(self.journal.broken)
-            self.channel, self._forward, self.blobs = channel, forward, blobs
+            self.channel, self.blobs = channel, blobs
             old = self.data
             if old is not None:
                 old.shutdown()  # its downlink ends; the connection closes with the session
             self._p.out = ffi.NULL
-            with self._send_lock:
-                self._drop = self.journal.answered
-                self.waits_out = self.replies_in = 0
-                # A checkpoint reading from the old server gives up; the new one
-                # owes nothing of the old one's replies.
-                if self._capture is not None:
-                    self._capture.put(None)
-                    self._capture = None
-                self._swallow = 0
-                self._update_divert()
+            # The replayed calls' replies the program had are dropped; a checkpoint
+            # reading from the old server gives up.
+            lib.gl_pump_new_server(self._p)
             self.use_data(data, on_lost or self._on_data_lost or _ignore_loss)
-        done = 0
+        at = ffi.new("uint64_t *")
         while True:
             while channel.queued_bytes() > MAX_QUEUED and self.failed is None:
                 time.sleep(_BACKPRESSURE_POLL)
-            with self._route_lock:
-                if self.journal.broken is not None:
-                    raise RuntimeError(self.journal.broken)
-                entry = self.journal.entry(done)
-                if entry is None:
-                    self._held = False  # caught up: the reader forwards again
-                    lib.gl_pump_backlog_clear(self._p)
-                    return done
-                self._forward_locked(entry.envelope, entry.waits, entry.block)
-            done += 1
+            with self._route_lock:  # the pump sends a share of the journal under it
+                rc = lib.gl_pump_replay(self._p, at, REPLAY_SHARE)
+            if rc == lib.GL_PUMP_END:  # caught up: the uplink forwards again
+                return int(at[0])
+            if rc == lib.GL_PUMP_E_JOURNAL:
+                raise RuntimeError(self.journal.broken or "the journal stopped")
+            if rc == lib.GL_PUMP_LOST_SEND:
+                raise OSError(data.describe(self._p.err))
+            if rc != lib.GL_PUMP_REPLAYING:
+                raise MemoryError("no memory for the replay's blob references")
 
     def note_move(self, kind: str, old: str, new: str, batches: int, why: str,
                   seconds: float) -> None:
@@ -482,15 +415,10 @@ class ClientSession:
             raise uplink_error(self._p, rc)
 
     def _downlink(self, conn: DataConnection) -> None:
-        """The replies on ``conn`` (its own thread): native, but for diverted ones."""
-        out, size = ffi.new("uint8_t **"), ffi.new("uint64_t *")
+        """The replies on ``conn`` (its own thread): the native loop, until it ends."""
         reason = "the server closed the data connection"
         try:
-            while True:
-                rc = lib.gl_pump_downlink(self._p, conn.stream, out, size)
-                if rc != lib.GL_PUMP_DIVERTED:
-                    break
-                self.deliver(bytes(ffi.buffer(out[0], size[0])))
+            rc = lib.gl_pump_downlink(self._p, conn.stream)
             if rc == lib.GL_PUMP_E_STREAM:
                 reason = f"the data connection failed: {conn.describe(self._p.err)}"
             elif rc == lib.GL_PUMP_E_REPLY:

@@ -6,8 +6,9 @@ then what the session's kernels printed (``STDOUT``, ``STDERR``: device printf,
 a failed device assertion's message), in order, at most ``OUTPUT_MAX`` bytes of
 such sections (headers included); ``MORE`` in the last output section's flags
 says the server holds more. The interposer (interposer/batch.c) reads the same
-bytes; the client agent rebuilds a trailer when a checkpoint's read took output
-or an error that the program is owed (client.py).
+bytes; tests read them here. The client agent passes every trailer through as
+the server wrote it: a checkpoint's reads are quiet, so none takes what the
+program is owed (checkpoint.py).
 """
 
 from __future__ import annotations
@@ -63,32 +64,5 @@ def notes_of(sections: Iterable[Section]) -> bytes:
     return b"".join(s.data for s in sections if s.kind == NOTES)
 
 
-def output_of(sections: Iterable[Section]) -> list[Section]:
-    """The output sections, without their flags (the MORE bit is the reply's own)."""
-    return [Section(s.kind, s.data) for s in sections if s.kind != NOTES and s.data]
-
-
 def more_of(sections: Iterable[Section]) -> bool:
     return any(s.flags & MORE for s in sections if s.kind != NOTES)
-
-
-def fit_output(output: list[Section], more: bool) -> tuple[list[Section], list[Section]]:
-    """``output`` cut to what one reply carries (OUTPUT_MAX bytes with headers, a
-    section split where it must be) and the rest; the last section kept is
-    marked MORE when anything is left or ``more`` (the server holds more)."""
-    kept: list[Section] = []
-    room = OUTPUT_MAX
-    rest = list(output)
-    while rest and room > HEADER.size:
-        s = rest.pop(0)
-        take = min(len(s.data), room - HEADER.size)
-        kept.append(Section(s.kind, s.data[:take]))
-        room -= HEADER.size + take
-        if take < len(s.data):
-            rest.insert(0, Section(s.kind, s.data[take:]))
-            break
-    if (rest or more) and not kept:
-        kept.append(Section(STDOUT, b""))
-    if rest or more:
-        kept[-1] = Section(kept[-1].kind, kept[-1].data, MORE)
-    return kept, rest
