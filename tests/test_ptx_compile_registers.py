@@ -2,7 +2,7 @@
 code"), against the interpreter: a register that only one block's compiled code writes and
 reads lives in a private array of the compiled function, 32-bit where every write yields a
 32-bit value (``XN<reg>``), else 64-bit (``XW<reg>``); a register with one value in every lane
-that reads it is read once per lane loop (``U<reg>``). The kernels here make each rule matter:
+that reads it is read once per lane loop (``UR<reg>``). The kernels here make each rule matter:
 32-bit sums that wrap, a sign-extending byte load, a handler that reads a register the block's
 lane loop wrote, and a register written on one path only, read after the paths join."""
 from __future__ import annotations
@@ -93,5 +93,5 @@ def test_the_histograms_loop_keeps_its_narrow_registers_private_and_reads_unifor
     assert atom_address is not None
     assert f"uint32_t XN{atom_address.group(1)}[32];" in source
     # the loop's stride and bound: one read each per lane loop
-    assert re.search(r"const uint64_t U\d+ = R\[\d+\]\[__builtin_ctz\(m \| 0x80000000u\)\];",
+    assert re.search(r"const uint64_t UR\d+ = R\[\d+\]\[__builtin_ctz\(m \| 0x80000000u\)\];",
                      source)

@@ -107,7 +107,7 @@ static int via_temp(const run_info *ri, uint32_t b, int spec, uint32_t nregs)
 }
 
 /* A register the run reads from the register file that has one value in
- * every lane (ptxc_uniform.c): read once, before the loop, into U<reg>. The
+ * every lane (ptxc_uniform.c): read once, before the loop, into UR<reg>. The
  * loop's lanes are in m; the lowest has passed the register's write, as every
  * lane that reads it has. */
 static int read_once(const ptxc_emitter *c, const run_info *ri, uint32_t b)
@@ -126,7 +126,7 @@ static int put_body(const ptxc_emitter *c, uint32_t s, uint32_t e, const run_inf
         if (b >= k->nregs)
             ptxc_put(t, " uint32_t q%u = Pi%u >> l & 1;", b - k->nregs, b - k->nregs);
         else if (read_once(c, ri, b))
-            ptxc_put(t, " uint64_t v%u = U%u;", b, b);
+            ptxc_put(t, " uint64_t v%u = UR%u;", b, b);
         else if (ri->st[b] & IN)
             ptxc_put(t, " uint64_t v%u = %s[l];", b, ptxc_slot(c, b, slot, sizeof slot));
         else
@@ -216,7 +216,7 @@ static int emit_run(ptxc_emitter *c, uint32_t s, uint32_t e, int all_out)
         } else if (via_temp(&ri, b, spec, k->nregs))
             ptxc_put(t, " uint64_t T%u[32];", b);
         if (read_once(c, &ri, b))
-            ptxc_put(t, " const uint64_t U%u = R[%u][__builtin_ctz(m | 0x80000000u)];", b, b);
+            ptxc_put(t, " const uint64_t UR%u = R[%u][__builtin_ctz(m | 0x80000000u)];", b, b);
     }
     if (ri.guarded)
         ptxc_put(t, " uint64_t cnt = 0;");
