@@ -7,6 +7,9 @@
  *   ptxc_plan.c   which instructions the tier knows, basic blocks, liveness
  *   ptxc_lane.c   one lane-local instruction as C
  *   ptxc_seg.c    runs of lane-local instructions and loads as fused lane loops
+ *   ptxc_home.c   where a register lives in a block: the register file or a
+ *                 private array of the compiled function, at its PTX width
+ *   ptxc_uniform.c registers with one value in every lane (read once per loop)
  *   ptxc_mem.c    memory accesses: checked steps, speculative loads
  *   ptxc_emit.c   a kernel as C: blocks, control, warp-wide and handler steps
  *   ptxc_cc.c     the compiler, the cache (SHA-256 keyed), verified loading
@@ -68,12 +71,16 @@ typedef struct {
     uint64_t *keep;       /* never left unstored: other lanes read them (shfl) */
     uint8_t *is_const;    /* per register slot: a constant (value in const_val) */
     uint64_t *const_val;
+    uint8_t *uniform;     /* per register slot: the same in every lane that reads it
+                           * (ptxc_uniform.c), so a lane loop reads it once */
     int calls_read_sregs; /* a handler-run instruction reads %tid ... slots */
     int calls_read_consts;
 } ptxc_plan;
 
 int ptxc_plan_make(const ptx_kernel *k, ptxc_plan *p, char *why, size_t why_len);
 void ptxc_plan_free(ptxc_plan *p);
+/* The blocks a lane may go to after block B (at most two). */
+uint32_t ptxc_successors(const ptxc_plan *p, uint32_t b, uint32_t out[2]);
 
 static inline int ptxc_bit(const uint64_t *set, uint32_t b)
 {
@@ -108,13 +115,37 @@ int ptxc_lane_known(const ptx_insn *i);
  * or a special register (%tid.x ...). */
 const char *ptxc_src(const ptxc_plan *p, uint32_t reg, char *buf, size_t n);
 
+/* Where a register's value lives in the block being written (ptxc_home.c). */
+enum {
+    PTXC_HOME_FILE,  /* the warp's register file, R[reg][lane] (64-bit lanes) */
+    PTXC_HOME_WIDE,  /* a private array of the compiled function, XW<reg>[32] */
+    PTXC_HOME_NARROW /* the same at 32 bits, XN<reg>[32]: every write yields < 2^32 */
+};
+
 /* The emitter's state while it writes one kernel (ptxc_emit.c). */
 typedef struct {
     const ptxc_plan *p;
     ptxc_text *t;
     const ptxc_bb *bb; /* the block being written */
     uint32_t *pf_site; /* per code index: its stride-prefetch slot + 1, or 0 */
+    uint8_t *home;     /* per register: PTXC_HOME_* in the block being written */
+    uint8_t *declared; /* per register: 1 << PTXC_HOME_WIDE | 1 << PTXC_HOME_NARROW arrays */
+    uint32_t private_bytes; /* of the arrays declared so far */
 } ptxc_emitter;
+
+/* The homes of the registers in block c->bb (c->home); 0, or -1 out of memory. */
+int ptxc_homes(ptxc_emitter *c);
+/* The lane array of register REG in the block being written: "R[reg]", "XW<reg>" or
+ * "XN<reg>" (index it with [l]). */
+const char *ptxc_slot(const ptxc_emitter *c, uint32_t reg, char *buf, size_t n);
+/* The private arrays every block's homes asked for, as declarations. */
+void ptxc_put_private_arrays(const ptxc_emitter *c);
+/* Whether every register instruction I writes holds a value below 2^32 (a lane-local
+ * instruction's result, ptxc_lane.c; a load's or an atom's, ptxc_mem.c). */
+int ptxc_lane_narrow(const ptx_insn *i, const ptxc_plan *p);
+int ptxc_mem_narrow(const ptx_insn *i);
+/* The uniform registers of plan P (p->uniform); 0, or -1 out of memory (ptxc_uniform.c). */
+int ptxc_uniform_make(ptxc_plan *p);
 
 /* Loads of generic memory that get a stride prefetch (ptxc_mem.c): the
  * first this many such loads of a kernel, each with one slot PF_[i]. */
@@ -123,7 +154,7 @@ int ptxc_prefetched_load(const ptx_insn *i);
 
 /* A register's value in lane l in a step (the register file, a constant or a
  * special register), and the lanes of an instruction (em: m and its guard). */
-const char *ptxc_step_src(const ptxc_plan *p, uint32_t reg, char *buf, size_t n);
+const char *ptxc_step_src(const ptxc_emitter *c, uint32_t reg, char *buf, size_t n);
 void ptxc_put_em(ptxc_text *t, const ptx_insn *i);
 
 /* Memory (ptxc_mem.c): an access as a step of its own, atom.shared, and a

@@ -153,11 +153,12 @@ static const char prelude_body[] =
     "#define FAULT(pc, a, code) do { rc = B->fault(B, (pc), (a), (code)); goto out; } while (0)\n";
 
 
-const char *ptxc_step_src(const ptxc_plan *p, uint32_t reg, char *buf, size_t n)
+const char *ptxc_step_src(const ptxc_emitter *c, uint32_t reg, char *buf, size_t n)
 {
-    if (reg < PTX_NSREG || p->is_const[reg])
-        return ptxc_src(p, reg, buf, n);
-    snprintf(buf, n, "R[%u][l]", reg);
+    if (reg < PTX_NSREG || c->p->is_const[reg])
+        return ptxc_src(c->p, reg, buf, n);
+    char slot[24];
+    snprintf(buf, n, "%s[l]", ptxc_slot(c, reg, slot, sizeof slot));
     return buf;
 }
 
@@ -252,7 +253,7 @@ static int emit_warp(ptxc_emitter *c, uint32_t pc)
                     " ~seg)), minl = (int)(l & seg), j, ok; %s if (!ok || j < 0 || j > 31) j = l;"
                     " out_[l] = em >> j & 1 ? (uint32_t)A_[j] : 0; pv_ |= (uint32_t)ok << l;);\n"
                     "PTXC_LANES(em, R[%u][l] = out_[l]);",
-                 ptxc_step_src(c->p, i->s[1], b, sizeof b), ptxc_step_src(c->p, i->s[2], cc, sizeof cc),
+                 ptxc_step_src(c, i->s[1], b, sizeof b), ptxc_step_src(c, i->s[2], cc, sizeof cc),
                  lane[i->mode & 3], i->d[0]);
         if (i->mode2)
             ptxc_put(t, " P[%u] = (P[%u] & ~em) | (pv_ & em);", i->d[1], i->d[1]);
@@ -343,6 +344,8 @@ static int emit_block(ptxc_emitter *c, uint32_t b)
     const ptxc_bb *bb = &p->bb[b];
     ptxc_text *t = c->t;
     c->bb = bb;
+    if (ptxc_homes(c) != 0)
+        return -1;
     uint32_t unguarded = 0;
     for (uint32_t pc = bb->start; pc < bb->end; pc++)
         unguarded += k->code[pc].guard == 0;
@@ -431,7 +434,6 @@ static void emit_head(ptxc_text *t, uint32_t pf_sites)
     /* each prefetched load's last warp address (ptxc_mem.c): its stride */
     if (pf_sites > 0)
         ptxc_put(t, "uint64_t PF_[%u] = {0};\n", pf_sites);
-    ptxc_put(t, "if (m == 0) goto reselect;\n");
 }
 
 /* Numbers the loads that get a stride prefetch: pf_site[pc] = slot + 1. */
@@ -450,13 +452,28 @@ int ptxc_emit(const ptx_kernel *k, ptxc_text *out, ptxc_needs *needs, char *why,
     if (ptxc_plan_make(k, &p, why, why_len) != 0)
         return -1;
     uint32_t *pf_site = calloc(k->ncode + 1, sizeof *pf_site);
-    if (pf_site == NULL) {
+    uint8_t *home = calloc(k->nregs, 1), *declared = calloc(k->nregs, 1);
+    if (pf_site == NULL || home == NULL || declared == NULL) {
         ptxc_plan_free(&p);
+        free(pf_site);
+        free(home);
+        free(declared);
         snprintf(why, why_len, "out of memory writing C");
         return -1;
     }
-    ptxc_emitter c = {.p = &p, .t = out, .pf_site = pf_site};
-    emit_head(out, number_prefetch_sites(k, pf_site));
+    /* the blocks first, into a text of their own: the private arrays they
+     * ask for (ptxc_home.c) are declared at the function's top */
+    ptxc_text body = {0};
+    ptxc_emitter c = {.p = &p, .t = &body, .pf_site = pf_site, .home = home,
+                      .declared = declared};
+    uint32_t pf_sites = number_prefetch_sites(k, pf_site);
+    int rc = 0;
+    for (uint32_t b = 0; b < p.nbb && rc == 0; b++)
+        rc = emit_block(&c, b);
+    c.t = out;
+    emit_head(out, pf_sites);
+    ptxc_put_private_arrays(&c);
+    ptxc_put(out, "if (m == 0) goto reselect;\n");
     ptxc_put(out, "dispatch:\nswitch (pc) {\n");
     for (uint32_t b = 0; b < p.nbb; b++)
         ptxc_put(out, "case %u: goto L%u;\n", p.bb[b].start, p.bb[b].start);
@@ -464,9 +481,11 @@ int ptxc_emit(const ptx_kernel *k, ptxc_text *out, ptxc_needs *needs, char *why,
         if (p.bb[b].end > p.bb[b].start + 1 && resumes_at(&p, p.bb[b].end - 1))
             ptxc_put(out, "case %u: goto R%u;\n", p.bb[b].end - 1, p.bb[b].end - 1);
     ptxc_put(out, "default: FAULT(pc, 0, %d);\n}\n", PTX_E_LAUNCH_FAILED);
-    int rc = 0;
-    for (uint32_t b = 0; b < p.nbb && rc == 0; b++)
-        rc = emit_block(&c, b);
+    if (body.failed)
+        out->failed = 1;
+    else if (body.n > 0)
+        ptxc_put(out, "%s", body.s);
+    ptxc_text_free(&body);
     /* past the end: unreachable (the last instruction stops every lane) */
     ptxc_put(out, "L%u: FAULT(%u, 0, %d);\n", k->ncode, k->ncode - 1, PTX_E_LAUNCH_FAILED);
     ptxc_put(out, "reselect:\n"
@@ -482,6 +501,8 @@ int ptxc_emit(const ptx_kernel *k, ptxc_text *out, ptxc_needs *needs, char *why,
     }
     ptxc_plan_free(&p);
     free(pf_site);
+    free(home);
+    free(declared);
     if (rc != 0 || out->failed) {
         if (why != NULL && why_len > 0)
             snprintf(why, why_len, out->failed ? "out of memory writing C" : "an instruction "

@@ -426,3 +426,59 @@ int ptxc_lane_known(const ptx_insn *i)
 {
     return lane(NULL, i, NULL, 0) == 0;
 }
+
+/* A mov's source below 2^32: a special register (each is a 32-bit value, or 0
+ * in the slots without a meaning) or a constant that fits. */
+static int narrow_source(const ptxc_plan *p, uint32_t reg)
+{
+    return reg < PTX_NSREG || (p->is_const[reg] && p->const_val[reg] >> 32 == 0);
+}
+
+/* Whether the statement ptxc_lane writes for I stores only values below 2^32:
+ * its result goes through a 32-bit or narrower ST_/bits32/cast (see the forms
+ * above). Anything not listed is taken as 64-bit. */
+int ptxc_lane_narrow(const ptx_insn *i, const ptxc_plan *p)
+{
+    int op = i->op;
+    for (size_t f = 0; f < sizeof int_forms / sizeof int_forms[0]; f++) {
+        int ix = family(op, int_forms[f].first, 6);
+        if (ix >= 0)
+            return ix < 4; /* s16 u16 s32 u32 */
+    }
+    int wide = family(op, PTX_OP_mulwide_s16, 4);
+    if (wide < 0)
+        wide = family(op, PTX_OP_madwide_s16, 4);
+    if (wide >= 0)
+        return wide < 2; /* a 16-bit product is 32 bits */
+    for (size_t f = 0; f < sizeof flt_forms / sizeof flt_forms[0]; f++) {
+        const flt_form *c = &flt_forms[f];
+        if (op == c->op && c->only != 64)
+            return 1; /* the f32 member (or an f32-only form): bits32 */
+        if (op == c->op + 1 && c->only == 0)
+            return 0;
+    }
+    switch (op) {
+    case PTX_OP_fmin_f32:
+    case PTX_OP_fmax_f32:
+    case PTX_OP_pack2_16:
+    case PTX_OP_unpack2_32:
+    case PTX_OP_unpack2_16:
+    case PTX_OP_unpack4_16:
+        return 1;
+    case PTX_OP_mov:
+        return narrow_source(p, i->s[0]);
+    case PTX_OP_cvt: { /* the destination kind's width: every form cvt_op writes casts to it */
+        int dk = (int)(i->aux & 0xff);
+        return dk <= CK_S32 || dk == CK_F32;
+    }
+    case PTX_OP_cvt_ext: { /* zero-extended from an unsigned kind; signed ones extend to 64 */
+        unsigned sk = i->aux >> 8;
+        return sk == CK_U8 || sk == CK_U16 || sk == CK_U32;
+    }
+    default: { /* setp and the predicate ops write no register; the rest may write 64 bits */
+        ptxc_rw rw;
+        ptxc_rw_of(i, &rw);
+        return rw.nwr == 0;
+    }
+    }
+}

@@ -83,14 +83,14 @@ static void put_lane_check(ptxc_text *t, int space, uint32_t pc, unsigned size)
 /* The access of one lane at p_ (checked): vec elements of n bytes. */
 static void mem_access(ptxc_emitter *c, const ptx_insn *i, int store, unsigned n)
 {
-    char v[48];
+    char v[48], d[24];
     for (unsigned e = 0; e < i->aux; e++) {
         if (store)
             ptxc_put(c->t, " { %s x = (%s)(%s); memcpy(p_ + %u, &x, %u); }", ut[n], ut[n],
-                     ptxc_step_src(c->p, i->s[e], v, sizeof v), e * n, n);
+                     ptxc_step_src(c, i->s[e], v, sizeof v), e * n, n);
         else
-            ptxc_put(c->t, " { %s x; memcpy(&x, p_ + %u, %u); R[%u][l] = %s(x); }", ut[n],
-                     e * n, n, i->d[e], i->mode ? sx[n] : zx[n]);
+            ptxc_put(c->t, " { %s x; memcpy(&x, p_ + %u, %u); %s[l] = %s(x); }", ut[n],
+                     e * n, n, ptxc_slot(c, i->d[e], d, sizeof d), i->mode ? sx[n] : zx[n]);
     }
 }
 
@@ -102,7 +102,7 @@ static void put_contiguous(ptxc_emitter *c, const ptx_insn *i, int store, unsign
 {
     ptxc_text *t = c->t;
     int space = mem_space(i->op);
-    char v[48], span[32];
+    char v[48], span[32], d[24];
     snprintf(span, sizeof span, "UINT64_C(%u)", 32 * n);
     ptxc_put(t, "if (em == 0xffffffffu) { uint64_t a0_; { const int l = 0; a0_ = %s; }"
                 " uint32_t lin_ = 1; for (int l = 0; l < 32; l++) lin_ &= (%s) == a0_ + "
@@ -115,10 +115,10 @@ static void put_contiguous(ptxc_emitter *c, const ptx_insn *i, int store, unsign
              store ? "" : "const ", ut[n], space == SP_SHARED ? "SHB + a0_" : "a0_");
     if (store)
         ptxc_put(t, " for (int l = 0; l < 32; l++) q_[l] = (%s)(%s);", ut[n],
-                 ptxc_step_src(c->p, i->s[0], v, sizeof v));
+                 ptxc_step_src(c, i->s[0], v, sizeof v));
     else
-        ptxc_put(t, " for (int l = 0; l < 32; l++) R[%u][l] = %s(q_[l]);", i->d[0],
-                 i->mode ? sx[n] : zx[n]);
+        ptxc_put(t, " for (int l = 0; l < 32; l++) %s[l] = %s(q_[l]);",
+                 ptxc_slot(c, i->d[0], d, sizeof d), i->mode ? sx[n] : zx[n]);
     ptxc_put(t, " done_ = 1; } }\n");
 }
 
@@ -135,7 +135,7 @@ int ptxc_emit_mem(ptxc_emitter *c, uint32_t pc)
         return -1;
     unsigned size = n * i->aux;
     char ab[48], a[96];
-    snprintf(a, sizeof a, "%s + UINT64_C(0x%llx)", ptxc_step_src(c->p, i->ab, ab, sizeof ab),
+    snprintf(a, sizeof a, "%s + UINT64_C(0x%llx)", ptxc_step_src(c, i->ab, ab, sizeof ab),
              (unsigned long long)i->imm);
     ptxc_put(t, "{ /* %u */ ", pc);
     ptxc_put_em(t, i);
@@ -213,15 +213,15 @@ void ptxc_emit_atom_s(ptxc_emitter *c, uint32_t pc)
     unsigned n = i->aux == 0 || i->aux == 1 || i->aux == 4 ? 4 : 8;
     const char *ty = n == 4 ? "uint32_t" : "uint64_t";
     char ab[48], a[96], bx[48], cx[48], nv[200], op[400];
-    snprintf(a, sizeof a, "%s + UINT64_C(0x%llx)", ptxc_step_src(c->p, i->ab, ab, sizeof ab),
+    snprintf(a, sizeof a, "%s + UINT64_C(0x%llx)", ptxc_step_src(c, i->ab, ab, sizeof ab),
              (unsigned long long)i->imm);
-    atom_expr(i, ptxc_step_src(c->p, i->s[1], cx, sizeof cx), nv, sizeof nv);
-    char keep[40] = "";
+    atom_expr(i, ptxc_step_src(c, i->s[1], cx, sizeof cx), nv, sizeof nv);
+    char keep[40] = "", d[24];
     if (ptxc_needed_after(c, i->d[0], pc + 1)) /* else the old value is never read */
-        snprintf(keep, sizeof keep, " R[%u][l] = old;", i->d[0]);
+        snprintf(keep, sizeof keep, " %s[l] = old;", ptxc_slot(c, i->d[0], d, sizeof d));
     snprintf(op, sizeof op, " uint8_t *p_ = SHP + a; %s old, bv = (%s)(%s), nv;"
              " memcpy(&old, p_, %u); nv = (%s)(%s); memcpy(p_, &nv, %u);%s",
-             ty, ty, ptxc_step_src(c->p, i->s[0], bx, sizeof bx), n, ty, nv, n, keep);
+             ty, ty, ptxc_step_src(c, i->s[0], bx, sizeof bx), n, ty, nv, n, keep);
     ptxc_put(t, "{ /* %u */ ", pc);
     ptxc_put_em(t, i);
     ptxc_put(t, " if (em) {\nuint64_t lo_ = ~UINT64_C(0), hi_ = 0, or_ = 0;\n"
@@ -335,4 +335,17 @@ int ptxc_lane_load(ptxc_text *t, const ptx_insn *i, uint32_t pc, const ptxc_plan
                  i->d[e], i->mode ? sx[n] : zx[n]);
     ptxc_put(t, " }\n");
     return 0;
+}
+
+/* Whether every register I writes holds a value below 2^32: a load of
+ * elements of at most 4 bytes, zero-extended; atom.shared's 32-bit old value.
+ * Stores write none. */
+int ptxc_mem_narrow(const ptx_insn *i)
+{
+    unsigned n;
+    if (i->op == PTX_OP_atom_s)
+        return i->aux == 0 || i->aux == 1 || i->aux == 4;
+    if (!ptxc_is_load(i))
+        return 1;
+    return load_size(i, &n) != 0 && n <= 4 && i->mode == 0;
 }

@@ -259,8 +259,7 @@ static int make_blocks(ptxc_plan *p)
     return 0;
 }
 
-/* The blocks a lane may go to after block B (at most two). */
-static uint32_t successors(const ptxc_plan *p, uint32_t b, uint32_t out[2])
+uint32_t ptxc_successors(const ptxc_plan *p, uint32_t b, uint32_t out[2])
 {
     const ptx_insn *last = &p->k->code[p->bb[b].end - 1];
     uint32_t n = 0;
@@ -305,7 +304,7 @@ static int liveness(ptxc_plan *p)
         changed = 0;
         for (uint32_t b = p->nbb; b-- > 0;) {
             uint64_t *out = p->live_out + (size_t)b * w;
-            uint32_t succ[2], ns = successors(p, b, succ);
+            uint32_t succ[2], ns = ptxc_successors(p, b, succ);
             for (uint32_t s = 0; s < ns; s++)
                 for (uint32_t x = 0; x < w; x++)
                     out[x] |= in[(size_t)succ[s] * w + x];
@@ -370,7 +369,7 @@ int ptxc_plan_make(const ptx_kernel *k, ptxc_plan *p, char *why, size_t why_len)
                 p->calls_read_consts |= p->is_const[rw.r[q]];
             }
     }
-    if (make_blocks(p) != 0 || liveness(p) != 0)
+    if (make_blocks(p) != 0 || liveness(p) != 0 || ptxc_uniform_make(p) != 0)
         goto oom;
     return 0;
 oom:
@@ -384,6 +383,7 @@ void ptxc_plan_free(ptxc_plan *p)
     free(p->bb_at);
     free(p->live_out);
     free(p->keep);
+    free(p->uniform);
     free(p->is_const);
     free(p->const_val);
     memset(p, 0, sizeof *p);

@@ -106,16 +106,29 @@ static int via_temp(const run_info *ri, uint32_t b, int spec, uint32_t nregs)
     return spec && b < nregs && (ri->st[b] & (IN | STORED)) == (IN | STORED);
 }
 
+/* A register the run reads from the register file that has one value in
+ * every lane (ptxc_uniform.c): read once, before the loop, into UR<reg>. The
+ * loop's lanes are in m; the lowest has passed the register's write, as every
+ * lane that reads it has. */
+static int read_once(const ptxc_emitter *c, const run_info *ri, uint32_t b)
+{
+    return b < c->p->k->nregs && (ri->st[b] & IN) && c->p->uniform[b]
+           && c->home[b] == PTXC_HOME_FILE;
+}
+
 static int put_body(const ptxc_emitter *c, uint32_t s, uint32_t e, const run_info *ri, int spec)
 {
     const ptx_kernel *k = c->p->k;
     ptxc_text *t = c->t;
+    char slot[24];
     for (uint32_t q = 0; q < ri->nord; q++) {
         uint32_t b = ri->order[q];
         if (b >= k->nregs)
             ptxc_put(t, " uint32_t q%u = Pi%u >> l & 1;", b - k->nregs, b - k->nregs);
+        else if (read_once(c, ri, b))
+            ptxc_put(t, " uint64_t v%u = UR%u;", b, b);
         else if (ri->st[b] & IN)
-            ptxc_put(t, " uint64_t v%u = R[%u][l];", b, b);
+            ptxc_put(t, " uint64_t v%u = %s[l];", b, ptxc_slot(c, b, slot, sizeof slot));
         else
             ptxc_put(t, " uint64_t v%u;", b);
     }
@@ -147,7 +160,7 @@ static int put_body(const ptxc_emitter *c, uint32_t s, uint32_t e, const run_inf
         else if (via_temp(ri, b, spec, k->nregs))
             ptxc_put(t, " T%u[l] = v%u;", b, b);
         else
-            ptxc_put(t, " R[%u][l] = v%u;", b, b);
+            ptxc_put(t, " %s[l] = v%u;", ptxc_slot(c, b, slot, sizeof slot), b);
     }
     return 0;
 }
@@ -156,10 +169,12 @@ static int put_body(const ptxc_emitter *c, uint32_t s, uint32_t e, const run_inf
 static void put_commit(const ptxc_emitter *c, const run_info *ri, int spec)
 {
     const ptx_kernel *k = c->p->k;
+    char slot[24];
     for (uint32_t q = 0; q < ri->nord; q++) {
         uint32_t b = ri->order[q];
         if (via_temp(ri, b, spec, k->nregs))
-            ptxc_put(c->t, " PTXC_LANES(m, R[%u][l] = T%u[l]);", b, b);
+            ptxc_put(c->t, " PTXC_LANES(m, %s[l] = T%u[l]);", ptxc_slot(c, b, slot, sizeof slot),
+                     b);
         else if (b >= k->nregs && (ri->st[b] & STORED))
             ptxc_put(c->t, " P[%u] = (P[%u] & ~m) | (Po%u & m);", b - k->nregs, b - k->nregs,
                      b - k->nregs);
@@ -200,6 +215,8 @@ static int emit_run(ptxc_emitter *c, uint32_t s, uint32_t e, int all_out)
                 ptxc_put(t, " uint32_t Po%u = 0;", b - k->nregs);
         } else if (via_temp(&ri, b, spec, k->nregs))
             ptxc_put(t, " uint64_t T%u[32];", b);
+        if (read_once(c, &ri, b))
+            ptxc_put(t, " const uint64_t UR%u = R[%u][__builtin_ctz(m | 0x80000000u)];", b, b);
     }
     if (ri.guarded)
         ptxc_put(t, " uint64_t cnt = 0;");
