@@ -229,20 +229,34 @@ def reply(result: int, deferred: int, data: bytes = b"") -> bytes:
     return envelope(2, struct.pack("<iiII8Q", result, deferred, 0, len(data), *[0] * 8) + data)
 
 
-def test_session_with_a_fake_agent(harness: Path, tmp_path: Path) -> None:
+def start_fake_agent(harness: Path, tmp_path: Path, command: str,
+                     text: bool = True) -> tuple[socket.socket, subprocess.Popen]:
+    """A listening Unix socket (tmp_path/agent.sock) and the harness's COMMAND started
+    against it."""
     path = tmp_path / "agent.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     server.listen(1)
     server.settimeout(TIMEOUT)
-    proc = subprocess.Popen([str(harness), "session"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen([str(harness), command], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=text,
                             env={**os.environ, "GLEAM_CUDA_SOCKET": str(path)})
+    return server, proc
+
+
+def accept_attach(server: socket.socket) -> tuple[socket.socket, bytes]:
+    """The interposer's connection and its attach request (CBOR)."""
+    conn, _ = server.accept()
+    conn.settimeout(TIMEOUT)
+    (length,) = struct.unpack(">I", recv_exact(conn, 4))
+    return conn, recv_exact(conn, length)
+
+
+def test_session_with_a_fake_agent(harness: Path, tmp_path: Path) -> None:
+    server, proc = start_fake_agent(harness, tmp_path, "session")
     try:
-        conn, _ = server.accept()
-        conn.settimeout(TIMEOUT)
-        (length,) = struct.unpack(">I", recv_exact(conn, 4))
-        request = cbor2.loads(recv_exact(conn, length))
+        conn, attach = accept_attach(server)
+        request = cbor2.loads(attach)
         assert request == {"op": "cuda_attach",
                            "args": {"peer": "", "run": "", "pid": proc.pid,
                                     "program": "harness"}}
@@ -312,20 +326,10 @@ def output_session(harness: Path, tmp_path: Path,
     """The harness's `output` program against a fake agent that answers its waiting
     calls in turn with (deferred error, trailer): the call ids it waited on, and its
     stdout and stderr."""
-    path = tmp_path / "agent.sock"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
-    server.listen(1)
-    server.settimeout(TIMEOUT)
-    proc = subprocess.Popen([str(harness), "output"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE,
-                            env={**os.environ, "GLEAM_CUDA_SOCKET": str(path)})
+    server, proc = start_fake_agent(harness, tmp_path, "output", text=False)
     waited = []
     try:
-        conn, _ = server.accept()
-        conn.settimeout(TIMEOUT)
-        (length,) = struct.unpack(">I", recv_exact(conn, 4))
-        recv_exact(conn, length)
+        conn, _ = accept_attach(server)
         conn.sendall(envelope(3, hello_body()))
         for deferred, trailer in trailers:
             try:
@@ -366,6 +370,48 @@ def test_device_output_goes_to_the_programs_descriptors_in_order(harness: Path,
         (0, b""), (0, b"")])
     assert out == "x\nsync 719\nsync 0\nsync 0\n"
     assert err.splitlines() == ["gleam: server: kernel k: trap"]
+
+
+def fail_to(harness: Path, tmp_path: Path, command: str, reason: str,
+            after_hello: bool) -> subprocess.CompletedProcess:
+    """The harness's COMMAND against a fake agent that ends the session with a FAIL
+    envelope (the agents' own, envelope.fail_envelope): at the attach, or at the first
+    waiting call."""
+    from gleam.peer.cuda.wire.envelope import fail_envelope
+
+    server, proc = start_fake_agent(harness, tmp_path, command)
+    try:
+        conn, _ = accept_attach(server)
+        if after_hello:
+            conn.sendall(envelope(3, hello_body()))
+            records_until_wait(conn)
+        conn.sendall(fail_envelope(reason))
+        conn.close()
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        proc.kill()
+        server.close()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_the_whole_reason_of_a_fail_reaches_stderr(harness: Path, tmp_path: Path) -> None:
+    """A FAIL's reason, up to the longest the agents send (GL_FAIL_REASON_MAX, one
+    constant for both sides), is shown whole: at the attach and mid-session."""
+    from gleam.peer.nativelib import lib
+
+    longest = lib.GL_FAIL_REASON_MAX
+    reason = ("the serving agent ended the session: " + "why " * longest)[:longest]
+    too_long = reason + " and more than the envelope carries"
+    (tmp_path / "attach").mkdir()
+    refused = fail_to(harness, tmp_path / "attach", "init", too_long, after_hello=False)
+    assert refused.returncode == 0, refused.stdout + refused.stderr
+    assert refused.stdout.splitlines() == ["init 100", "again 100", "count 3"]
+    assert refused.stderr.splitlines() == [f"gleam: no CUDA device: {reason}"]
+    (tmp_path / "session").mkdir()
+    lost = fail_to(harness, tmp_path / "session", "output", too_long, after_hello=True)
+    assert lost.returncode == 0, lost.stdout + lost.stderr
+    assert lost.stdout.splitlines() == ["sync 46", "sync 46", "sync 46"]
+    assert lost.stderr.splitlines() == [f"gleam: lost the CUDA server: {reason}"]
 
 
 @settings(max_examples=25, deadline=None)

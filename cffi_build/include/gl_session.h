@@ -34,6 +34,9 @@ enum gl_env_type {
     GL_ENV_FAIL = 4,
     GL_ENV_BLOB = 5
 };
+/* A FAIL body: why the session ended, UTF-8, at most this many bytes; the
+ * interposer shows all of it on the program's stderr. */
+#define GL_FAIL_REASON_MAX 1000
 
 /* Host-to-device payloads up to this size travel inside the batch buffer;
  * larger ones go out by writev from the application's buffer. */

@@ -376,14 +376,14 @@ static CUresult read_reply(uint64_t *values, uint32_t nvalues, void *out, size_t
                            CUresult *deferred_out, int *more)
 {
     uint8_t h[GL_ENV_HEADER_SIZE], rh[GL_REPLY_HEADER_SIZE];
-    char why[600];
+    char why[GL_FAIL_REASON_MAX + 64];
 
     *more = 0;
     if (gl_io_recv(h, sizeof h) != 0)
         return CUDA_ERROR_DEVICE_UNAVAILABLE;
     uint32_t len = gl_get_u32(h);
     if (h[GL_ENV_TYPE_AT] == GL_ENV_FAIL) {
-        char reason[512];
+        char reason[GL_FAIL_REASON_MAX + 1];
         size_t keep = len < sizeof reason - 1 ? len : sizeof reason - 1;
         if (gl_io_recv(reason, keep) != 0)
             return CUDA_ERROR_DEVICE_UNAVAILABLE;

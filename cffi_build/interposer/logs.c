@@ -24,6 +24,8 @@
 #define LOG_SLOTS 64
 #define LOG_LINE 400 /* 64 lines of 400 bytes: the 25600 bytes NVIDIA's keeps */
 #define LOG_CALLBACKS 32
+/* What goes to stderr is not cut to LOG_LINE: a session's whole FAIL reason fits. */
+#define LOG_TEXT (GL_FAIL_REASON_MAX + 128)
 
 struct CUlogsCallbackEntry_st {
     CUlogsCallback fn;
@@ -58,7 +60,7 @@ static FILE *log_file(void)
 
 void gl_log(int level, const char *entry, const char *fmt, ...)
 {
-    char text[LOG_LINE], line[LOG_LINE + 128]; /* room for the prefix; kept cut to LOG_LINE */
+    char text[LOG_TEXT], line[LOG_TEXT + 128]; /* room for the prefix; kept cut to LOG_LINE */
     struct { CUlogsCallback fn; void *data; } calls[LOG_CALLBACKS];
     int ncalls = 0;
     struct timeval now;

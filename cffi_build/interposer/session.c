@@ -107,7 +107,7 @@ static int recv_all(int fd, void *buf, size_t n)
  * socket. 1 and the reason when a FAIL is next in line, else 0. */
 static int pending_fail(char *why, size_t cap)
 {
-    uint8_t buf[GL_ENV_HEADER_SIZE + 512];
+    uint8_t buf[GL_ENV_HEADER_SIZE + GL_FAIL_REASON_MAX];
     ssize_t k = recv(g_fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
 
     if (k < (ssize_t)GL_ENV_HEADER_SIZE || buf[GL_ENV_TYPE_AT] != GL_ENV_FAIL)
@@ -120,7 +120,7 @@ static int pending_fail(char *why, size_t cap)
 
 int gl_io_sendv(struct iovec *iov, int n)
 {
-    char why[600];
+    char why[GL_FAIL_REASON_MAX + 64];
 
     if (gl_ready() != CUDA_SUCCESS)
         return -1;
@@ -284,7 +284,7 @@ static int read_hello(int fd, char *why, size_t cap)
     }
     len = gl_get_u32(h);
     if (h[GL_ENV_TYPE_AT] == GL_ENV_FAIL) {
-        char reason[512];
+        char reason[GL_FAIL_REASON_MAX + 1];
         size_t keep = len < sizeof reason - 1 ? len : sizeof reason - 1;
         if (recv_all(fd, reason, keep) != 1)
             keep = 0;
@@ -388,7 +388,7 @@ static void forked_child(void)
 
 static void attach_once(void)
 {
-    char why[512];
+    char why[GL_FAIL_REASON_MAX + 64];
     int fd = connect_agent(why, sizeof why);
 
     if (fd < 0) {

@@ -42,7 +42,7 @@ _TYPE_AT: int = ffi.offsetof("gl_env_head", "type")
 _BATCH_COUNT = struct.Struct("<I")
 _BATCH_COUNT_AT: int = _native_lib.GL_BATCH_COUNT_AT
 _BATCH_HEADER_SIZE: int = _native_lib.GL_BATCH_HEADER_SIZE
-_REASON_MAX = 1000
+_REASON_MAX: int = _native_lib.GL_FAIL_REASON_MAX
 
 
 class EnvelopeError(ValueError):
