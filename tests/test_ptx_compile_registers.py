@@ -87,9 +87,10 @@ def test_narrow_and_wide_private_registers_give_the_interpreters_results():
 def test_the_histograms_loop_keeps_its_narrow_registers_private_and_reads_uniform_ones_once():
     source, why = kernel_c(load(PTX.read_text()), "bench_histogram")
     assert source is not None, why
-    # the bin's address, computed by the loop's lane loop and read by the atom, at 32 bits
-    atom_address = re.search(r"uint64_t a = XN(\d+)\[l\] \+ UINT64_C\(0x0\); uint8_t \*p_ = "
-                             r"SHP \+ a; uint32_t old", source)
+    # the bin's address, computed by the loop's lane loop and read by the atom's own step
+    # (where the warp's bytes are not one gather), at 32 bits
+    atom_address = re.search(r"uint64_t a = XN(\d+)\[l\] \+ UINT64_C\(0x0\); if \(.*?\} "
+                             r"uint8_t \*p_ = SHP \+ a; uint32_t old", source)
     assert atom_address is not None
     assert f"uint32_t XN{atom_address.group(1)}[32];" in source
     # the loop's stride and bound: one read each per lane loop

@@ -11,6 +11,7 @@
  *                 private array of the compiled function, at its PTX width
  *   ptxc_uniform.c registers with one value in every lane (read once per loop)
  *   ptxc_mem.c    memory accesses: checked steps, speculative loads
+ *   ptxc_trip.c   a grid-stride loop's trips with one index for the warp
  *   ptxc_emit.c   a kernel as C: blocks, control, warp-wide and handler steps
  *   ptxc_cc.c     the compiler, the cache (SHA-256 keyed), verified loading
  *   ptxc_tier.c   per-kernel state: when to compile, the background thread
@@ -131,6 +132,8 @@ typedef struct {
     uint8_t *home;     /* per register: PTXC_HOME_* in the block being written */
     uint8_t *declared; /* per register: 1 << PTXC_HOME_WIDE | 1 << PTXC_HOME_NARROW arrays */
     uint32_t private_bytes; /* of the arrays declared so far */
+    uint32_t trip_reg; /* the trip index while a trip loop's body is written
+                        * (ptxc_trip.c): read as X0_ + l; else UINT32_MAX */
 } ptxc_emitter;
 
 /* The homes of the registers in block c->bb (c->home); 0, or -1 out of memory. */
@@ -171,12 +174,47 @@ int ptxc_emit_mem(ptxc_emitter *c, uint32_t pc);
 int ptxc_atom_inline(const ptx_insn *i);
 void ptxc_emit_atom_s(ptxc_emitter *c, uint32_t pc);
 int ptxc_lane_load(ptxc_text *t, const ptx_insn *i, uint32_t pc, const ptxc_plan *p);
+/* A gather's parts (ptxc_seg.c): its load (a step of its own today), the check
+ * that the warp's 32 elements are consecutive and readable (opens two braces;
+ * q_ points at them), one lane's element into its local, and an atom.shared
+ * on the lane's locals. */
+int ptxc_gather_load(const ptx_insn *i);
+void ptxc_put_gather_head(ptxc_emitter *c, uint32_t pc);
+void ptxc_put_gather_elem(ptxc_text *t, const ptx_insn *i);
+void ptxc_put_atom_lane(ptxc_emitter *c, uint32_t pc);
 
 /* A run [s, e) of lane-local instructions and loads as one lane loop (ptxc_seg.c). */
 int ptxc_emit_segment(ptxc_emitter *c, uint32_t s, uint32_t e);
+/* Where a gather that starts at S ends (one past its atom.shared), or 0: a
+ * load of generic memory, lane-local instructions, an atom.shared, all
+ * unguarded, in block BB (ptxc_seg.c). */
+uint32_t ptxc_gather_end(const ptxc_plan *p, const ptxc_bb *bb, uint32_t s);
+#define PTXC_GATHER_LANE_MAX 12u /* lane-local instructions between its load and atom */
+/* The gather [s, e) as one loop over the lanes when the warp's loads are
+ * consecutive, else as its steps. */
+int ptxc_emit_gather(ptxc_emitter *c, uint32_t s, uint32_t e);
 /* Whether register-set bit BIT is read after code index AFTER: later in the block
  * being written, or live out of it (or kept for other lanes). */
 int ptxc_needed_after(const ptxc_emitter *c, uint32_t bit, uint32_t after);
+
+/* The instructions [start, end) of the block being written, as lane loops
+ * and steps (ptxc_emit.c). */
+int ptxc_emit_range(ptxc_emitter *c, uint32_t start, uint32_t end);
+
+/* A block that is a grid-stride loop's trip (ptxc_trip.c): x += u; p = x < n;
+ * @p bra to its start, at its end; what the body before them may do. */
+typedef struct {
+    uint32_t x, step, setp, bra; /* the index register, and the code of the three */
+    uint32_t p;                  /* the loop's predicate */
+    int is_signed;               /* setp.lt.s32 (else .u32) */
+} ptxc_trip;
+int ptxc_trip_find(const ptxc_emitter *c, ptxc_trip *tr);
+/* Before the block's own code: its trips while the warp is whole and its
+ * lanes' indices are consecutive (one index for the warp), then on to the
+ * block's branch. 0, or -1 (out of memory, no C form). */
+int ptxc_emit_trips(ptxc_emitter *c, const ptxc_trip *tr, uint32_t unguarded);
+/* The C expression of the trip index in lane l. */
+const char *ptxc_trip_lane(char *buf, size_t n);
 
 /* What a compiled kernel needs from the launcher besides its registers. */
 typedef struct {

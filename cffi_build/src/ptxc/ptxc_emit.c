@@ -146,6 +146,8 @@ static const char prelude_body[] =
     "        if (WV->lpc[l] == pc) join |= 1u << l; else if (WV->lpc[l] < nxt) nxt = WV->lpc[l]; }\n"
     "    *m |= join; *WV->parked &= ~join; *mpc = nxt; }\n"
     "#define LOCAL_FRAME(l) (LOCB + (WI * 32 + (uint64_t)(l)) * LSZ)\n"
+    /* a trip loop's index in lane l (ptxc_trip.c) */
+    "#define PTXC_TRIPX(l) ((uint64_t)(uint32_t)(X0_ + (uint32_t)(l)))\n"
 
     "#define PTXC_IN1(a, sz, lo, len) (((a) - (lo) < (len)) & ((len) - ((a) - (lo)) >= (sz)))\n"
     "#define PTXC_IN4(a, sz) (PTXC_IN1(a, sz, G0_, G1_) | PTXC_IN1(a, sz, G2_, G3_) | "
@@ -155,6 +157,8 @@ static const char prelude_body[] =
 
 const char *ptxc_step_src(const ptxc_emitter *c, uint32_t reg, char *buf, size_t n)
 {
+    if (reg == c->trip_reg)
+        return ptxc_trip_lane(buf, n);
     if (reg < PTX_NSREG || c->p->is_const[reg])
         return ptxc_src(c->p, reg, buf, n);
     char slot[24];
@@ -337,24 +341,15 @@ static void emit_control(ptxc_emitter *c, uint32_t pc)
 
 /* ---------------------------------------------------------------- blocks */
 
-static int emit_block(ptxc_emitter *c, uint32_t b)
+int ptxc_emit_range(ptxc_emitter *c, uint32_t start, uint32_t end)
 {
     const ptxc_plan *p = c->p;
     const ptx_kernel *k = p->k;
-    const ptxc_bb *bb = &p->bb[b];
+    const ptxc_bb *bb = c->bb;
     ptxc_text *t = c->t;
-    c->bb = bb;
-    if (ptxc_homes(c) != 0)
-        return -1;
-    uint32_t unguarded = 0;
-    for (uint32_t pc = bb->start; pc < bb->end; pc++)
-        unguarded += k->code[pc].guard == 0;
-    ptxc_put(t, "L%u: if (mpc == %uu) ptxc_join(WV, %u, &m, &mpc);\n", bb->start, bb->start,
-             bb->start);
-    ptxc_put(t, "n += (uint64_t)__builtin_popcount(m) * %u;\n", unguarded);
     uint32_t seg = UINT32_MAX;
     int lane_loads = 0;
-    for (uint32_t pc = bb->start; pc < bb->end; pc++) {
+    for (uint32_t pc = start; pc < end; pc++) {
         const ptx_insn *i = &k->code[pc];
         int kind = ptxc_kind(i), load = ptxc_fusable_load(i);
         if (kind == PTXC_LANE || load) {
@@ -382,12 +377,18 @@ static int emit_block(ptxc_emitter *c, uint32_t b)
                             " n += (uint64_t)__builtin_popcount(em); }\n", pc,
                          (i->guard & PTX_GUARD_NEG) ? "~" : "", i->guard & ~PTX_GUARD_NEG);
             break;
-        case PTXC_MEM:
-            if (i->op == PTX_OP_atom_s)
+        case PTXC_MEM: {
+            uint32_t gather_end = ptxc_gather_end(p, bb, pc);
+            if (gather_end != 0) {
+                if (ptxc_emit_gather(c, pc, gather_end) != 0)
+                    return -1;
+                pc = gather_end - 1;
+            } else if (i->op == PTX_OP_atom_s)
                 ptxc_emit_atom_s(c, pc);
             else if (ptxc_emit_mem(c, pc) != 0)
                 return -1;
             break;
+        }
         case PTXC_WARP:
             if (emit_warp(c, pc) != 0)
                 return -1;
@@ -402,9 +403,28 @@ static int emit_block(ptxc_emitter *c, uint32_t b)
             return -1;
         }
     }
-    if (seg != UINT32_MAX && ptxc_emit_segment(c, seg, bb->end) != 0)
+    if (seg != UINT32_MAX && ptxc_emit_segment(c, seg, end) != 0)
         return -1;
     return 0;
+}
+
+static int emit_block(ptxc_emitter *c, uint32_t b)
+{
+    const ptxc_plan *p = c->p;
+    const ptxc_bb *bb = &p->bb[b];
+    c->bb = bb;
+    if (ptxc_homes(c) != 0)
+        return -1;
+    uint32_t unguarded = 0;
+    for (uint32_t pc = bb->start; pc < bb->end; pc++)
+        unguarded += p->k->code[pc].guard == 0;
+    ptxc_put(c->t, "L%u: if (mpc == %uu) ptxc_join(WV, %u, &m, &mpc);\n", bb->start, bb->start,
+             bb->start);
+    ptxc_put(c->t, "n += (uint64_t)__builtin_popcount(m) * %u;\n", unguarded);
+    ptxc_trip tr;
+    if (ptxc_trip_find(c, &tr) && ptxc_emit_trips(c, &tr, unguarded) != 0)
+        return -1;
+    return ptxc_emit_range(c, bb->start, bb->end);
 }
 
 static void emit_head(ptxc_text *t, uint32_t pf_sites)
@@ -465,7 +485,7 @@ int ptxc_emit(const ptx_kernel *k, ptxc_text *out, ptxc_needs *needs, char *why,
      * ask for (ptxc_home.c) are declared at the function's top */
     ptxc_text body = {0};
     ptxc_emitter c = {.p = &p, .t = &body, .pf_site = pf_site, .home = home,
-                      .declared = declared};
+                      .declared = declared, .trip_reg = UINT32_MAX};
     uint32_t pf_sites = number_prefetch_sites(k, pf_site);
     int rc = 0;
     for (uint32_t b = 0; b < p.nbb && rc == 0; b++)

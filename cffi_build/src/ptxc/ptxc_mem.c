@@ -30,6 +30,8 @@ static const char *const ut[9] = {[1] = "uint8_t", [2] = "uint16_t", [4] = "uint
                                   [8] = "uint64_t"};
 
 
+static unsigned load_size(const ptx_insn *i, unsigned *n);
+
 static int mem_space(int op)
 {
     if (op >= PTX_OP_ld_s1 && op <= PTX_OP_st_s8)
@@ -64,20 +66,26 @@ static const char *mem_where(int space)
 }
 
 /* One lane's check of [a, a+SIZE), as the interpreter makes it: alignment,
- * then the space (generic: the cached ranges, else the launch's lookup). */
+ * then the space (generic: the cached ranges, else the launch's lookup). A
+ * window's check is one branch on a good lane, its bound the loop's
+ * constant: a loop of atoms runs at the rate the CPU takes branches, and a
+ * second branch a lane cost a histogram a third of its time. */
 static void put_lane_check(ptxc_text *t, int space, uint32_t pc, unsigned size)
 {
+    static const char *const len[] = {[SP_SHARED] = "SHSZ", [SP_LOCAL] = "LSZ",
+                                      [SP_PARAM] = "PLEN"};
     char sz[24];
     snprintf(sz, sizeof sz, "UINT64_C(%u)", size);
-    ptxc_put(t, " if (a & %u) FAULT(%u, a, %d);", size - 1, pc, PTX_E_MISALIGNED);
-    if (space == SP_GENERIC)
+    if (space == SP_GENERIC) {
+        ptxc_put(t, " if (a & %u) FAULT(%u, a, %d);", size - 1, pc, PTX_E_MISALIGNED);
         ptxc_put(t, " if (!ptxc_have(B, a, %s) && !B->gaddr(B, a, %s)) FAULT(%u, a, %d);", sz,
                  sz, pc, PTX_E_ILLEGAL_ADDRESS);
-    else {
-        ptxc_put(t, " if (!");
-        put_fits(t, space, "a", sz);
-        ptxc_put(t, ") FAULT(%u, a, %d);", pc, PTX_E_ILLEGAL_ADDRESS);
+        return;
     }
+    /* a good a is below LEN - SIZE + 1; with LEN < SIZE none is (the bound 0) */
+    ptxc_put(t, " if ((a & %u) | (a >= (%s >= %u ? %s - %u : 0))) { if (a & %u) FAULT(%u, a, %d);"
+                " FAULT(%u, a, %d); }", size - 1, len[space], size, len[space], size - 1,
+             size - 1, pc, PTX_E_MISALIGNED, pc, PTX_E_ILLEGAL_ADDRESS);
 }
 
 /* The access of one lane at p_ (checked): vec elements of n bytes. */
@@ -94,25 +102,38 @@ static void mem_access(ptxc_emitter *c, const ptx_insn *i, int store, unsigned n
     }
 }
 
-/* A whole warp reading or writing consecutive elements (lane l at a0 + l*n,
- * the common coalesced access): one check of the 32 elements, then a plain
- * loop over them that gcc turns into vector loads or stores. */
-static void put_contiguous(ptxc_emitter *c, const ptx_insn *i, int store, unsigned n,
-                           const char *a, uint32_t pf)
+/* The head of a whole warp's access to consecutive elements (lane l at
+ * a0 + l*n, the common coalesced access): when every lane runs and the 32
+ * addresses are a0_, a0_ + n, ... (one OR of differences, which gcc keeps in
+ * vector registers), aligned and inside one window, q_ points at them. The
+ * caller closes the two braces it opens. */
+static void put_lin_head(ptxc_emitter *c, const ptx_insn *i, int store, unsigned n,
+                         const char *a, uint32_t pf)
 {
     ptxc_text *t = c->t;
     int space = mem_space(i->op);
-    char v[48], span[32], d[24];
+    char span[32];
     snprintf(span, sizeof span, "UINT64_C(%u)", 32 * n);
     ptxc_put(t, "if (em == 0xffffffffu) { uint64_t a0_; { const int l = 0; a0_ = %s; }"
-                " uint32_t lin_ = 1; for (int l = 0; l < 32; l++) lin_ &= (%s) == a0_ + "
-                "(uint64_t)l * %u;\nif (lin_ & ((a0_ & %u) == 0) & ", a, a, n, n - 1);
+                " uint64_t dx_ = 0; for (int l = 0; l < 32; l++) dx_ |= (%s) ^ (a0_ + "
+                "(uint64_t)l * %u);\nif ((dx_ == 0) & ((a0_ & %u) == 0) & ", a, a, n, n - 1);
     put_fits(t, space, "a0_", span);
     ptxc_put(t, ") {");
     if (pf)
         ptxc_put(t, " ptxc_prefetch(&PF_[%u], a0_, %u);", pf - 1, 32 * n);
     ptxc_put(t, " %s%s *q_ = (%s%s *)(uintptr_t)(%s);", store ? "" : "const ", ut[n],
              store ? "" : "const ", ut[n], space == SP_SHARED ? "SHB + a0_" : "a0_");
+}
+
+/* A whole warp reading or writing consecutive elements: one check of the 32
+ * elements (put_lin_head), then a plain loop over them that gcc turns into
+ * vector loads or stores. */
+static void put_contiguous(ptxc_emitter *c, const ptx_insn *i, int store, unsigned n,
+                           const char *a, uint32_t pf)
+{
+    ptxc_text *t = c->t;
+    char v[48], d[24];
+    put_lin_head(c, i, store, n, a, pf);
     if (store)
         ptxc_put(t, " for (int l = 0; l < 32; l++) q_[l] = (%s)(%s);", ut[n],
                  ptxc_step_src(c, i->s[0], v, sizeof v));
@@ -120,6 +141,32 @@ static void put_contiguous(ptxc_emitter *c, const ptx_insn *i, int store, unsign
         ptxc_put(t, " for (int l = 0; l < 32; l++) %s[l] = %s(q_[l]);",
                  ptxc_slot(c, i->d[0], d, sizeof d), i->mode ? sx[n] : zx[n]);
     ptxc_put(t, " done_ = 1; } }\n");
+}
+
+/* A load of generic memory of one element a lane, a step of its own: the
+ * first instruction of a gather (ptxc_seg.c). */
+int ptxc_gather_load(const ptx_insn *i)
+{
+    unsigned n;
+    return ptxc_prefetched_load(i) && i->aux == 1 && i->guard == 0 && load_size(i, &n) != 0;
+}
+
+void ptxc_put_gather_head(ptxc_emitter *c, uint32_t pc)
+{
+    const ptx_insn *i = &c->p->k->code[pc];
+    unsigned n;
+    char ab[48], a[96];
+    load_size(i, &n);
+    snprintf(a, sizeof a, "%s + UINT64_C(0x%llx)", ptxc_step_src(c, i->ab, ab, sizeof ab),
+             (unsigned long long)i->imm);
+    put_lin_head(c, i, 0, n, a, c->pf_site != NULL ? c->pf_site[pc] : 0);
+}
+
+void ptxc_put_gather_elem(ptxc_text *t, const ptx_insn *i)
+{
+    unsigned n;
+    load_size(i, &n);
+    ptxc_put(t, "{ v%u = %s(q_[l]); }\n", i->d[0], i->mode ? sx[n] : zx[n]);
 }
 
 int ptxc_emit_mem(ptxc_emitter *c, uint32_t pc)
@@ -203,35 +250,53 @@ static void atom_expr(const ptx_insn *i, const char *cx, char *nv, size_t n)
     }
 }
 
-/* atom.shared as a step: all lanes' addresses checked at once when they lie
- * in the window (then a plain loop), else lane by lane as the interpreter
- * does; lanes update in lane order, as the interpreter's do. */
+/* One lane's atom.shared at a (put_lane_check first): its sources are the
+ * lane's locals in a fused loop (LOCAL), else its slots in a step. */
+static void put_atom_op(ptxc_emitter *c, const ptx_insn *i, uint32_t pc, int local)
+{
+    unsigned n = i->aux == 0 || i->aux == 1 || i->aux == 4 ? 4 : 8;
+    const char *ty = n == 4 ? "uint32_t" : "uint64_t";
+    char bx[48], cx[48], nv[200], keep[40] = "", d[24];
+    const char *b = local ? ptxc_src(c->p, i->s[0], bx, sizeof bx)
+                          : ptxc_step_src(c, i->s[0], bx, sizeof bx);
+    atom_expr(i, local ? ptxc_src(c->p, i->s[1], cx, sizeof cx)
+                       : ptxc_step_src(c, i->s[1], cx, sizeof cx), nv, sizeof nv);
+    if (local)
+        snprintf(keep, sizeof keep, " v%u = old;", i->d[0]);
+    else if (ptxc_needed_after(c, i->d[0], pc + 1)) /* else the old value is never read */
+        snprintf(keep, sizeof keep, " %s[l] = old;", ptxc_slot(c, i->d[0], d, sizeof d));
+    put_lane_check(c->t, SP_SHARED, pc, n);
+    ptxc_put(c->t, " uint8_t *p_ = SHP + a; %s old, bv = (%s)(%s), nv;"
+                   " memcpy(&old, p_, %u); nv = (%s)(%s); memcpy(p_, &nv, %u);%s",
+             ty, ty, b, n, ty, nv, n, keep);
+}
+
+/* atom.shared as a step: lane by lane in lane order, each lane's address
+ * checked as the interpreter checks it (a check is three compares; a pass
+ * over the lanes to check them all at once cost more than it saved), so the
+ * first bad lane faults with the lanes before it done. */
 void ptxc_emit_atom_s(ptxc_emitter *c, uint32_t pc)
 {
     const ptx_insn *i = &c->p->k->code[pc];
     ptxc_text *t = c->t;
-    unsigned n = i->aux == 0 || i->aux == 1 || i->aux == 4 ? 4 : 8;
-    const char *ty = n == 4 ? "uint32_t" : "uint64_t";
-    char ab[48], a[96], bx[48], cx[48], nv[200], op[400];
-    snprintf(a, sizeof a, "%s + UINT64_C(0x%llx)", ptxc_step_src(c, i->ab, ab, sizeof ab),
-             (unsigned long long)i->imm);
-    atom_expr(i, ptxc_step_src(c, i->s[1], cx, sizeof cx), nv, sizeof nv);
-    char keep[40] = "", d[24];
-    if (ptxc_needed_after(c, i->d[0], pc + 1)) /* else the old value is never read */
-        snprintf(keep, sizeof keep, " %s[l] = old;", ptxc_slot(c, i->d[0], d, sizeof d));
-    snprintf(op, sizeof op, " uint8_t *p_ = SHP + a; %s old, bv = (%s)(%s), nv;"
-             " memcpy(&old, p_, %u); nv = (%s)(%s); memcpy(p_, &nv, %u);%s",
-             ty, ty, ptxc_step_src(c, i->s[0], bx, sizeof bx), n, ty, nv, n, keep);
+    char ab[48];
     ptxc_put(t, "{ /* %u */ ", pc);
     ptxc_put_em(t, i);
-    ptxc_put(t, " if (em) {\nuint64_t lo_ = ~UINT64_C(0), hi_ = 0, or_ = 0;\n"
-                "PTXC_LANES(em, uint64_t a = %s; lo_ = a < lo_ ? a : lo_;"
-                " hi_ = a > hi_ ? a : hi_; or_ |= a;);\n"
-                "if ((or_ & %u) == 0 && ptxc_window(lo_, ptxc_span(lo_, hi_, %u), SHSZ)) {\n"
-                "PTXC_LANES(em, uint64_t a = %s;%s);\n} else {\nPTXC_LANES(em, uint64_t a = %s;",
-             a, n - 1, n, a, op, a);
-    put_lane_check(t, SP_SHARED, pc, n);
-    ptxc_put(t, "%s);\n} } }\n", op);
+    ptxc_put(t, " if (em) {\nPTXC_LANES(em, uint64_t a = %s + UINT64_C(0x%llx);",
+             ptxc_step_src(c, i->ab, ab, sizeof ab), (unsigned long long)i->imm);
+    put_atom_op(c, i, pc, 0);
+    ptxc_put(t, ");\n} }\n");
+}
+
+/* atom.shared inside a fused loop (ptxc_seg.c's gather), on the lane's locals. */
+void ptxc_put_atom_lane(ptxc_emitter *c, uint32_t pc)
+{
+    const ptx_insn *i = &c->p->k->code[pc];
+    char ab[48];
+    ptxc_put(c->t, "{ uint64_t a = %s + UINT64_C(0x%llx);",
+             ptxc_src(c->p, i->ab, ab, sizeof ab), (unsigned long long)i->imm);
+    put_atom_op(c, i, pc, 1);
+    ptxc_put(c->t, " }\n");
 }
 
 int ptxc_is_load(const ptx_insn *i)

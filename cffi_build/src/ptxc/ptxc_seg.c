@@ -14,7 +14,20 @@
  * are written to temporaries, predicates after the loop), and a bad run is
  * done again instruction by instruction in the interpreter's order, which
  * faults exactly where the interpreter does (or passes, when the fast check
- * was only too cautious). No state.
+ * was only too cautious).
+ *
+ * A gather is a load of generic memory, lane-local instructions on what it
+ * read, and an atom.shared (a histogram's trip: bins[data[i]] += 1). When
+ * every lane runs and the warp's 32 loads are consecutive and readable (one
+ * check before the loop), the three become one loop: each lane reads its
+ * element straight from the loaded line into the atom's read-modify-write,
+ * with no array between them. The interpreter's order differs only in when
+ * a lane's load happens against another lane's atom, and they cannot meet:
+ * the load reads the launch's device memory and the atom the block's shared
+ * buffer, which is neither. Loads that were checked cannot fault, and
+ * lane-local instructions do not, so a bad atom address faults at the same
+ * lane with the same lanes before it done, as the atom's own step does. No
+ * state.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,10 +126,14 @@ static int via_temp(const run_info *ri, uint32_t b, int spec, uint32_t nregs)
 static int read_once(const ptxc_emitter *c, const run_info *ri, uint32_t b)
 {
     return b < c->p->k->nregs && (ri->st[b] & IN) && c->p->uniform[b]
-           && c->home[b] == PTXC_HOME_FILE;
+           && c->home[b] == PTXC_HOME_FILE && b != c->trip_reg;
 }
 
-static int put_body(const ptxc_emitter *c, uint32_t s, uint32_t e, const run_info *ri, int spec)
+/* The lanes' locals, [s, e) on them, and the stores of what crosses the run.
+ * In a gather (GATHER), code[s] takes its element at q_ and code[e - 1] is
+ * the atom. */
+static int put_body(ptxc_emitter *c, uint32_t s, uint32_t e, const run_info *ri, int spec,
+                    int gather)
 {
     const ptx_kernel *k = c->p->k;
     ptxc_text *t = c->t;
@@ -125,6 +142,8 @@ static int put_body(const ptxc_emitter *c, uint32_t s, uint32_t e, const run_inf
         uint32_t b = ri->order[q];
         if (b >= k->nregs)
             ptxc_put(t, " uint32_t q%u = Pi%u >> l & 1;", b - k->nregs, b - k->nregs);
+        else if (b == c->trip_reg)
+            ptxc_put(t, " uint64_t v%u = %s;", b, ptxc_trip_lane(slot, sizeof slot));
         else if (read_once(c, ri, b))
             ptxc_put(t, " uint64_t v%u = UR%u;", b, b);
         else if (ri->st[b] & IN)
@@ -145,7 +164,13 @@ static int put_body(const ptxc_emitter *c, uint32_t s, uint32_t e, const run_inf
             ptxc_put(t, "{ uint32_t g_ = %s%s; cnt += g_; if (g_) ", gx,
                      (i->guard & PTX_GUARD_NEG) ? " ^ 1u" : "");
         }
-        int rc = ptxc_is_load(i) ? ptxc_lane_load(t, i, pc, c->p) : ptxc_lane(t, i, c->p);
+        int rc = 0;
+        if (gather && pc == s)
+            ptxc_put_gather_elem(t, i);
+        else if (gather && pc == e - 1)
+            ptxc_put_atom_lane(c, pc);
+        else
+            rc = ptxc_is_load(i) ? ptxc_lane_load(t, i, pc, c->p) : ptxc_lane(t, i, c->p);
         if (rc != 0)
             return -1;
         if (i->guard)
@@ -183,6 +208,25 @@ static void put_commit(const ptxc_emitter *c, const run_info *ri, int spec)
         ptxc_put(c->t, " n += cnt;");
 }
 
+/* Before a run's loop: its predicates' lane masks, temporaries, and the
+ * uniform registers read once. */
+static void put_locals_head(const ptxc_emitter *c, const run_info *ri, int spec)
+{
+    const ptx_kernel *k = c->p->k;
+    for (uint32_t q = 0; q < ri->nord; q++) {
+        uint32_t b = ri->order[q];
+        if (b >= k->nregs) {
+            ptxc_put(c->t, " const uint32_t Pi%u = P[%u];", b - k->nregs, b - k->nregs);
+            if (ri->st[b] & STORED)
+                ptxc_put(c->t, " uint32_t Po%u = 0;", b - k->nregs);
+        } else if (via_temp(ri, b, spec, k->nregs))
+            ptxc_put(c->t, " uint64_t T%u[32];", b);
+        if (read_once(c, ri, b))
+            ptxc_put(c->t, " const uint64_t UR%u = R[%u][__builtin_ctz(m | 0x80000000u)];", b,
+                     b);
+    }
+}
+
 static int emit_run(ptxc_emitter *c, uint32_t s, uint32_t e, int all_out);
 
 /* The run again as steps, in the interpreter's order (after a bad speculative run). */
@@ -207,17 +251,7 @@ static int emit_run(ptxc_emitter *c, uint32_t s, uint32_t e, int all_out)
     }
     int spec = ri.loads;
     ptxc_put(t, "{ /* %u..%u */", s, e - 1);
-    for (uint32_t q = 0; q < ri.nord; q++) {
-        uint32_t b = ri.order[q];
-        if (b >= k->nregs) {
-            ptxc_put(t, " const uint32_t Pi%u = P[%u];", b - k->nregs, b - k->nregs);
-            if (ri.st[b] & STORED)
-                ptxc_put(t, " uint32_t Po%u = 0;", b - k->nregs);
-        } else if (via_temp(&ri, b, spec, k->nregs))
-            ptxc_put(t, " uint64_t T%u[32];", b);
-        if (read_once(c, &ri, b))
-            ptxc_put(t, " const uint64_t UR%u = R[%u][__builtin_ctz(m | 0x80000000u)];", b, b);
-    }
+    put_locals_head(c, &ri, spec);
     if (ri.guarded)
         ptxc_put(t, " uint64_t cnt = 0;");
     if (spec)
@@ -232,7 +266,7 @@ static int emit_run(ptxc_emitter *c, uint32_t s, uint32_t e, int all_out)
             rc = ptxc_hoist_load(t, &k->code[pc], pc, c->p);
     ptxc_put(t, "\nPTXC_LANES(m,\n");
     if (rc == 0)
-        rc = put_body(c, s, e, &ri, spec);
+        rc = put_body(c, s, e, &ri, spec, 0);
     ptxc_put(t, ");\n");
     if (rc == 0 && spec) {
         ptxc_put(t, "if (bad_) {\n");
@@ -246,8 +280,51 @@ static int emit_run(ptxc_emitter *c, uint32_t s, uint32_t e, int all_out)
     run_free(&ri);
     return rc;
 }
-
 int ptxc_emit_segment(ptxc_emitter *c, uint32_t s, uint32_t e)
 {
     return emit_run(c, s, e, 0);
+}
+
+uint32_t ptxc_gather_end(const ptxc_plan *p, const ptxc_bb *bb, uint32_t s)
+{
+    const ptx_insn *code = p->k->code;
+    if (!ptxc_gather_load(&code[s]))
+        return 0;
+    for (uint32_t pc = s + 1; pc < bb->end && pc - s <= PTXC_GATHER_LANE_MAX + 1; pc++) {
+        const ptx_insn *i = &code[pc];
+        if (i->guard != 0)
+            return 0;
+        if (ptxc_atom_inline(i))
+            return pc + 1;
+        if (ptxc_kind(i) != PTXC_LANE)
+            return 0;
+    }
+    return 0;
+}
+
+int ptxc_emit_gather(ptxc_emitter *c, uint32_t s, uint32_t e)
+{
+    ptxc_text *t = c->t;
+    run_info ri;
+    if (analyse(c, s, e, 0, &ri) != 0) {
+        run_free(&ri);
+        return -1;
+    }
+    ptxc_put(t, "{ /* %u..%u: a gather */ uint32_t em = m; int done_ = 0;\n", s, e - 1);
+    ptxc_put_gather_head(c, s);
+    put_locals_head(c, &ri, 0);
+    ptxc_put(t, "\nfor (int l = 0; l < 32; l++) {\n");
+    int rc = put_body(c, s, e, &ri, 0, 1);
+    ptxc_put(t, "}\n");
+    put_commit(c, &ri, 0);
+    ptxc_put(t, " done_ = 1; } }\nif (!done_) {\n");
+    run_free(&ri);
+    if (rc == 0)
+        rc = ptxc_emit_mem(c, s);
+    if (rc == 0 && e - 1 > s + 1)
+        rc = ptxc_emit_segment(c, s + 1, e - 1);
+    if (rc == 0)
+        ptxc_emit_atom_s(c, e - 1);
+    ptxc_put(t, "} }\n");
+    return rc;
 }
