@@ -3,7 +3,8 @@
 A kernel reads its registers from an input slot per thread, runs a random body
 (integer, float and conversion arithmetic, comparisons and predicate logic, guards,
 forward branches that diverge, short loops with per-lane trip counts (some with their
-join block, and a warp-wide .sync, laid out before the divergent region), warp shuffles,
+join block, and a warp-wide .sync, laid out before the divergent region), grid-stride loops
+in nvcc's shape (some counting bytes into shared memory, a histogram), warp shuffles,
 votes and __syncwarp, shared and local memory, a barrier, and now and then a store that may
 land out of bounds), then writes every register to an output slot. It runs in one block, so
 no register is read before it is written and every lane's result is defined: the
@@ -242,6 +243,24 @@ def kernels(draw: st.DrawFn) -> Kernel:
             body += [draw(_straight()) for _ in range(draw(st.integers(1, 3)))]
             body.append(f"bra.uni {j};")
             body.append(f"{d}:")
+        elif shape == 4:  # a grid-stride loop in nvcc's shape (compiled: trips with one index)
+            labels += 1
+            t = f"$T{labels}"
+            body.append("mov.u32 %r10, %tid.x;")
+            body.append(f"{t}:")
+            body += [draw(_straight()) for _ in range(draw(st.integers(0, 2)))]
+            if draw(st.booleans()):  # a histogram's gather: in[x & 1023] counted in shared
+                body.append("and.b32 %r9, %r10, 1023; cvt.u64.u32 %rd9, %r9; "
+                            "mov.u32 %r9, %tid.x; mul.wide.u32 %rd11, %r9, 64; "
+                            "sub.s64 %rd11, %rd12, %rd11; add.s64 %rd9, %rd11, %rd9;")
+                body.append("ld.global.u8 %rs1, [%rd9]; cvt.u32.u16 %r9, %rs1; "
+                            "shl.b32 %r9, %r9, 2; add.s32 %r9, %r9, %r11; "
+                            f"atom.shared.add.u32 {_one(draw, R)}, [%r9], 1;")
+            stride = draw(st.sampled_from([32, 64, 96]))
+            bound = draw(st.integers(1, 6 * stride + 80))
+            ty = draw(st.sampled_from(["s32", "u32"]))
+            body.append(f"add.s32 %r10, %r10, {stride}; setp.lt.{ty} %p5, %r10, {bound}; "
+                        f"@%p5 bra {t};")
         else:
             body.append(draw(_straight()))
     regs = (f".reg .pred %p<6>; .reg .b32 %r<13>; .reg .b64 %rd<14>; .reg .f32 %f<{NF + 1}>;"
