@@ -213,8 +213,8 @@ int ptxc_trip_find(const ptxc_emitter *c, ptxc_trip *tr);
  * lanes' indices are consecutive (one index for the warp), then on to the
  * block's branch. 0, or -1 (out of memory, no C form). */
 int ptxc_emit_trips(ptxc_emitter *c, const ptxc_trip *tr, uint32_t unguarded);
-/* The C expression of the trip index in lane l. */
-const char *ptxc_trip_lane(char *buf, size_t n);
+/* The C expression of the trip index in lane l (the prelude's macro). */
+extern const char ptxc_trip_lane[];
 
 /* What a compiled kernel needs from the launcher besides its registers. */
 typedef struct {

@@ -158,7 +158,7 @@ static const char prelude_body[] =
 const char *ptxc_step_src(const ptxc_emitter *c, uint32_t reg, char *buf, size_t n)
 {
     if (reg == c->trip_reg)
-        return ptxc_trip_lane(buf, n);
+        return ptxc_trip_lane;
     if (reg < PTX_NSREG || c->p->is_const[reg])
         return ptxc_src(c->p, reg, buf, n);
     char slot[24];

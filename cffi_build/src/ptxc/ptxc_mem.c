@@ -32,6 +32,11 @@ static const char *const ut[9] = {[1] = "uint8_t", [2] = "uint16_t", [4] = "uint
 
 static unsigned load_size(const ptx_insn *i, unsigned *n);
 
+/* The length of each space's window in the generated function (generic
+ * memory has ranges instead). */
+static const char *const space_len[] = {[SP_SHARED] = "SHSZ", [SP_LOCAL] = "LSZ",
+                                        [SP_PARAM] = "PLEN"};
+
 static int mem_space(int op)
 {
     if (op >= PTX_OP_ld_s1 && op <= PTX_OP_st_s8)
@@ -43,15 +48,23 @@ static int mem_space(int op)
     return SP_GENERIC;
 }
 
+/* The C expression of I's address in lane l, in a step: its base register's
+ * slot plus the immediate. */
+static const char *step_address(const ptxc_emitter *c, const ptx_insn *i, char *buf, size_t n)
+{
+    char ab[48];
+    snprintf(buf, n, "%s + UINT64_C(0x%llx)", ptxc_step_src(c, i->ab, ab, sizeof ab),
+             (unsigned long long)i->imm);
+    return buf;
+}
+
 /* Whether [A, A+S) lies where a space's access may go (S 0: unknown, no). */
 static void put_fits(ptxc_text *t, int space, const char *a, const char *s)
 {
-    static const char *const len[] = {[SP_SHARED] = "SHSZ", [SP_LOCAL] = "LSZ",
-                                      [SP_PARAM] = "PLEN"};
     if (space == SP_GENERIC)
         ptxc_put(t, "(%s != 0 && ptxc_have(B, %s, %s))", s, a, s);
     else
-        ptxc_put(t, "ptxc_window(%s, %s, %s)", a, s, len[space]);
+        ptxc_put(t, "ptxc_window(%s, %s, %s)", a, s, space_len[space]);
 }
 
 /* The host pointer of address a in lane l (checked before). */
@@ -72,8 +85,6 @@ static const char *mem_where(int space)
  * second branch a lane cost a histogram a third of its time. */
 static void put_lane_check(ptxc_text *t, int space, uint32_t pc, unsigned size)
 {
-    static const char *const len[] = {[SP_SHARED] = "SHSZ", [SP_LOCAL] = "LSZ",
-                                      [SP_PARAM] = "PLEN"};
     char sz[24];
     snprintf(sz, sizeof sz, "UINT64_C(%u)", size);
     if (space == SP_GENERIC) {
@@ -83,9 +94,10 @@ static void put_lane_check(ptxc_text *t, int space, uint32_t pc, unsigned size)
         return;
     }
     /* a good a is below LEN - SIZE + 1; with LEN < SIZE none is (the bound 0) */
+    const char *len = space_len[space];
     ptxc_put(t, " if ((a & %u) | (a >= (%s >= %u ? %s - %u : 0))) { if (a & %u) FAULT(%u, a, %d);"
-                " FAULT(%u, a, %d); }", size - 1, len[space], size, len[space], size - 1,
-             size - 1, pc, PTX_E_MISALIGNED, pc, PTX_E_ILLEGAL_ADDRESS);
+                " FAULT(%u, a, %d); }", size - 1, len, size, len, size - 1, size - 1, pc,
+             PTX_E_MISALIGNED, pc, PTX_E_ILLEGAL_ADDRESS);
 }
 
 /* The access of one lane at p_ (checked): vec elements of n bytes. */
@@ -155,11 +167,10 @@ void ptxc_put_gather_head(ptxc_emitter *c, uint32_t pc)
 {
     const ptx_insn *i = &c->p->k->code[pc];
     unsigned n;
-    char ab[48], a[96];
+    char a[96];
     load_size(i, &n);
-    snprintf(a, sizeof a, "%s + UINT64_C(0x%llx)", ptxc_step_src(c, i->ab, ab, sizeof ab),
-             (unsigned long long)i->imm);
-    put_lin_head(c, i, 0, n, a, c->pf_site != NULL ? c->pf_site[pc] : 0);
+    put_lin_head(c, i, 0, n, step_address(c, i, a, sizeof a),
+                 c->pf_site != NULL ? c->pf_site[pc] : 0);
 }
 
 void ptxc_put_gather_elem(ptxc_text *t, const ptx_insn *i)
@@ -181,9 +192,8 @@ int ptxc_emit_mem(ptxc_emitter *c, uint32_t pc)
     if (i->aux < 1 || i->aux > 4 || (i->aux & (i->aux - 1)) != 0)
         return -1;
     unsigned size = n * i->aux;
-    char ab[48], a[96];
-    snprintf(a, sizeof a, "%s + UINT64_C(0x%llx)", ptxc_step_src(c, i->ab, ab, sizeof ab),
-             (unsigned long long)i->imm);
+    char a[96];
+    step_address(c, i, a, sizeof a);
     ptxc_put(t, "{ /* %u */ ", pc);
     ptxc_put_em(t, i);
     ptxc_put(t, " if (em) { int done_ = 0;\n");
@@ -272,18 +282,17 @@ static void put_atom_op(ptxc_emitter *c, const ptx_insn *i, uint32_t pc, int loc
 }
 
 /* atom.shared as a step: lane by lane in lane order, each lane's address
- * checked as the interpreter checks it (a check is three compares; a pass
- * over the lanes to check them all at once cost more than it saved), so the
- * first bad lane faults with the lanes before it done. */
+ * checked as the interpreter checks it (one branch a good lane; a pass over
+ * the lanes to check them all at once cost more than it saved), so the first
+ * bad lane faults with the lanes before it done. */
 void ptxc_emit_atom_s(ptxc_emitter *c, uint32_t pc)
 {
     const ptx_insn *i = &c->p->k->code[pc];
     ptxc_text *t = c->t;
-    char ab[48];
+    char a[96];
     ptxc_put(t, "{ /* %u */ ", pc);
     ptxc_put_em(t, i);
-    ptxc_put(t, " if (em) {\nPTXC_LANES(em, uint64_t a = %s + UINT64_C(0x%llx);",
-             ptxc_step_src(c, i->ab, ab, sizeof ab), (unsigned long long)i->imm);
+    ptxc_put(t, " if (em) {\nPTXC_LANES(em, uint64_t a = %s;", step_address(c, i, a, sizeof a));
     put_atom_op(c, i, pc, 0);
     ptxc_put(t, ");\n} }\n");
 }
@@ -346,13 +355,12 @@ int ptxc_uniform_load(const ptx_insn *i, const ptxc_plan *p)
  * generic ranges is G0_..G7_): a bad access reads zeros and marks the run. */
 static void put_spec_access(ptxc_text *t, int space, unsigned size)
 {
-    static const char *const len[] = {[SP_SHARED] = "SHSZ", [SP_LOCAL] = "LSZ",
-                                      [SP_PARAM] = "PLEN"};
     ptxc_put(t, " uint32_t ok_ = ((a & %u) == 0) & ", size - 1);
     if (space == SP_GENERIC)
         ptxc_put(t, "PTXC_IN4(a, %u);", size);
     else
-        ptxc_put(t, "(%s >= %u) & (a <= %s - %u);", len[space], size, len[space], size);
+        ptxc_put(t, "(%s >= %u) & (a <= %s - %u);", space_len[space], size, space_len[space],
+                 size);
     ptxc_put(t, " bad_ |= ok_ ^ 1u; const uint8_t *p_ = ok_ ? %s : ZP;", mem_where(space));
 }
 

@@ -143,7 +143,7 @@ static int put_body(ptxc_emitter *c, uint32_t s, uint32_t e, const run_info *ri,
         if (b >= k->nregs)
             ptxc_put(t, " uint32_t q%u = Pi%u >> l & 1;", b - k->nregs, b - k->nregs);
         else if (b == c->trip_reg)
-            ptxc_put(t, " uint64_t v%u = %s;", b, ptxc_trip_lane(slot, sizeof slot));
+            ptxc_put(t, " uint64_t v%u = %s;", b, ptxc_trip_lane);
         else if (read_once(c, ri, b))
             ptxc_put(t, " uint64_t v%u = UR%u;", b, b);
         else if (ri->st[b] & IN)

@@ -32,11 +32,7 @@
 
 #include "ptxc.h"
 
-const char *ptxc_trip_lane(char *buf, size_t n)
-{
-    snprintf(buf, n, "PTXC_TRIPX(l)");
-    return buf;
-}
+const char ptxc_trip_lane[] = "PTXC_TRIPX(l)";
 
 /* The step and bound: a constant, a register uniform in the kernel (written
  * once, read after) that is in the file, or a special register that is one
