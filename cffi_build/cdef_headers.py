@@ -34,6 +34,8 @@ HEADERS: tuple[str, ...] = (
     "src/mem/spares.h",
     "src/journal/jlog.h",
     "src/cache/blobref.h",
+    "include/gl_ring.h",
+    "src/lanes/handover.h",
     "src/lanes/pump.h",
     "src/cache/shelf.h",
     "src/lanes/serve.h",

@@ -51,8 +51,9 @@ PARTS: dict[str, Part] = {
                     uses=("exec", "ptx", "image", "mem")),
     "cudadev": Part("the cuda backend: forwarded calls on a real GPU through the driver.",
                     uses=("exec", "image", "mem")),
-    "lanes": Part("the agents' native lanes: the client's uplink and downlink (pump), the "
-                  "server's executor thread on its data connection (serve).",
+    "lanes": Part("the agents' native lanes: the client's uplink and downlink (pump) and "
+                  "the program's hand-over ring (handover), the server's executor thread on "
+                  "its data connection (serve).",
                   uses=("wire", "journal", "cache", "exec")),
     "train": Part("the sketch codec: lossless compression of sparse fp32 gradients."),
     "measure": Part("measurements of this machine: the CPU's FP32 rate as a software device, "

@@ -33,15 +33,18 @@ def _envelope(i: int) -> bytes:
 
 
 class HeldPump:
-    """A pump on a local data connection, held as a move holds it."""
+    """A pump on a local data connection, held as a move holds it (unless told
+    otherwise), reading the program's hand-over ring when given one."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, held: bool = True, ring: int | None = None,
+                 journal: int = 1 << 24) -> None:
         self.program, self._agent = socket.socketpair()
-        self.journal = Journal(1 << 24)
-        self.pump: Any = new_pump(self._agent.fileno(), SESSION, self.journal.native, b"", 0)
+        self.journal = Journal(journal)
+        self.pump: Any = new_pump(self._agent.fileno(), SESSION, self.journal.native, b"", 0,
+                                  ring)
         self.client, self.server = dataconn.local_pair()
         self.pump.out = self.client.stream
-        self.pump.held = 1
+        self.pump.held = int(held)
 
     def uplink_until_end(self, sent: list[bytes]) -> list[int]:
         codes: list[int] = []

@@ -38,6 +38,11 @@ TIMEOUT = 60
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_harness(tmp_path_factory)
+
+
+def build_harness(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/interposer/harness.c linked with the interposer's sources (skips without gcc)."""
     if shutil.which("gcc") is None:
         pytest.skip("gcc is not installed")
     out = tmp_path_factory.mktemp("interposer")

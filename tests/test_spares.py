@@ -64,6 +64,30 @@ def test_the_spares_stay_within_their_bound():
     assert nbytes <= lib.GL_SPARE_MIB * MIB
 
 
+def test_past_the_warm_bound_buffers_are_kept_lazily_and_reused():
+    """A journal's checkpoint frees hundreds of blocks at once: those past the warm
+    bound are kept with their pages given back lazily (MADV_FREE), and the next
+    blocks take them; a reused one shows only what its new owner wrote."""
+    n = lib.GL_SPARE_SLOTS + 16
+    blocks = [lib.gl_jblock_new(MIB) for _ in range(n)]
+    for i, b in enumerate(blocks):
+        ffi.memmove(b.data, bytes([i % 256]) * MIB, MIB)
+    before = spare_counts()
+    for b in blocks:
+        lib.gl_jblock_unref(b)
+    freed = spare_counts()
+    assert freed["spare_lazy_buffers"] >= before["spare_lazy_buffers"] + 16
+    assert freed["spare_lazy_bytes"] <= lib.GL_SPARE_LAZY_MIB * MIB
+    again = [lib.gl_jblock_new(MIB) for _ in range(n)]
+    after = spare_counts()
+    assert after["spare_buffers_reused"] >= freed["spare_buffers_reused"] + n
+    assert after["spare_lazy_buffers"] <= freed["spare_lazy_buffers"] - 16
+    for b in again:
+        ffi.memmove(b.data, b"\x77" * MIB, MIB)
+        assert bytes(ffi.buffer(b.data, MIB)) == b"\x77" * MIB
+        lib.gl_jblock_unref(b)
+
+
 def test_journal_blocks_reuse_buffers_too():
     b = lib.gl_jblock_new(MIB)
     reused = _spares()[2]

@@ -26,8 +26,9 @@ def test_the_envelope_header_is_the_documented_sixteen_bytes():
     assert envelope.session_of(buf) == 9 and envelope.kind_of(buf) == envelope.BLOB
 
 
-def test_envelope_types_are_the_c_enum_blob_included():
-    assert envelope.TYPE_NAMES == {1: "BATCH", 2: "REPLY", 3: "HELLO", 4: "FAIL", 5: "BLOB"}
+def test_envelope_types_are_the_c_enum_blob_and_ring_included():
+    assert envelope.TYPE_NAMES == {1: "BATCH", 2: "REPLY", 3: "HELLO", 4: "FAIL", 5: "BLOB",
+                                   6: "RING"}
     assert (envelope.BATCH, envelope.REPLY, envelope.HELLO, envelope.FAIL, envelope.BLOB) == (
         lib.GL_ENV_BATCH, lib.GL_ENV_REPLY, lib.GL_ENV_HELLO, lib.GL_ENV_FAIL, lib.GL_ENV_BLOB)
 

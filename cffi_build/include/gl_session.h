@@ -26,13 +26,16 @@ typedef struct {
     uint64_t session;
 } gl_env_head;
 /* BLOB: digest(32) | bytes, the client agent's answer to a server that missed a
- * blob reference (peer/cache/client.py). GL_ENV_BLOB is the last type. */
+ * blob reference (peer/cache/client.py). RING: only on the program's socket,
+ * a note that the next envelope waits in the hand-over ring (gl_ring.h); the
+ * client agent forwards the BATCH it finds there. GL_ENV_RING is the last type. */
 enum gl_env_type {
     GL_ENV_BATCH = 1,
     GL_ENV_REPLY = 2,
     GL_ENV_HELLO = 3,
     GL_ENV_FAIL = 4,
-    GL_ENV_BLOB = 5
+    GL_ENV_BLOB = 5,
+    GL_ENV_RING = 6
 };
 /* A FAIL body: why the session ended, UTF-8, at most this many bytes; the
  * interposer shows all of it on the program's stderr. */

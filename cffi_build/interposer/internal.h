@@ -13,6 +13,7 @@
 
 #include "client.h"
 #include "gl_array.h"
+#include "gl_ring.h"
 
 /* ---- a growable array's room for one more item (pinned.c, mirror.c, graphs) */
 
@@ -43,6 +44,16 @@ void gl_lost(const char *why);
 /* Socket I/O on the session; 0 on success, -1 (session lost) otherwise. */
 int gl_io_sendv(struct iovec *iov, int n);
 int gl_io_recv(void *buf, size_t n);
+
+/* ---- ring.c: the hand-over ring (gl_ring.h) */
+
+/* Maps the ring the agent passed with the HELLO (fd < 0: none) and closes fd. */
+void gl_ring_adopt(int fd);
+/* Under g_emit: when the ring takes the envelope iov[0 .. n), copies it there
+ * and writes the RING envelope to send in its place into note: 1. 0: send the
+ * envelope itself. -1: the agent went away while the ring was full (errno). */
+int gl_ring_put(int sock, const struct iovec *iov, int n,
+                uint8_t note[GL_ENV_HEADER_SIZE + GL_RING_NOTE_SIZE]);
 
 /* ---- batch.c: the batch being filled and the flusher thread */
 

@@ -124,7 +124,10 @@ int gl_io_sendv(struct iovec *iov, int n)
 
     if (gl_ready() != CUDA_SUCCESS)
         return -1;
-    if (send_iov(g_fd, iov, n) == 0)
+    uint8_t note[GL_ENV_HEADER_SIZE + GL_RING_NOTE_SIZE];
+    struct iovec note_iov = {note, sizeof note};
+    int in_ring = gl_ring_put(g_fd, iov, n, note);
+    if (in_ring >= 0 && send_iov(g_fd, in_ring ? &note_iov : iov, in_ring ? 1 : n) == 0)
         return 0;
     int err = errno;
     if (!pending_fail(why, sizeof why))
@@ -272,13 +275,46 @@ static int attach_request(cbor *c)
     return 0;
 }
 
+/* recv_all of the answer's first bytes, which may carry the hand-over ring's
+ * descriptor (gl_ring.h): the ring is adopted when one comes. */
+static int recv_first(int fd, uint8_t *buf, size_t n)
+{
+    union {
+        struct cmsghdr align;
+        char bytes[CMSG_SPACE(sizeof(int))];
+    } control;
+    struct iovec iov = {buf, n};
+    struct msghdr msg;
+    ssize_t k;
+
+    do {
+        memset(&msg, 0, sizeof msg);
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.bytes;
+        msg.msg_controllen = sizeof control.bytes;
+        k = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    } while (k < 0 && errno == EINTR);
+    if (k <= 0)
+        return k == 0 ? 0 : -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS
+            && c->cmsg_len == CMSG_LEN(sizeof(int))) {
+            int ring;
+            memcpy(&ring, CMSG_DATA(c), sizeof ring);
+            gl_ring_adopt(ring);
+        }
+    }
+    return (size_t)k == n ? 1 : recv_all(fd, buf + k, n - (size_t)k);
+}
+
 /* Reads the HELLO (into g_hello) or FAIL; fills why on failure. */
 static int read_hello(int fd, char *why, size_t cap)
 {
     uint8_t h[GL_ENV_HEADER_SIZE];
     uint32_t len;
 
-    if (recv_all(fd, h, sizeof h) != 1) {
+    if (recv_first(fd, h, sizeof h) != 1) {
         snprintf(why, cap, "the agent closed the connection before answering");
         return -1;
     }

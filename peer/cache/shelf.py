@@ -120,4 +120,5 @@ def spare_counts() -> dict[str, int]:
     journal blocks alike draw on them."""
     c = ffi.new("gl_spare_counts *")
     lib.gl_spare_counts_get(c)
-    return {"spare_buffers": c.count, "spare_bytes": c.bytes, "spare_buffers_reused": c.reused}
+    return {"spare_buffers": c.count, "spare_bytes": c.bytes, "spare_buffers_reused": c.reused,
+            "spare_lazy_buffers": c.lazy, "spare_lazy_bytes": c.lazy_bytes}

@@ -300,6 +300,27 @@ static int cmd_session(void)
     return 0;
 }
 
+/* Eight host-to-device copies large enough for the hand-over ring (gl_ring.h),
+ * each printed with its result, then a synchronisation. */
+static int cmd_copies(void)
+{
+    CUcontext ctx;
+    CUdeviceptr d;
+    static uint8_t big[100001];
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS);
+    CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
+    CHECK(cuMemAlloc_v2(&d, sizeof big) == CUDA_SUCCESS);
+    for (int i = 0; i < 8; i++) {
+        for (size_t j = 0; j < sizeof big; j++)
+            big[j] = (uint8_t)((j + (size_t)i) % 251);
+        printf("copy %d %d\n", i, cuMemcpyHtoD_v2(d, big, sizeof big));
+        fflush(stdout);
+    }
+    printf("sync %d\n", cuCtxSynchronize());
+    return 0;
+}
+
 /* Three synchronisations, whose replies the test's fake agent fills with the
  * trailer's sections (device output, notes, malformed ones). */
 static int cmd_output(void)
@@ -388,6 +409,8 @@ int main(int argc, char **argv)
         return cmd_session();
     if (argc == 3 && strcmp(argv[1], "link") == 0)
         return cmd_link(argv[2]);
+    if (argc == 2 && strcmp(argv[1], "copies") == 0)
+        return cmd_copies();
     if (argc == 2 && strcmp(argv[1], "output") == 0)
         return cmd_output();
     fprintf(stderr,

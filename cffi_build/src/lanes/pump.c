@@ -53,6 +53,7 @@ void gl_pump_free(gl_pump *p)
     gl_pump_capture_stop(p);
     free(p->captured);
     free(p->pre);
+    gl_handover_unmap(&p->ring);
     pthread_cond_destroy(&p->capture_cv);
     pthread_cond_destroy(&p->hash_cv);
     pthread_mutex_destroy(&p->route_mu);
@@ -72,6 +73,8 @@ int gl_pump_prefill(gl_pump *p, const uint8_t *buf, size_t len)
     p->pre_off = 0;
     return 0;
 }
+
+int gl_pump_ring(gl_pump *p, int fd) { return gl_handover_map(&p->ring, fd); }
 
 void gl_pump_route_unlock(gl_pump *p) { pthread_mutex_unlock(&p->route_mu); }
 void gl_pump_reply_lock(gl_pump *p) { pthread_mutex_lock(&p->reply_mu); }
@@ -102,6 +105,40 @@ static int read_exact(gl_pump *p, uint8_t *buf, size_t len)
     return 1;
 }
 
+/* The envelope a RING note of body bytes names, copied out of the hand-over
+ * ring into a new block (*out): 1 or an error. The program may write the ring
+ * at any time, so its bytes are read once, and only the copy is checked. */
+static int read_from_ring(gl_pump *p, uint32_t body, gl_jblock **out)
+{
+    uint8_t note[GL_RING_NOTE_SIZE];
+    const uint8_t *src;
+    uint64_t at, len;
+    if (body != GL_RING_NOTE_SIZE)
+        return GL_PUMP_E_RING;
+    int rc = read_exact(p, note, sizeof note);
+    if (rc != 1)
+        return rc == 0 ? GL_PUMP_E_TRUNCATED : rc;
+    if (gl_handover_locate(&p->ring, note, &src, &at, &len) != 0)
+        return GL_PUMP_E_RING;
+    if (len - GL_ENV_HEADER_SIZE > p->max_body) {
+        p->err = (int)(len > INT32_MAX ? INT32_MAX : len);
+        return GL_PUMP_E_SIZE;
+    }
+    gl_jblock *b = gl_jblock_new(len);
+    if (!b)
+        return GL_PUMP_E_NOMEM;
+    memcpy(b->data, src, (size_t)len);
+    __asm__ __volatile__("" ::: "memory"); /* what follows reads the copy, never the ring */
+    gl_handover_release(&p->ring, at + len);
+    if (gl_get_u32(b->data) != len - GL_ENV_HEADER_SIZE || gl_env_bits(b->data) != 0
+        || b->data[GL_ENV_TYPE_AT] != GL_ENV_BATCH) {
+        gl_jblock_unref(b);
+        return GL_PUMP_E_RING;
+    }
+    *out = b;
+    return 1;
+}
+
 /* Reads one envelope into a new block (*out); 1, GL_PUMP_END or an error. */
 static int read_envelope(gl_pump *p, gl_jblock **out)
 {
@@ -111,8 +148,10 @@ static int read_envelope(gl_pump *p, gl_jblock **out)
         return rc == 0 ? GL_PUMP_END : rc;
     uint32_t body = gl_get_u32(h);
     uint8_t kind = h[GL_ENV_TYPE_AT];
-    if (gl_env_bits(h) != 0 || kind == 0 || kind > GL_ENV_BLOB)
+    if (gl_env_bits(h) != 0 || kind == 0 || kind > GL_ENV_RING)
         return GL_PUMP_E_HEADER;
+    if (kind == GL_ENV_RING)
+        return read_from_ring(p, body, out);
     if (kind != GL_ENV_BATCH) {
         p->err = kind;
         return GL_PUMP_E_KIND;

@@ -41,6 +41,7 @@
 #include "wire/dpstream.h"
 #include "cache/blobref.h"
 #include "journal/jlog.h"
+#include "handover.h"
 
 /* cdef: begin */
 enum {
@@ -60,7 +61,8 @@ enum {
     GL_PUMP_E_REPLY = -8,     /* the server sent something not a REPLY of this session */
     GL_PUMP_LOST_SEND = -9,   /* a fast-lane send failed: the session is now held */
     GL_PUMP_E_JOURNAL = -10,  /* the journal stopped keeping (Python has the words) */
-    GL_PUMP_E_TIMEOUT = -11   /* no snapshot read's reply came in time */
+    GL_PUMP_E_TIMEOUT = -11,  /* no snapshot read's reply came in time */
+    GL_PUMP_E_RING = -12      /* a RING note the hand-over ring does not hold (gl_ring.h) */
 };
 
 typedef struct gl_pump {
@@ -90,6 +92,7 @@ typedef struct gl_pump {
     gl_jlog *journal;
     uint8_t *pre;            /* bytes read before the pump took the socket */
     size_t pre_len, pre_off;
+    gl_handover ring;        /* the program's hand-over ring (the uplink's; none: head NULL) */
     pthread_mutex_t route_mu, reply_mu;
     /* The hashing thread (pump.c): it owns the route from a hand-over until
      * hash_busy clears; these are under route_mu. */
@@ -118,6 +121,9 @@ void gl_pump_free(gl_pump *p);
 /* Bytes of the program's stream read before the pump took over (copied); they
  * come first. 0, or GL_PUMP_E_NOMEM. */
 int gl_pump_prefill(gl_pump *p, const uint8_t *buf, size_t len);
+/* Maps the hand-over ring passed to the program (gl_handover_create; the
+ * caller closes fd), before the uplink starts: 0 or -errno. */
+int gl_pump_ring(gl_pump *p, int fd);
 void gl_pump_route_lock(gl_pump *p); /* (once the hashing thread has sent its envelope) */
 void gl_pump_route_unlock(gl_pump *p);
 void gl_pump_reply_lock(gl_pump *p);

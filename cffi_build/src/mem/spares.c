@@ -5,41 +5,74 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 /* Fresh buffers are rounded up to this, so that one freed after a request of
  * a few bytes more or less still fits the next. */
 #define GRAIN ((size_t)64 << 10)
 #define PAGE ((size_t)4096)
 
+/* One tier of spares: up to `slots` buffers and `limit` bytes. */
+typedef struct {
+    void **buf;
+    size_t *cap;
+    int n, slots;
+    uint64_t bytes, limit;
+} tier;
+
+static void *warm_buf[GL_SPARE_SLOTS], *lazy_buf[GL_SPARE_LAZY_SLOTS];
+static size_t warm_cap[GL_SPARE_SLOTS], lazy_cap[GL_SPARE_LAZY_SLOTS];
+
 static struct {
     pthread_mutex_t mu;
-    void *buf[GL_SPARE_SLOTS];
-    size_t cap[GL_SPARE_SLOTS];
-    int n;
-    uint64_t bytes, reused;
-} spares = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    tier warm, lazy;
+    uint64_t reused;
+} spares = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .warm = {warm_buf, warm_cap, 0, GL_SPARE_SLOTS, 0, GL_SPARE_BYTES},
+    .lazy = {lazy_buf, lazy_cap, 0, GL_SPARE_LAZY_SLOTS, 0, GL_SPARE_LAZY_BYTES},
+};
 
-/* The smallest spare that holds need bytes and is at most a quarter larger:
- * a small request never pins a large buffer. */
-static void *take(size_t need, size_t *cap)
+/* The smallest spare of t that holds need bytes and is at most a quarter
+ * larger (a small request never pins a large buffer); under the mutex. */
+static void *take_from(tier *t, size_t need, size_t *cap)
 {
     int best = -1;
-    pthread_mutex_lock(&spares.mu);
-    for (int i = 0; i < spares.n; i++) {
-        size_t c = spares.cap[i];
-        if (c >= need && c - need <= need / 4 && (best < 0 || c < spares.cap[best]))
+    for (int i = 0; i < t->n; i++) {
+        size_t c = t->cap[i];
+        if (c >= need && c - need <= need / 4 && (best < 0 || c < t->cap[best]))
             best = i;
     }
-    void *p = NULL;
-    if (best >= 0) {
-        p = spares.buf[best];
-        *cap = spares.cap[best];
-        spares.n--;
-        spares.buf[best] = spares.buf[spares.n];
-        spares.cap[best] = spares.cap[spares.n];
-        spares.bytes -= *cap;
-        spares.reused++;
-    }
+    if (best < 0)
+        return NULL;
+    void *p = t->buf[best];
+    *cap = t->cap[best];
+    t->n--;
+    t->buf[best] = t->buf[t->n];
+    t->cap[best] = t->cap[t->n];
+    t->bytes -= *cap;
+    spares.reused++;
+    return p;
+}
+
+/* Keeps p in t when it has room; under the mutex. */
+static int keep_in(tier *t, void *p, size_t cap)
+{
+    if (t->n >= t->slots || t->bytes + cap > t->limit)
+        return 0;
+    t->buf[t->n] = p;
+    t->cap[t->n] = cap;
+    t->n++;
+    t->bytes += cap;
+    return 1;
+}
+
+static void *take(size_t need, size_t *cap)
+{
+    pthread_mutex_lock(&spares.mu);
+    void *p = take_from(&spares.warm, need, cap);
+    if (!p)
+        p = take_from(&spares.lazy, need, cap);
     pthread_mutex_unlock(&spares.mu);
     return p;
 }
@@ -64,14 +97,17 @@ void gl_spare_free(void *p, size_t cap)
 {
     if (p && cap >= GL_SPARE_MIN) {
         pthread_mutex_lock(&spares.mu);
-        if (spares.n < GL_SPARE_SLOTS && spares.bytes + cap <= GL_SPARE_BYTES) {
-            spares.buf[spares.n] = p;
-            spares.cap[spares.n] = cap;
-            spares.n++;
-            spares.bytes += cap;
-            p = NULL;
-        }
+        int kept = keep_in(&spares.warm, p, cap);
+        /* Past the warm bound the kernel may take the pages back whenever it
+         * needs memory (their bytes become zeros then, and the next user pays
+         * the faults after all); until then the next user pays nothing. A
+         * buffer from gl_spare_alloc is whole pages (page-aligned, its cap a
+         * multiple of GRAIN). */
+        if (!kept && madvise(p, cap, MADV_FREE) == 0)
+            kept = keep_in(&spares.lazy, p, cap);
         pthread_mutex_unlock(&spares.mu);
+        if (kept)
+            return;
     }
     free(p);
 }
@@ -79,8 +115,10 @@ void gl_spare_free(void *p, size_t cap)
 void gl_spare_counts_get(gl_spare_counts *out)
 {
     pthread_mutex_lock(&spares.mu);
-    out->count = (uint64_t)spares.n;
-    out->bytes = spares.bytes;
+    out->count = (uint64_t)spares.warm.n;
+    out->bytes = spares.warm.bytes;
+    out->lazy = (uint64_t)spares.lazy.n;
+    out->lazy_bytes = spares.lazy.bytes;
     out->reused = spares.reused;
     pthread_mutex_unlock(&spares.mu);
 }

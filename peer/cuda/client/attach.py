@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from gleam.peer.control import Handoff
+from gleam.peer.cuda.client import handover
 from gleam.peer.cuda.client.choose import NoServer, choose
 from gleam.peer.cuda.client.demand import ProgramDemand
 from gleam.peer.cuda.client.hello import Hello, HelloDevice, pack_hello
@@ -75,6 +76,10 @@ class Attach(Handoff):
 
     async def _attach(self, stream: trio.SocketStream, buffered: bytes) -> None:
         fw = self.fw
+        try:  # the agent's hand-over setting, checked before anything opens
+            handover.ring_bytes()
+        except ValueError as exc:  # wrong: the program hears why
+            raise AttachFailed(str(exc)) from None
         peer = _text(self.args, "peer", 64)
         program = _text(self.args, "program", MAX_PROGRAM)
         self.run = _text(self.args, "run", MAX_RUN_ID)
@@ -122,16 +127,19 @@ class Attach(Handoff):
             raise AttachFailed(str(exc)) from None
         hello = self._hello_of(fw.opened(session, served), None)
         self.va_base, self.va_size = hello.va_base, hello.va_size
-        sent = False
+        client: ClientSession | None = None
+        ring = handover.create()
         try:
-            sent = await _send_hello(stream, hello)
+            if await _send_hello(stream, hello, ring):
+                client = self._client(stream, buffered, session, channel, program, pid,
+                                      hello.backend, ring)
         finally:  # cancelled or failed: the started session must not outlive its program
-            if not sent:
+            handover.close(ring)
+            if client is None:
                 served.stop("the program went away")
                 data.close()
-        if not sent:
+        if client is None:
             return
-        client = self._client(stream, buffered, session, channel, program, pid, hello.backend)
         channel.client = client
         client.use_data(data, fw.data_lost)  # the native lanes, as for a peer's server
         fw.add_route(session, Route(client, None, served))
@@ -154,14 +162,21 @@ class Attach(Handoff):
                                ) from None
         hello = self._hello_of(answer, link)
         self.va_base, self.va_size = hello.va_base, hello.va_size
-        if not await _send_hello(stream, hello) or link.closed:
-            link.io.submit(CudaClose(session=session, reason="the program went away"))
-            data.close()
+        client: ClientSession | None = None
+        ring = handover.create()
+        try:
+            if await _send_hello(stream, hello, ring) and not link.closed:
+                client = self._client(stream, buffered, session, LinkChannel(link), program,
+                                      pid, hello.backend, ring)
+        finally:  # cancelled or failed: the server's session must not outlive the program
+            handover.close(ring)
+            if client is None:
+                link.io.submit(CudaClose(session=session, reason="the program went away"))
+                data.close()
+        if client is None:
             if link.closed:
                 raise AttachFailed(f"lost the link to {link.name}")
             return
-        client = self._client(stream, buffered, session, LinkChannel(link), program, pid,
-                              hello.backend)
         client.blobs = fw.session_blobs(link, session, answer)
         client.use_data(data, fw.data_lost)
         fw.add_route(session, Route(client, link, None))
@@ -169,14 +184,14 @@ class Attach(Handoff):
         client.start()
 
     def _client(self, stream: trio.SocketStream, buffered: bytes, session: int, channel: Any,
-                program: str, pid: int, backend: str) -> ClientSession:
+                program: str, pid: int, backend: str, ring: int | None) -> ClientSession:
         # The socket leaves Trio: its reader is an OS thread from now on.
         sock = socket.socket(fileno=stream.socket.detach())
         sock.settimeout(None)
         client = ClientSession(
             session, sock, channel, self.fw.client_ended,
             program=program, pid=pid, backend=backend, buffered=buffered, reason=self.reason,
-            va=(self.va_base, self.va_size), estimate=self.estimate,
+            va=(self.va_base, self.va_size), estimate=self.estimate, ring=ring,
         )
         client.pinned = bool(_text(self.args, "peer", 64))
         client.run = self.run
@@ -210,10 +225,11 @@ def _estimate(choice: Choice, node_id: str, note: str) -> dict[str, Any] | None:
             "compute_s": found.compute, "demand": note}
 
 
-async def _send_hello(stream: trio.SocketStream, hello: Hello) -> bool:
+async def _send_hello(stream: trio.SocketStream, hello: Hello, ring: int | None) -> bool:
     body = pack_hello(hello)
+    head = envelope.pack_header(envelope.HELLO, hello.session, len(body))
     try:
-        await stream.send_all(envelope.pack_header(envelope.HELLO, hello.session, len(body)) + body)
+        await handover.send_with_ring(stream, head + body, ring)
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         return False
     return True

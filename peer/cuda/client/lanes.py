@@ -7,6 +7,7 @@ session reads and writes them through the descriptors and locks here.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from gleam.peer.cuda.wire import envelope
@@ -44,8 +45,10 @@ class PumpLock:
         self._unlock(self._pump)
 
 
-def new_pump(fd: int, session: int, journal: Any, buffered: bytes, h2d_call: int) -> Any:
-    """A ``gl_pump`` (freed when collected) reading the program's socket ``fd``."""
+def new_pump(fd: int, session: int, journal: Any, buffered: bytes, h2d_call: int,
+             ring: int | None = None) -> Any:
+    """A ``gl_pump`` (freed when collected) reading the program's socket ``fd``, and
+    its hand-over ring when the program has one (handover.py)."""
     pump = lib.gl_pump_new(fd, session, envelope.MAX_BODY, journal)
     if pump == ffi.NULL:
         raise MemoryError("no memory for a session")
@@ -53,6 +56,8 @@ def new_pump(fd: int, session: int, journal: Any, buffered: bytes, h2d_call: int
     if buffered and lib.gl_pump_prefill(pump, buffered, len(buffered)) != 0:
         raise MemoryError("no memory for a session")
     pump.h2d_call = h2d_call
+    if ring is not None and (err := lib.gl_pump_ring(pump, ring)) != 0:
+        raise OSError(-err, f"cannot map the hand-over ring: {os.strerror(-err)}")
     return pump
 
 
@@ -66,6 +71,9 @@ def uplink_error(pump: Any, rc: int) -> Exception:
         return envelope.EnvelopeError(f"envelope of {detail} bytes is too large")
     if rc == lib.GL_PUMP_E_HEADER:
         return envelope.EnvelopeError("envelope flags or reserved bits set, or an unknown type")
+    if rc == lib.GL_PUMP_E_RING:
+        return envelope.EnvelopeError(
+            "a hand-over note names no envelope of the ring, or not a batch")
     if rc == lib.GL_PUMP_E_TRUNCATED:
         return ConnectionError("the program closed its connection mid-envelope")
     if rc == lib.GL_PUMP_E_NOMEM:

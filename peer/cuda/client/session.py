@@ -106,8 +106,11 @@ class ClientSession:
         va: tuple[int, int] = (0, 0),
         journal: Journal | None = None,
         estimate: dict[str, Any] | None = None,
+        ring: int | None = None,
     ) -> None:
-        """``on_end`` runs once, on the reader thread, when the session is over."""
+        """``on_end`` runs once, on the reader thread, when the session is over.
+        ``ring``: the hand-over ring passed to the program (handover.py; the
+        caller closes its descriptor), mapped here for the uplink."""
         self.session = session
         self.sock = sock
         self.channel = channel
@@ -124,7 +127,7 @@ class ClientSession:
         # on every server it moves to, and the journal that rebuilds it there.
         self.va_base, self.va_size = va
         self.journal = journal if journal is not None else Journal(limit_from_env(), backend)
-        self._p = new_pump(sock.fileno(), session, self.journal.native, buffered, _H2D)
+        self._p = new_pump(sock.fileno(), session, self.journal.native, buffered, _H2D, ring)
         self._route_lock = PumpLock(self._p, lib.gl_pump_route_lock, lib.gl_pump_route_unlock)
         self._send_lock = PumpLock(self._p, lib.gl_pump_reply_lock, lib.gl_pump_reply_unlock)
         # The data connections this session used (the current one last), closed
