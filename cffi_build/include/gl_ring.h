@@ -4,12 +4,13 @@
  *
  * Why: read off the socket, every byte of a copy crossed the kernel twice
  * (the program's send, the agent's read), in pieces of the socket's buffer,
- * with a sleep and a wake-up of each side per piece and a page fault per
- * 4 KiB of fresh kernel memory; perf put that crossing at most of the client
- * agent's CPU per GB (docs/benchmarks.md). Through the ring the program
- * copies the envelope once into memory both map, and the agent copies it once
- * into its journal block; the socket carries a 16-byte note in its place, so
- * the order of everything the program sends stays the socket's.
+ * with a sleep and a wake-up of each side per piece. Through the ring the
+ * program copies the envelope once into memory both map, and the agent copies
+ * it once into its journal block; the socket carries a 16-byte note in its
+ * place, so the order of everything the program sends stays the socket's.
+ * Measured (docs/benchmarks.md): the program's CPU per GB of a copy fell by a
+ * third; the client agent's stayed, its copy out taking the place of the
+ * socket's kernel time.
  *
  * The agent creates the ring (a sealed memfd: neither side can shrink it
  * under the other) and passes its descriptor with the HELLO (SCM_RIGHTS). A
