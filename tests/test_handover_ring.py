@@ -44,7 +44,7 @@ from tests.test_interposer_units import (
 )
 
 HEAD = lib.GL_RING_HEAD_SIZE
-RING = 4 * lib.GL_RING_MIN  # the smallest ring: 256 KiB
+RING = lib.GL_RING_SMALLEST  # 256 KiB
 NOTE = struct.Struct("<QQ")
 ENV = struct.Struct("<IBBHQ")
 
@@ -90,7 +90,7 @@ def test_the_ring_is_sealed_so_the_program_cannot_shrink_it() -> None:
         ring.close()
 
 
-@pytest.mark.parametrize("size", [0, lib.GL_RING_MIN, 4 * lib.GL_RING_MIN + 1])
+@pytest.mark.parametrize("size", [0, lib.GL_RING_MIN, lib.GL_RING_SMALLEST + 1])
 def test_a_ring_too_small_or_not_whole_pages_is_refused(size: int) -> None:
     assert lib.gl_handover_create(size) < 0
 

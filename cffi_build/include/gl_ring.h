@@ -39,6 +39,9 @@
 /* Envelopes from this size go through the ring: below it the socket's copy
  * is cheap and a note would cost as much as the bytes. */
 #define GL_RING_MIN 65536
+/* The smallest ring's data: it holds four of the smallest envelopes it takes
+ * (and two of the largest, half its size). */
+#define GL_RING_SMALLEST (4 * GL_RING_MIN)
 /* The RING envelope's body: u64 at, u64 len (little-endian). */
 #define GL_RING_NOTE_SIZE 16
 

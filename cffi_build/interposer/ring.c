@@ -9,7 +9,6 @@
  */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include <errno.h>
-#include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <string.h>
@@ -38,7 +37,7 @@ void gl_ring_adopt(int fd)
 
     if (fd < 0)
         return;
-    if (fstat(fd, &st) == 0 && st.st_size > GL_RING_HEAD_SIZE + 2 * GL_RING_MIN) {
+    if (fstat(fd, &st) == 0 && st.st_size >= GL_RING_HEAD_SIZE + GL_RING_SMALLEST) {
         void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (m != MAP_FAILED) {
             g_head = m;

@@ -17,7 +17,7 @@
 int gl_handover_create(uint64_t size)
 {
     long page = sysconf(_SC_PAGESIZE);
-    if (size < 4 * (uint64_t)GL_RING_MIN || page <= 0 || size % (uint64_t)page
+    if (size < GL_RING_SMALLEST || page <= 0 || size % (uint64_t)page
         || GL_RING_HEAD_SIZE % page)
         return -EINVAL;
     int fd = memfd_create("gleam-handover", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -39,7 +39,7 @@ int gl_handover_map(gl_handover *r, int fd)
     struct stat st;
     if (fstat(fd, &st) != 0)
         return -errno;
-    if (st.st_size < GL_RING_HEAD_SIZE + 4 * GL_RING_MIN
+    if (st.st_size < GL_RING_HEAD_SIZE + GL_RING_SMALLEST
         || (fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK) == 0)
         return -EINVAL;
     void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -15,7 +15,7 @@
 
 /* cdef: begin */
 /* A sealed memfd (neither side can shrink or grow it) of GL_RING_HEAD_SIZE +
- * size bytes, size a multiple of the page and at least 4 * GL_RING_MIN; the
+ * size bytes, size a multiple of the page and at least GL_RING_SMALLEST; the
  * caller passes it to the program and to gl_pump_ring, then closes it.
  * Returns the descriptor, or -errno. */
 int gl_handover_create(uint64_t size);

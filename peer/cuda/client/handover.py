@@ -27,8 +27,6 @@ log = logging.getLogger("gleam.cuda.client")
 ENV = "GLEAM_HANDOVER_MIB"
 DEFAULT_MIB = 8
 _MIB = 1024 * 1024
-# The ring holds at least four of the largest envelopes that take it.
-_SMALLEST = 4 * lib.GL_RING_MIN
 _LARGEST_MIB = 1024
 
 
@@ -53,7 +51,7 @@ def create() -> int | None:
     size = ring_bytes()
     if size == 0:
         return None
-    fd = int(lib.gl_handover_create(max(size, _SMALLEST)))
+    fd = int(lib.gl_handover_create(size))  # (1 MiB and up: above GL_RING_SMALLEST)
     if fd < 0:
         log.warning("no hand-over ring for a session: %s", os.strerror(-fd))
         return None
