@@ -22,24 +22,18 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "crypto/dpcrypto.h"
 #include "ptxc.h"
-
-extern char **environ;
+#include "ptxc_spawn.h"
 
 /* -ffp-contract=off: a PTX mul and add stay two roundings (the interpreter's
  * and a GPU's meaning); -fno-strict-aliasing: device memory is read and
@@ -122,57 +116,6 @@ static int write_all(int fd, const void *data, size_t n)
     return 0;
 }
 
-/* Runs ARGV with stdout and stderr into LOG; its exit status, or -1. */
-static int run(char *const argv[], const char *log, int timeout_ms)
-{
-    posix_spawn_file_actions_t fa;
-    if (posix_spawn_file_actions_init(&fa) != 0)
-        return -1;
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0)
-        return -1;
-    /* wait with a limit where the kernel has pidfds; else wait */
-    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (pfd >= 0) {
-        struct pollfd p = {.fd = pfd, .events = POLLIN};
-        int r;
-        do
-            r = poll(&p, 1, timeout_ms);
-        while (r < 0 && errno == EINTR);
-        if (r == 0)
-            kill(pid, SIGKILL);
-        close(pfd);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static int make_temp_dir(char *out, size_t n)
-{
-    const char *tmp = getenv("TMPDIR");
-    snprintf(out, n, "%s/gleam-ptxc-XXXXXX", tmp != NULL && *tmp ? tmp : "/tmp");
-    return mkdtemp(out) != NULL ? 0 : -1;
-}
-
-static void remove_temp_dir(const char *dir)
-{
-    static const char *const names[] = {"k.c", "k.so", "cc.log", "v.log"};
-    char p[600];
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        unlink(p);
-    }
-    rmdir(dir);
-}
-
 /* The CPU the code is built for (-march=native): its model and flags. */
 static void cpu_identity(char *out, size_t n)
 {
@@ -213,15 +156,15 @@ static void find_compiler(void)
     const char *cc = getenv("GLEAM_PTX_CC");
     snprintf(cfg.path, sizeof cfg.path, "%s", cc != NULL && *cc ? cc : "cc");
     char dir[256], log[300];
-    if (make_temp_dir(dir, sizeof dir) != 0) {
+    if (ptxc_temp_dir_make(dir, sizeof dir) != 0) {
         cfg.path[0] = 0;
         return;
     }
     snprintf(log, sizeof log, "%s/v.log", dir);
     char *argv[] = {cfg.path, "--version", NULL};
     size_t len = 0;
-    uint8_t *version = run(argv, log, 30000) == 0 ? slurp(log, 1u << 20, &len) : NULL;
-    remove_temp_dir(dir);
+    uint8_t *version = ptxc_spawn_run(argv, dir, log, 30000) == 0 ? slurp(log, 1u << 20, &len) : NULL;
+    ptxc_temp_dir_remove(dir);
     if (version == NULL) {
         cfg.path[0] = 0;
         return;
@@ -391,7 +334,7 @@ static void cache_put(const char *key, const uint8_t *so, size_t len)
 static uint8_t *compile(const char *source, size_t len, size_t *olen, char *why, size_t n)
 {
     char dir[256], c[300], so[300], log[300];
-    if (make_temp_dir(dir, sizeof dir) != 0) {
+    if (ptxc_temp_dir_make(dir, sizeof dir) != 0) {
         snprintf(why, n, "no temporary directory: %s", strerror(errno));
         return NULL;
     }
@@ -404,7 +347,7 @@ static uint8_t *compile(const char *source, size_t len, size_t *olen, char *why,
         snprintf(why, n, "cannot write the C source: %s", strerror(errno));
         if (fd >= 0)
             close(fd);
-        remove_temp_dir(dir);
+        ptxc_temp_dir_remove(dir);
         return NULL;
     }
     close(fd);
@@ -419,7 +362,7 @@ static uint8_t *compile(const char *source, size_t len, size_t *olen, char *why,
     argv[a++] = c;
     argv[a++] = "-lm";
     argv[a] = NULL;
-    int st = run(argv, log, CC_TIMEOUT_MS);
+    int st = ptxc_spawn_run(argv, dir, log, CC_TIMEOUT_MS);
     if (st != 0 || (bytes = slurp(so, MAX_OBJECT, olen)) == NULL) {
         size_t ll = 0;
         uint8_t *msg = slurp(log, 1u << 20, &ll);
@@ -431,7 +374,7 @@ static uint8_t *compile(const char *source, size_t len, size_t *olen, char *why,
                  msg != NULL ? (char *)msg : "");
         free(msg);
     }
-    remove_temp_dir(dir);
+    ptxc_temp_dir_remove(dir);
     return bytes;
 }
 
