@@ -18,6 +18,7 @@ HEADERS: tuple[str, ...] = (
     "src/wire/records.h",
     "src/measure/hostspeed.h",
     "src/train/sketch.h",
+    "src/cache/digest.h",
     "src/cache/blobcache.h",
     "src/journal/journal.h",
     "include/gl_session.h",

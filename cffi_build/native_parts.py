@@ -33,9 +33,10 @@ PARTS: dict[str, Part] = {
                  uses=("crypto",)),
     "journal": Part("the client session's journal: a batch read in one pass, the envelopes "
                     "kept in reference-counted blocks.", uses=("wire", "mem")),
-    "cache": Part("the blob cache's native half: hashing and rewriting batches (blobcache), "
-                  "the client's references (blobref), the server's RAM shelf.",
-                  uses=("wire", "crypto", "journal", "mem")),
+    "cache": Part("the blob cache's native half: the content digest (BLAKE3, digest), finding "
+                  "and rewriting a batch's payloads (blobcache), the client's references "
+                  "(blobref), the server's RAM shelf.",
+                  uses=("wire", "journal", "mem")),
     "image": Part("module images from the network: the PTX inside an nvcc fatbin, whether an "
                   "image declares variables."),
     "ptx": Part("the PTX interpreter: parser, translator, opcode handlers, launcher, linker "

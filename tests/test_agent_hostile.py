@@ -13,6 +13,7 @@ import trio
 from gleam.peer.addresses import PeerAddress
 from gleam.peer.protocol import (
     NEED_DATA,
+    PROTOCOL_VERSION,
     Auth,
     Connection,
     FrameKind,
@@ -82,7 +83,8 @@ async def _still_serving(agents, agent, key) -> None:
 
 
 def _hello(key: bytes, **changes) -> bytes:
-    fields = dict(node_id=secrets.token_hex(16), name="mallory", version=1, capabilities=(),
+    fields = dict(node_id=secrets.token_hex(16), name="mallory", version=PROTOCOL_VERSION,
+                  capabilities=(),
                   nonce=os.urandom(32), mesh_id=mesh_id(key), listen_port=None)
     fields.update(changes)
     return frame(bytes((FrameKind.HELLO,)) + encode_message(Hello(**fields)))

@@ -11,7 +11,7 @@ AGENT_ROWS = ("client agent, cache off", "serving agent, cache off",
               "client agent, cache on (first sightings)",
               "serving agent, cache on (first sightings)")
 REFERENCES = ("raw_tcp_sender", "raw_tcp_receiver", "cipher_seal", "cipher_open",
-              "cipher_sha256", "cipher_memcpy", "tcp_pingpong_cpu_us_per_side",
+              "cipher_digest", "cipher_sha256", "cipher_memcpy", "tcp_pingpong_cpu_us_per_side",
               "tcp_pingpong_us", "unix_pingpong_us")
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, hash_speed, sha256
+from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, content_digest, hash_speed
 from gleam.peer.cache.store import BlobMismatch, BlobStore
 from gleam.peer.cuda.examples import KERNELS_PTX, ExampleError, build_example
 from gleam.peer.localmesh import LocalMesh, wait_for
@@ -150,7 +150,7 @@ def test_a_bad_resend_never_enters_the_store_and_the_program_is_right(tmp_path, 
         for row in store["entries"]:
             if "disk" in row["tiers"]:
                 data = (root / row["digest"][:2] / row["digest"]).read_bytes()
-                assert sha256(data).hex() == row["digest"]
+                assert content_digest(data).hex() == row["digest"]
     finally:
         mesh.close()
 
@@ -183,11 +183,11 @@ def test_batch_blobs_hash_and_rewrite_to_references():
     scan = BatchBlobs(batch, CachePolicy(), hash_inline=True)
     assert scan.waits and scan.h2d_inline == len(big) + len(small)
     assert [s.length for s in scan.items] == [len(big)]
-    assert scan.items[0].digest == sha256(big)
+    assert scan.items[0].digest == content_digest(big)
     out = scan.rewrite([0])
     assert len(out) < len(batch) - 69_000
     again = BatchBlobs(out, CachePolicy(), hash_inline=True)
-    assert again.items[0].is_ref and again.items[0].digest == sha256(big)
+    assert again.items[0].is_ref and again.items[0].digest == content_digest(big)
     records = decode_batch(bytes(out)).records
     assert records[0].payload == small and records[2].call_id == IDS["cuCtxSynchronize"]
 
@@ -207,7 +207,7 @@ def test_the_executor_runs_a_reference_through_the_blob_it_is_given():
         ref_batch = scan.rewrite([0])
         with pytest.raises(BatchError):  # an unresolved reference is refused
             s.x.run(ref_batch, s.reply)
-        assert s.x.run(ref_batch, s.reply, [(sha256(data), data)]) == -1
+        assert s.x.run(ref_batch, s.reply, [(content_digest(data), data)]) == -1
         assert s.dtoh(p, len(data)) == data
         assert s.x.stats()["refs"] == 1 and s.x.stats()["bytes_ref"] == len(data)
     finally:
@@ -225,7 +225,7 @@ def test_hashing_is_faster_than_a_gigabit_link():
 
 def _blob(n: int, seed: int) -> tuple[bytes, bytes]:
     data = bytes([seed]) * n
-    return sha256(data), data
+    return content_digest(data), data
 
 
 def test_one_off_blobs_never_push_out_protected_ones(tmp_path):
@@ -323,14 +323,14 @@ def test_client_references_what_the_server_holds_and_keeps_bytes_until_a_reply()
     sync = CallRecord(IDS["cuCtxSynchronize"], (), None, oneway=False)
     first = blobs.outgoing(_envelope(encode_batch([_h2d(data), sync])))
     assert len(first) > 100_000 and blobs.h2d_sent == 100_000  # unknown: sent as bytes
-    assert known.knows(sha256(data))
+    assert known.knows(content_digest(data))
     second = blobs.outgoing(_envelope(encode_batch([_h2d(data), sync])))
     assert len(second) < 200 and blobs.refs == 1 and blobs.saved == 100_000
-    assert blobs.resend(sha256(data))[48:] == data  # held for a resend...
+    assert blobs.resend(content_digest(data))[48:] == data  # held for a resend...
     blobs.replied()  # ...the reply of the first batch does not release it
-    assert blobs.resend(sha256(data)) is not None
+    assert blobs.resend(content_digest(data)) is not None
     blobs.replied()  # the second batch's reply does
-    assert blobs.resend(sha256(data)) is None
+    assert blobs.resend(content_digest(data)) is None
 
 
 def test_client_sends_bytes_when_its_resend_store_is_full():
@@ -338,7 +338,7 @@ def test_client_sends_bytes_when_its_resend_store_is_full():
 
     data = os.urandom(100_000)
     known = ServerKnowledge()
-    known.reset(sha256(data)[:8])
+    known.reset(content_digest(data)[:8])
     blobs = SessionBlobs(7, known, CachePolicy(), pending_cap=50_000)
     out = blobs.outgoing(_envelope(encode_batch([_h2d(data)])))
     assert len(out) > 100_000 and blobs.refs == 0

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, sha256
+from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, content_digest
 from gleam.peer.cache.client import blob_envelope
 from gleam.peer.cache.store import BlobStore
 from gleam.peer.cuda.server import native, resends
@@ -151,12 +151,12 @@ def test_a_miss_resent_behind_queued_batches_runs_them_after_it_in_order(session
     try:
         lane.send(_ref_batch(p, data))
         want = wait_for(lambda: lane.wants() or None, 10, "the server to ask for the blob")[0]
-        assert want.digests == (sha256(data),) and want.session == SESSION
+        assert want.digests == (content_digest(data),) and want.session == SESSION
         # Every later batch goes out before the blob: more than the connection
         # holds, so they fit only because the waiting executor reads and keeps them.
         _send_all(lane, [_stamp(p, i) for i in range(BEHIND)])
         assert not lane.replies  # nothing ran before the batch that waits
-        lane.client.send(blob_envelope(SESSION, sha256(data), data))
+        lane.client.send(blob_envelope(SESSION, content_digest(data), data))
         wait_for(lambda: len(lane.replies) == BEHIND + 1 or None, 20, "every reply")
         assert all(envelope.parse_header(r)[0] == envelope.REPLY for r in lane.replies)
         # The copy ran first, then each stamp in order: the last one is on top.
@@ -174,8 +174,8 @@ def test_a_miss_the_store_holds_off_the_shelf_is_provided_without_asking_the_cli
     p = session.alloc(SIZE)
     data = os.urandom(SIZE)
     store = BlobStore(None)
-    store.put_verified(sha256(data), data)
-    store.shelf.drop(sha256(data))  # (as if only the store's other tier had it)
+    store.put_verified(content_digest(data), data)
+    store.shelf.drop(content_digest(data))  # (as if only the store's other tier had it)
     lane = _Served(session, store)
     try:
         lane.send(_ref_batch(p, data))
@@ -194,9 +194,9 @@ def test_a_bad_resend_is_asked_again_and_then_accepted(session):
     try:
         lane.send(_ref_batch(p, data))
         wait_for(lambda: lane.wants() or None, 10, "the want")
-        lane.client.send(blob_envelope(SESSION, sha256(data), b"\xff" + data[1:]))
+        lane.client.send(blob_envelope(SESSION, content_digest(data), b"\xff" + data[1:]))
         wait_for(lambda: len(lane.wants()) == 2 or None, 10, "the second want")
-        lane.client.send(blob_envelope(SESSION, sha256(data), data))
+        lane.client.send(blob_envelope(SESSION, content_digest(data), data))
         wait_for(lambda: lane.replies or None, 10, "the reply")
         assert data in _read_back(lane, p, SIZE)
         assert lane.served.row()["blob_refused"] == 1 and not lane.closes()

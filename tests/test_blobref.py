@@ -9,7 +9,7 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, sha256
+from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, content_digest
 from gleam.peer.cache.client import ServerKnowledge, SessionBlobs
 from gleam.peer.cuda.wire import envelope
 from gleam.peer.cuda.wire.blocks import block_view, new_block
@@ -33,7 +33,7 @@ def _knowing(*payloads: bytes, cap: int | None = None) -> tuple[ServerKnowledge,
     """A session to a server known to hold ``payloads``."""
     known = ServerKnowledge()
     for payload in payloads:
-        known.add(sha256(payload))
+        known.add(content_digest(payload))
     extra = {} if cap is None else {"pending_cap": cap}
     return known, SessionBlobs(3, known, CachePolicy(), **extra)
 
@@ -59,17 +59,17 @@ def _native_out(blobs: SessionBlobs, data: bytes) -> bytes:
 def test_only_payloads_the_server_holds_become_references():
     held, fresh = os.urandom(80_000), os.urandom(90_000)
     known = ServerKnowledge()
-    known.reset(sha256(held)[:8])
+    known.reset(content_digest(held)[:8])
     blobs = SessionBlobs(3, known, CachePolicy())
     out = _native_out(blobs, _envelope(_h2d(held), _h2d(fresh), SYNC))
     body = out[envelope.HEADER_SIZE:]
     assert int.from_bytes(out[:4], "little") == len(body)  # the header says the new size
     records = decode_batch(body).records
-    assert records[0].ref is not None and records[0].ref.digest == sha256(held)
+    assert records[0].ref is not None and records[0].ref.digest == content_digest(held)
     assert records[1].payload == fresh and records[2].call_id == IDS["cuCtxSynchronize"]
     assert blobs.refs == 1 and blobs.saved == len(held)
     assert blobs.h2d_sent == len(fresh) and blobs.candidate_bytes == len(held) + len(fresh)
-    assert known.knows(sha256(fresh)) and len(known) == 2  # the server keeps what it got
+    assert known.knows(content_digest(fresh)) and len(known) == 2  # the server keeps what it got
     assert blobs.row()["hit_rate"] == len(held) / (len(held) + len(fresh))
 
 
@@ -80,9 +80,9 @@ def test_a_reply_confirms_only_the_batches_up_to_the_one_it_answers():
     _native_out(blobs, _envelope(_h2d(data), SYNC))
     assert _counts(blobs).pending_bytes == len(data) and _counts(blobs).waiting == 2
     blobs.replied()  # the earlier batch's reply: the reference may still miss
-    assert blobs.resend(sha256(data)) is not None
+    assert blobs.resend(content_digest(data)) is not None
     blobs.replied()  # its own: the bytes go
-    assert blobs.resend(sha256(data)) is None
+    assert blobs.resend(content_digest(data)) is None
     counts = _counts(blobs)
     assert counts.pending == 0 and counts.pending_bytes == 0 and counts.waiting == 0
     blobs.replied()  # a reply with nothing waiting changes nothing
@@ -96,9 +96,9 @@ def test_a_payload_carried_again_is_held_until_the_later_batch_is_confirmed():
     _native_out(blobs, _envelope(_h2d(data), SYNC))
     assert _counts(blobs).pending == 1 and _counts(blobs).pending_bytes == len(data)
     blobs.replied()
-    assert blobs.resend(sha256(data)) is not None
+    assert blobs.resend(content_digest(data)) is not None
     blobs.replied()
-    assert blobs.resend(sha256(data)) is None
+    assert blobs.resend(content_digest(data)) is None
 
 
 def test_the_cap_on_held_bytes_is_respected():
@@ -116,10 +116,10 @@ def test_a_resend_carries_the_exact_bytes_after_the_program_buffer_is_gone():
     # The session's own copy of the envelope goes at once: the held reference
     # keeps the block alive.
     _native_out(blobs, _envelope(_h2d(data), SYNC))
-    blob = blobs.resend(sha256(data))
+    blob = blobs.resend(content_digest(data))
     assert blob is not None
     assert blob[:envelope.HEADER_SIZE] == envelope.pack_header(envelope.BLOB, 3, 32 + len(data))
-    assert blob[envelope.HEADER_SIZE:envelope.HEADER_SIZE + 32] == sha256(data)
+    assert blob[envelope.HEADER_SIZE:envelope.HEADER_SIZE + 32] == content_digest(data)
     assert blob[envelope.HEADER_SIZE + 32:] == data
     assert blobs.misses == 1 and blobs.resent == len(data)
 
@@ -152,7 +152,7 @@ def test_knowledge_from_a_hostile_summary():
 def test_garbage_envelopes_and_digests_never_crash(noise, digest, cut):
     data = os.urandom(5000)
     known = ServerKnowledge()
-    known.add(sha256(data))
+    known.add(content_digest(data))
     known.reset(noise[: len(noise) // 8 * 8] + noise)
     blobs = SessionBlobs(3, known, CachePolicy(h2d_min=4096, image_min=4096))
     good = _envelope(_h2d(data), SYNC)
@@ -213,7 +213,8 @@ def test_the_native_uplink_does_the_cache_work_in_order_and_journals_the_origina
         if i % 2:
             assert list(records[i]) == [SYNC]
         else:  # known from then on: a reference
-            assert records[i][0].ref is not None and records[i][0].ref.digest == sha256(data)
+            ref = records[i][0].ref
+            assert ref is not None and ref.digest == content_digest(data)
     assert all(env[8:16] == (5).to_bytes(8, "little") for env in got)
     assert pump.batches == len(sent) and pump.bytes_to_server == sum(map(len, got))
     assert [bytes(e.envelope[16:]) for e in journal.entries] == [s[16:] for s in sent]
@@ -221,5 +222,5 @@ def test_the_native_uplink_does_the_cache_work_in_order_and_journals_the_origina
     assert counts.sent == len(sent) and counts.waiting == len(sent) and counts.pending == 1
     for _ in sent:
         blobs.replied()
-    assert _counts(blobs).pending_bytes == 0 and blobs.resend(sha256(data)) is None
-    assert blobs.refs == 5 and known.knows(sha256(data))
+    assert _counts(blobs).pending_bytes == 0 and blobs.resend(content_digest(data)) is None
+    assert blobs.refs == 5 and known.knows(content_digest(data))

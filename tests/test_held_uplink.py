@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gleam.peer.cache.blobs import CachePolicy, sha256
+from gleam.peer.cache.blobs import CachePolicy, content_digest
 from gleam.peer.cache.client import ServerKnowledge, SessionBlobs
 from gleam.peer.cuda.client.journal import Journal
 from gleam.peer.cuda.client.lanes import new_pump
@@ -110,7 +110,7 @@ def _copy_envelope(payload: bytes) -> bytes:
 
 def _knowing(payload: bytes) -> SessionBlobs:
     known = ServerKnowledge()
-    known.add(sha256(payload))
+    known.add(content_digest(payload))
     return SessionBlobs(SESSION, known, CachePolicy())
 
 
@@ -126,8 +126,8 @@ def test_a_refused_move_sends_the_backlog_through_the_cache_work(held):
     assert held.locked(lib.gl_pump_release) == 0
     copy = _records(held.server.recv())[0]
     # The server holds the payload: it goes as a reference, its bytes kept for a miss.
-    assert copy.ref is not None and copy.ref.digest == sha256(payload)
-    assert blobs.refs == 1 and blobs.resend(sha256(payload)) is not None
+    assert copy.ref is not None and copy.ref.digest == content_digest(payload)
+    assert blobs.refs == 1 and blobs.resend(content_digest(payload)) is not None
 
 
 def _replay_all(held: HeldPump, share: int) -> tuple[list[int], int]:

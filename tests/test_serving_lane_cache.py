@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, sha256
+from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, content_digest
 from gleam.peer.cache.client import blob_envelope
 from gleam.peer.cache.shelf import Shelf, ShelfBlob
 from gleam.peer.cuda.server.native import HostBackend
@@ -101,7 +101,7 @@ def test_a_reference_on_the_shelf_runs_in_the_lane_and_counts_a_hit(session):
     shelf = Shelf()
     p = session.alloc(SIZE)
     data = os.urandom(SIZE)
-    shelf.put(ShelfBlob.copy_of(sha256(data), data))
+    shelf.put(ShelfBlob.copy_of(content_digest(data), data))
     lane = Lane(session, shelf)
     lane.send(_ref_batch(p, data))
     reply = lane.client.recv()  # the synchronize's reply: the copy ran
@@ -111,7 +111,7 @@ def test_a_reference_on_the_shelf_runs_in_the_lane_and_counts_a_hit(session):
     assert lane.serve.refs == 1 and lane.serve.replies == 1
     assert session.dtoh(p, SIZE) == data
     events = list(shelf.events())
-    assert [(e.kind, e.digest) for e in events] == [("hit", sha256(data))]
+    assert [(e.kind, e.digest) for e in events] == [("hit", content_digest(data))]
 
 
 def test_a_reference_the_shelf_misses_is_a_request_naming_it_with_nothing_run(session):
@@ -122,7 +122,7 @@ def test_a_reference_the_shelf_misses_is_a_request_naming_it_with_nothing_run(se
     lane.send(_ref_batch(p, data))
     returns = lane.end()
     # The request names the blob, not the envelope; the client's close ends the wait.
-    assert returns == [(lib.GL_SERVE_MISS, [(sha256(data), SIZE)]), (lib.GL_SERVE_END, [])]
+    assert returns == [(lib.GL_SERVE_MISS, [(content_digest(data), SIZE)]), (lib.GL_SERVE_END, [])]
     assert lane.serve.batches == 0 and list(shelf.events()) == []
 
 
@@ -163,12 +163,12 @@ def test_a_resent_blob_is_handed_up_with_its_digest_and_unwanted_ones_are_droppe
     lane.send(_ref_batch(p, data))
     wait_for(lambda: lane.returns or None, 10, "the miss")
     lane.client.send(blob_envelope(SESSION, b"\x01" * 32, b"not wanted"))
-    lane.client.send(blob_envelope(SESSION, sha256(data), data))
+    lane.client.send(blob_envelope(SESSION, content_digest(data), data))
     wait_for(lambda: len(lane.returns) == 2 or None, 10, "the resent blob")
     assert lane.returns[1][0] == lib.GL_SERVE_RESENT
     seen.append((bytes(lane.serve.resent_digest),
                  bytes(ffi.buffer(lane.serve.resent, lane.serve.resent_len))))
-    assert seen == [(sha256(data), data)]
+    assert seen == [(content_digest(data), data)]
     lane.end()
 
 
@@ -184,7 +184,7 @@ def test_inline_payloads_are_offered_hashed_before_the_reply(session):
     lane.client.recv()
     offers = list(shelf.events())  # queued before the reply went
     lane.end()
-    assert [(e.kind, e.digest, e.length) for e in offers] == [("offer", sha256(data), SIZE)]
+    assert [(e.kind, e.digest, e.length) for e in offers] == [("offer", content_digest(data), SIZE)]
     assert offers[0].blob is not None and bytes(offers[0].blob.view()) == data
     assert lane.serve.offered == 1
 
@@ -197,7 +197,7 @@ def test_hostile_batches_on_the_lane_end_cleanly(session):
     shelf = Shelf()
     p = session.alloc(SIZE)
     data = os.urandom(SIZE)
-    shelf.put(ShelfBlob.copy_of(sha256(data), data))
+    shelf.put(ShelfBlob.copy_of(content_digest(data), data))
     good = _ref_batch(p, data)
     lane = Lane(session, shelf, answer=lambda wants: {d: bytes(n) for d, n in wants})
     for _ in range(300):

@@ -7,14 +7,14 @@ import gc
 import random
 import threading
 
-from gleam.peer.cache.blobs import h2d_call_id, sha256
+from gleam.peer.cache.blobs import content_digest, h2d_call_id
 from gleam.peer.cache.shelf import Shelf, ShelfBlob
 from gleam.peer.cache.store import BlobStore
 from gleam.peer.nativelib import ffi, lib
 
 
 def _blob(data: bytes) -> tuple[bytes, ShelfBlob]:
-    digest = sha256(data)
+    digest = content_digest(data)
     return digest, ShelfBlob.copy_of(digest, data)
 
 
@@ -85,13 +85,13 @@ def test_the_store_keeps_the_shelf_equal_to_its_ram_tiers():
         for _ in range(400):
             data = rng.choice(payloads)
             if rng.random() < 0.6:
-                store.offer(sha256(data), data, image=rng.random() < 0.2)
+                store.offer(content_digest(data), data, image=rng.random() < 0.2)
             else:
-                got = store.get(sha256(data), len(data))
+                got = store.get(content_digest(data), len(data))
                 assert got is None or bytes(got) == data
             ram = {bytes.fromhex(e["digest"]) for e in store.entries()}
             for data in payloads:
-                digest = sha256(data)
+                digest = content_digest(data)
                 assert (_take(store.shelf, digest, len(data)) == data) == (digest in ram)
         assert store.stats()["shelf_entries"] == len(ram)
     finally:
@@ -102,7 +102,7 @@ def test_a_lanes_offer_is_in_the_next_summary_and_its_hit_promotes():
     store = BlobStore(None, ram_cap=1 << 20)
     try:
         data = b"w" * 100_000
-        digest = sha256(data)
+        digest = content_digest(data)
         blob = ShelfBlob.copy_of(digest, data)
         # What serve.c does after a batch ran: the offer goes on the queue, and
         # the reply follows at once; a summary right after must announce it.

@@ -8,6 +8,7 @@ int gl_native_abi_version(void);
 #include "measure/hostspeed.h"
 #include "train/sketch.h"
 #include "measure/pingpong.h"
+#include "cache/digest.h"
 #include "cache/blobcache.h"
 #include "journal/journal.h"
 #include "exec/exec_api.h"

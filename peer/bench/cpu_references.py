@@ -7,8 +7,10 @@
 * AES-256-GCM seal and open: the native core's own measure (``gl_crypto_gcm_rate``,
   cffi_build/src/crypto), the stream's per-frame work in the stream's pieces,
   through the libcrypto the agents' data connection loads, in this process;
-* SHA-256, the cache's hash: ``gl_sha256`` over the bytes in copy-chunk pieces
-  (``GL_COPY_CHUNK``, what the cache hashes at a time), this thread's CPU time;
+* the content digest, the cache's hash: ``gl_content_digest`` (BLAKE3) over the bytes
+  in copy-chunk pieces (``GL_COPY_CHUNK``, what the cache hashes at a time), this
+  thread's CPU time; and SHA-256 (``gl_sha256``, OpenSSL) the same way, the hash the
+  cache used before, for comparison;
 * memcpy of the same pieces between buffers larger than the caches: what the
   host backend's copy into its device memory costs at least.
 """
@@ -19,6 +21,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 from gleam.peer.nativelib import ffi, lib
 
@@ -64,17 +68,28 @@ def _pieces(total: int) -> list[int]:
     return [off % BUFFER for off in range(0, total, piece)]
 
 
-def sha256(total: int) -> float:
-    """CPU seconds per GB of SHA-256 over ``total`` bytes in copy-chunk pieces."""
+def _hash_cost(total: int, run: Callable[[Any, int, Any], object]) -> float:
+    """CPU seconds per GB of RUN(source, length, digest) over ``total`` bytes in
+    copy-chunk pieces."""
     src = ffi.from_buffer(os.urandom(BUFFER))
     digest = ffi.new("uint8_t[32]")
     piece = int(lib.GL_COPY_CHUNK)
     offsets = _pieces(total)
     start = time.thread_time()
     for off in offsets:
-        if lib.gl_sha256(src + off, piece, digest) != 0:
-            raise RuntimeError("SHA-256 failed in the native core")
+        if run(src + off, piece, digest):
+            raise RuntimeError("a hash failed in the native core")
     return (time.thread_time() - start) * GB / (len(offsets) * piece)
+
+
+def content_digest(total: int) -> float:
+    """CPU seconds per GB of the cache's content digest (BLAKE3)."""
+    return _hash_cost(total, lib.gl_content_digest)
+
+
+def sha256(total: int) -> float:
+    """CPU seconds per GB of SHA-256 (OpenSSL), the cache's hash before BLAKE3."""
+    return _hash_cost(total, lib.gl_sha256)
 
 
 def memcpy(total: int) -> float:

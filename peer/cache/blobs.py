@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from gleam.peer.nativelib import ffi, lib
 
-DIGEST_SIZE: int = lib.GL_REF_DIGEST_SIZE  # a SHA-256 digest (records.h)
+DIGEST_SIZE: int = lib.GL_REF_DIGEST_SIZE  # a BLAKE3 digest (records.h, digest.h)
 MAX_SEEN = lib.GL_BLOB_MAX_SEEN  # cacheable payloads looked at per batch (blobcache.h)
 KIB = 1024
 
@@ -94,17 +94,21 @@ class BatchBlobs:
         return out
 
 
-def sha256(data: bytes | bytearray | memoryview) -> bytes:
-    """SHA-256 in the native core (OpenSSL), with the GIL released by cffi."""
+def content_digest(data: bytes | bytearray | memoryview) -> bytes:
+    """A blob's content address: BLAKE3 in the native core (digest.h), the GIL released."""
     out = ffi.new("uint8_t[32]")
     src = ffi.from_buffer("uint8_t[]", data)
-    if lib.gl_sha256(src, len(src), out) != 0:
-        raise RuntimeError("libcrypto's SHA-256 failed")
+    lib.gl_content_digest(src, len(src), out)
     return bytes(ffi.buffer(out, DIGEST_SIZE))
 
 
+def digest_kind() -> str:
+    """The content digest's implementation on this CPU: avx512, avx2 or portable."""
+    return str(ffi.string(lib.gl_content_digest_kind()).decode())
+
+
 def hash_speed(size: int = 64 << 20, reps: int = 5) -> tuple[float, float]:
-    """(SHA-256 GB/s, memcpy GB/s) over one ``size``-byte buffer, best of ``reps``."""
+    """(content digest GB/s, memcpy GB/s) over one ``size``-byte buffer, best of ``reps``."""
     sha = ffi.new("double *")
     cpy = ffi.new("double *")
     lib.gl_hash_speed(size, reps, sha, cpy)

@@ -1,4 +1,4 @@
-"""The blob store's disk tier: two segments of files named by their SHA-256.
+"""The blob store's disk tier: two segments of files named by their content digest.
 
 ``<root>/ab/abcd…`` are *protected* blobs (seen at least twice, or module
 images); ``<root>/probation/ab/abcd…`` are first sightings. A second sighting
@@ -10,7 +10,12 @@ directory, so it survives a restart.
 
 A file is written to ``<root>/tmp/``, fsynced, then renamed into place, so a
 crash leaves either the whole file or none; it is served only after its length
-and SHA-256 are checked again.
+and digest are checked again.
+
+``<root>/FORMAT`` names the digest the files are named by (``FORMAT``). A tier
+without it, or with another, was written by an older gleam (SHA-256 names): no
+reference can ever name those files again, so they are deleted at start rather
+than left to hold the cap until evicted.
 
 Files the cap evicts are not deleted at once: up to ``SPARE_FILES`` wait in
 ``tmp/`` and the next writes overwrite them. A serving agent's disk probation is
@@ -36,7 +41,7 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from gleam.peer.cache.blobs import sha256
+from gleam.peer.cache.blobs import content_digest
 from gleam.peer.cache.shelf import ShelfBlob
 
 log = logging.getLogger("gleam.cache")
@@ -47,6 +52,8 @@ SEGMENTS = (PROBATION, PROTECTED)
 PROBATION_DIR = "probation"
 TMP_DIR = "tmp"
 SPARE_FILES = 32
+FORMAT_FILE = "FORMAT"
+FORMAT = "gleam blob cache: files named by BLAKE3, version 2\n"
 
 
 class DiskTier:
@@ -98,13 +105,9 @@ class DiskTier:
 
     # ------------------------------------------------------------ start
 
-    def load(self) -> list[bytes]:
-        """Index the files a previous run left (oldest first); the digests evicted."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.tmp.mkdir(exist_ok=True)
-        for stale in self.tmp.iterdir():  # a write a crash interrupted
-            stale.unlink(missing_ok=True)
-        found: dict[str, list[tuple[float, bytes, int]]] = {s: [] for s in SEGMENTS}
+    def _blob_files(self) -> list[tuple[str, Path, bytes]]:
+        """(segment, path, digest) of every file named as a blob in its segment."""
+        files = []
         for segment in (PROTECTED, PROBATION):
             base = self.root / PROBATION_DIR if segment == PROBATION else self.root
             for sub in base.iterdir() if base.is_dir() else ():
@@ -116,8 +119,36 @@ class DiskTier:
                     except ValueError:
                         continue
                     if len(digest) == 32 and f.name[:2] == sub.name:
-                        st = f.stat()
-                        found[segment].append((st.st_mtime, digest, st.st_size))
+                        files.append((segment, f, digest))
+        return files
+
+    def _clear_other_format(self) -> None:
+        """Deletes the blobs of another format (see the module's doc) and marks the tier."""
+        marker = self.root / FORMAT_FILE
+        with contextlib.suppress(OSError):
+            if marker.read_text() == FORMAT:
+                return
+        old = self._blob_files()
+        for _segment, f, _digest in old:
+            f.unlink(missing_ok=True)
+        if old:
+            log.warning("the blob cache's disk tier %s held %d blobs of an older gleam "
+                        "(named by another digest): deleted", self.root, len(old))
+        tmp = self.tmp / FORMAT_FILE
+        tmp.write_text(FORMAT)
+        os.replace(tmp, marker)
+
+    def load(self) -> list[bytes]:
+        """Index the files a previous run left (oldest first); the digests evicted."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.tmp.mkdir(exist_ok=True)
+        for stale in self.tmp.iterdir():  # a write a crash interrupted
+            stale.unlink(missing_ok=True)
+        self._clear_other_format()
+        found: dict[str, list[tuple[float, bytes, int]]] = {s: [] for s in SEGMENTS}
+        for segment, f, digest in self._blob_files():
+            st = f.stat()
+            found[segment].append((st.st_mtime, digest, st.st_size))
         for segment in (PROTECTED, PROBATION):
             for _mtime, digest, size in sorted(found[segment]):
                 if segment == PROBATION and digest in self.index[PROTECTED]:
@@ -137,7 +168,7 @@ class DiskTier:
             data = path.read_bytes()
         except OSError:
             return None
-        if len(data) != length or sha256(data) != digest:
+        if len(data) != length or content_digest(data) != digest:
             return None
         with contextlib.suppress(OSError):
             os.utime(path)

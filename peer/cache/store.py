@@ -1,4 +1,4 @@
-"""The serving agent's blob store: a RAM tier and a disk tier, keyed by SHA-256.
+"""The serving agent's blob store: a RAM tier and a disk tier, keyed by content digest.
 
 Admission (docs/cache.md) is a segmented LRU in both tiers. A copy chunk seen
 for the first time enters *probation*: the RAM tier's (a small share of the
@@ -14,7 +14,7 @@ ghost sighted again is promoted too.
 
 The disk tier (``disktier.py``) writes each file to a temporary name, fsyncs
 and renames it, so a crash leaves either the whole file or none; a file is
-served only after its length and SHA-256 are checked again, and one that fails
+served only after its length and BLAKE3 digest are checked again, and one that fails
 is deleted. Disk writes run on one writer thread at nice 19, off the
 executor's path; a blob waiting for it is served (and announced) from its queue.
 
@@ -40,7 +40,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from gleam.peer.cache.blobs import h2d_call_id, sha256
+from gleam.peer.cache.blobs import content_digest, h2d_call_id
 from gleam.peer.cache.disktier import PROBATION, PROTECTED, DiskTier
 from gleam.peer.cache.env import MIB, env_mib
 from gleam.peer.cache.shelf import Shelf, ShelfBlob, ShelfEvent, spare_counts
@@ -224,7 +224,7 @@ class BlobStore:
 
         Raises BlobMismatch (and stores nothing) when they do not hash to ``digest``.
         """
-        if sha256(data) != digest:
+        if content_digest(data) != digest:
             with self._lock:
                 self.counts["refused"] += 1
             raise BlobMismatch(f"blob {digest.hex()[:16]}: bytes do not match the digest")

@@ -20,7 +20,9 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from gleam.peer.protocol.errors import ErrorCode, LocalProtocolError, ProtocolError
 from gleam.peer.protocol.framing import HEADER_SIZE, frame_header
 
-PROTOCOL_VERSION = 1
+# 2: blobs are addressed by BLAKE3 (1: SHA-256); agents of different versions would
+# not find each other's blobs, so they do not pair.
+PROTOCOL_VERSION = 2
 KEY_SIZE = 32
 TAG_SIZE = 16
 MIN_MESH_KEY = 16

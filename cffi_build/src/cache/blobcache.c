@@ -1,6 +1,5 @@
 /*
- * blobcache.c — see blobcache.h. SHA-256 (gl_sha256) is libcrypto's, opened
- * at run time by dpcrypto.c.
+ * blobcache.c — see blobcache.h. The content digest is BLAKE3 (digest.c).
  */
 #include "blobcache.h"
 
@@ -8,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "crypto/dpcrypto.h"
+#include "digest.h"
 #include "gl_calls.h"
 #include "wire/records.h"
 
@@ -62,8 +61,8 @@ int gl_batch_blobs(const uint8_t *batch, size_t len, const gl_cache_policy *pol,
         }
         s->offset = (uint64_t)(rec.payload - batch);
         s->len = rec.payload_len;
-        if (hash_inline && (rc = gl_sha256(rec.payload, rec.payload_len, s->digest)) != GL_OK)
-            return rc;
+        if (hash_inline)
+            gl_content_digest(rec.payload, rec.payload_len, s->digest);
     }
     return rc;
 }
@@ -109,12 +108,12 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-void gl_hash_speed(size_t n, int reps, double *sha_gbps, double *memcpy_gbps)
+void gl_hash_speed(size_t n, int reps, double *digest_gbps, double *memcpy_gbps)
 {
     uint8_t *a = malloc(n), *b = malloc(n), d[GL_DIGEST_SIZE];
-    double best_sha = 0, best_cpy = 0;
+    double best_digest = 0, best_cpy = 0;
 
-    *sha_gbps = *memcpy_gbps = 0;
+    *digest_gbps = *memcpy_gbps = 0;
     if (a == NULL || b == NULL) {
         free(a);
         free(b);
@@ -127,15 +126,15 @@ void gl_hash_speed(size_t n, int reps, double *sha_gbps, double *memcpy_gbps)
         double t0 = now_s();
         memcpy(b, a, n);
         double t1 = now_s();
-        gl_sha256(a, n, d);
+        gl_content_digest(a, n, d);
         double t2 = now_s();
         __asm__ volatile("" : : "r"(b), "r"(d) : "memory");
         if (t1 > t0 && n / (t1 - t0) > best_cpy)
             best_cpy = n / (t1 - t0);
-        if (t2 > t1 && n / (t2 - t1) > best_sha)
-            best_sha = n / (t2 - t1);
+        if (t2 > t1 && n / (t2 - t1) > best_digest)
+            best_digest = n / (t2 - t1);
     }
-    *sha_gbps = best_sha / 1e9;
+    *digest_gbps = best_digest / 1e9;
     *memcpy_gbps = best_cpy / 1e9;
     free(a);
     free(b);

@@ -1,6 +1,6 @@
 /*
  * blobcache.h — the native half of gleam's content-addressed blob cache
- * (docs/cache.md): SHA-256 of payloads, finding the cacheable payloads of a
+ * (docs/cache.md): the content digest of payloads, finding the cacheable payloads of a
  * call batch, and rewriting a batch so that chosen payloads travel as blob
  * references.
  *
@@ -24,7 +24,7 @@
 #define GL_BLOB_MAX_SEEN 64
 
 /* One cacheable payload of a batch. INLINE payloads: offset/len locate the
- * bytes in the batch and digest is their SHA-256 (computed here). REF
+ * bytes in the batch and digest is their content digest (BLAKE3, digest.h; computed here). REF
  * records: is_ref is 1, digest/len are the reference's, offset is 0.
  * Set substitute to 1 (caller) to have gl_batch_rewrite_refs send it as a
  * reference. */
@@ -67,9 +67,9 @@ int gl_batch_blobs(const uint8_t *batch, size_t len, const gl_cache_policy *pol,
 int gl_batch_rewrite_refs(const uint8_t *batch, size_t len, const gl_blob_seen *seen, uint32_t n,
                           uint8_t *out, size_t cap, size_t *out_len);
 
-/* The benchmark's reference: memcpy throughput and SHA-256 throughput over
+/* The benchmark's reference: memcpy throughput and the content digest's over
  * one buffer of n bytes, in GB/s (best of reps). */
-void gl_hash_speed(size_t n, int reps, double *sha_gbps, double *memcpy_gbps);
+void gl_hash_speed(size_t n, int reps, double *digest_gbps, double *memcpy_gbps);
 /* cdef: end */
 
 #endif /* GLEAM_BLOBCACHE_H */

@@ -17,7 +17,7 @@
  *
  * Threads: every function may run on any thread; one mutex guards the table
  * and another the queue; hashing and copying run outside both. Digests in the
- * table are SHA-256 values the store computed or checked; a peer's digests are
+ * table are content digests (BLAKE3) the store computed or checked; a peer's digests are
  * only looked up.
  */
 #ifndef GLEAM_SHELF_H
