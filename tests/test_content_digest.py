@@ -18,11 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gleam.peer.cache.blobs import content_digest, digest_kind
+from gleam.peer.cache.blobs import DIGEST_KINDS, content_digest, digest_kind, digest_using
 from gleam.peer.cache.disktier import FORMAT, FORMAT_FILE, DiskTier
-from gleam.peer.nativelib import ffi, lib
+from gleam.peer.nativelib import lib
 
-KINDS = ("avx512", "avx2", "portable")
 BLOCK, CHUNK = 64, 1024
 # A block, a chunk, a vector's chunks (4, 8, 16), a subtree (256 chunks), and past them.
 EDGES = sorted({0, 1, BLOCK - 1, BLOCK, BLOCK + 1, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK,
@@ -33,13 +32,12 @@ EDGES = sorted({0, 1, BLOCK - 1, BLOCK, BLOCK + 1, CHUNK - 1, CHUNK, CHUNK + 1, 
 DATA = os.urandom(max(EDGES) + 64)
 
 
-@pytest.fixture(params=KINDS)
+@pytest.fixture(params=DIGEST_KINDS)
 def kind(request) -> Iterator[str]:
-    before = digest_kind()
-    if lib.gl_content_digest_use(request.param.encode()) != 0:
-        pytest.skip(f"this CPU cannot run the {request.param} digest")
-    yield request.param
-    assert lib.gl_content_digest_use(before.encode()) == 0
+    with digest_using(request.param) as runs:
+        if not runs:
+            pytest.skip(f"this CPU cannot run the {request.param} digest")
+        yield request.param
 
 
 def test_the_empty_input_has_blake3s_published_digest():
@@ -58,13 +56,10 @@ def test_every_implementation_is_blake3_where_the_tree_changes_shape(kind):
 def test_any_length_at_any_alignment_is_blake3(length, offset, seed):
     data = bytes((seed + i * 131) & 0xFF for i in range(64)) * ((length + offset) // 64 + 1)
     view = memoryview(data)[offset:offset + length]
-    before = digest_kind()
-    try:
-        for name in KINDS:
-            if lib.gl_content_digest_use(name.encode()) == 0:
+    for name in DIGEST_KINDS:
+        with digest_using(name) as runs:
+            if runs:
                 assert content_digest(view) == blake3.blake3(view).digest(), name
-    finally:
-        lib.gl_content_digest_use(before.encode())
 
 
 def test_one_changed_byte_changes_the_digest():
@@ -83,14 +78,14 @@ def test_an_unknown_or_unsupported_implementation_is_refused_and_nothing_changes
 
 def test_the_widest_implementation_the_cpu_has_is_the_default():
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    usable = [k for k in KINDS if lib.gl_content_digest_use(k.encode()) == 0]
+    usable = []
+    for k in DIGEST_KINDS:
+        with digest_using(k) as runs:
+            usable += [k] * runs
     assert usable[-1] == "portable"
     if " avx512f" in flags:
         assert "avx512" in usable
-    out = ffi.new("uint8_t[32]")
-    lib.gl_content_digest_use(usable[0].encode())
-    lib.gl_content_digest(ffi.from_buffer(b"x"), 1, out)
-    assert digest_kind() == usable[0]
+    assert digest_kind() == usable[0]  # the default, restored by digest_using
 
 
 def test_a_disk_tier_of_sha256_names_is_emptied_and_marked_at_start(tmp_path):

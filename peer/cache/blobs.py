@@ -5,8 +5,10 @@ Hashing and batch walking run in C; Python calls once per envelope, never per by
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gleam.peer.nativelib import ffi, lib
@@ -14,6 +16,8 @@ from gleam.peer.nativelib import ffi, lib
 DIGEST_SIZE: int = lib.GL_REF_DIGEST_SIZE  # a BLAKE3 digest (records.h, digest.h)
 MAX_SEEN = lib.GL_BLOB_MAX_SEEN  # cacheable payloads looked at per batch (blobcache.h)
 KIB = 1024
+# digest.c's implementations, widest first: the first this CPU runs is the default.
+DIGEST_KINDS = ("avx512", "avx2", "portable")
 
 
 @dataclass(frozen=True)
@@ -103,8 +107,20 @@ def content_digest(data: bytes | bytearray | memoryview) -> bytes:
 
 
 def digest_kind() -> str:
-    """The content digest's implementation on this CPU: avx512, avx2 or portable."""
+    """The content digest's implementation in use: one of ``DIGEST_KINDS``."""
     return str(ffi.string(lib.gl_content_digest_kind()).decode())
+
+
+@contextlib.contextmanager
+def digest_using(kind: str) -> Iterator[bool]:
+    """Within: the content digest runs as ``kind`` if this CPU can (yields whether it does),
+    process-wide; for tests and benchmarks. Every kind gives the same digests."""
+    before = digest_kind()
+    pinned = lib.gl_content_digest_use(kind.encode()) == 0
+    try:
+        yield pinned
+    finally:
+        lib.gl_content_digest_use(before.encode())
 
 
 def hash_speed(size: int = 64 << 20, reps: int = 5) -> tuple[float, float]:
