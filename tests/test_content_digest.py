@@ -101,6 +101,14 @@ def test_a_disk_tier_of_sha256_names_is_emptied_and_marked_at_start(tmp_path):
                    for p in d.glob("??/*"))
     assert (tmp_path / FORMAT_FILE).read_text() == FORMAT
 
+    # a marker of another format, or of junk, is not this one
+    for marker in (b"gleam blob cache: files named by SHA-256\n", b"\xff\xfe\x00junk"):
+        (tmp_path / name[:2] / name).write_bytes(old)
+        (tmp_path / FORMAT_FILE).write_bytes(marker)
+        DiskTier(tmp_path, 1 << 20, 0.25).load()
+        assert not (tmp_path / name[:2] / name).exists()
+        assert (tmp_path / FORMAT_FILE).read_text() == FORMAT
+
     # a tier already in this format keeps its files
     digest = content_digest(old).hex()
     (tmp_path / digest[:2]).mkdir(exist_ok=True)

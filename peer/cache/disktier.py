@@ -125,8 +125,8 @@ class DiskTier:
     def _clear_other_format(self) -> None:
         """Deletes the blobs of another format (see the module's doc) and marks the tier."""
         marker = self.root / FORMAT_FILE
-        with contextlib.suppress(OSError):
-            if marker.read_text() == FORMAT:
+        with contextlib.suppress(OSError):  # bytes: a marker of junk is another format
+            if marker.read_bytes() == FORMAT.encode():
                 return
         old = self._blob_files()
         for _segment, f, _digest in old:
