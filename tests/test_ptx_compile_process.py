@@ -44,6 +44,12 @@ AGENT = textwrap.dedent("""\
     print("compiling", flush=True)
     if sys.argv[1] == "exit":
         sys.exit(0)
+    if sys.argv[1] == "fork":  # a copy that exits normally, its exit handlers run
+        child = os.fork()
+        if child == 0:
+            sys.exit(0)
+        os.waitpid(child, 0)
+        print("forked", flush=True)
     time.sleep(300)
 """)
 
@@ -109,6 +115,19 @@ def test_a_killed_process_takes_its_compiler_with_it(tmp_path):
         agent.send_signal(signal.SIGKILL)
         agent.wait(timeout=60)
         assert _gone(pids), "the compiler outlived the killed process"
+    finally:
+        _cleanup(pids)
+
+
+def test_a_forked_copy_that_exits_leaves_the_compile_of_the_process_that_started_it(tmp_path):
+    agent, _temp, mark = _start(tmp_path, ALONE, "fork")
+    pids = [int(p) for p in mark.read_text().split()]
+    try:
+        assert agent.stdout is not None and agent.stdout.readline() == "forked\n"
+        assert all(_alive(p) for p in pids), "the copy's exit killed the compile"
+        agent.send_signal(signal.SIGKILL)
+        agent.wait(timeout=60)
+        assert _gone(pids)
     finally:
         _cleanup(pids)
 

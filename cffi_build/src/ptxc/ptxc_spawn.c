@@ -42,6 +42,7 @@ extern char **environ;
 
 struct running {
     pid_t pid;
+    pid_t owner; /* the process that started it: a forked copy's exit must not kill it */
     const char *dir;
     struct running *next;
 };
@@ -178,8 +179,8 @@ int ptxc_spawn_run(char *const argv[], const char *dir, const char *log, int tim
     char **env = environment_in(tmpdir);
     int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    struct running me = {.pid = -1, .dir = dir};
-    struct child c = {.argv = argv, .env = env, .in = in, .out = out, .parent = getpid()};
+    struct running me = {.pid = -1, .owner = getpid(), .dir = dir};
+    struct child c = {.argv = argv, .env = env, .in = in, .out = out, .parent = me.owner};
     pthread_mutex_lock(&lock);
     if (env != NULL && in >= 0 && out >= 0 && !stopping) {
         me.pid = start_child(&c);
@@ -215,6 +216,8 @@ __attribute__((destructor)) void ptxc_spawn_stop_all(void)
     pthread_mutex_lock(&lock);
     stopping = 1;
     for (struct running *r = runs; r != NULL; r = r->next) {
+        if (r->owner != getpid())
+            continue;
         kill(-r->pid, SIGKILL);
         /* the driver's exit, so its last writes land before the folder goes */
         wait_limited(r->pid, 2000);
