@@ -91,7 +91,11 @@ def _start(tmp_path: Path, body: str, how: str) -> tuple[subprocess.Popen, Path,
     return agent, temp, mark
 
 
-def _cleanup(pids: list[int]) -> None:
+def _cleanup(agent: subprocess.Popen, pids: list[int]) -> None:
+    """Whatever a failed test left running: the stand-in agent and its compiler."""
+    if agent.poll() is None:
+        agent.kill()
+        agent.wait()
     for pid in pids:
         if _alive(pid):
             os.kill(pid, signal.SIGKILL)
@@ -105,7 +109,7 @@ def test_an_exiting_process_kills_its_compile_and_removes_its_folder(tmp_path):
         assert _gone(pids), "the compiler or its child outlived the process"
         assert list(temp.iterdir()) == [], "the compile's folder (or a file in it) stayed"
     finally:
-        _cleanup(pids)
+        _cleanup(agent, pids)
 
 
 def test_a_killed_process_takes_its_compiler_with_it(tmp_path):
@@ -116,7 +120,7 @@ def test_a_killed_process_takes_its_compiler_with_it(tmp_path):
         agent.wait(timeout=60)
         assert _gone(pids), "the compiler outlived the killed process"
     finally:
-        _cleanup(pids)
+        _cleanup(agent, pids)
 
 
 def test_a_forked_copy_that_exits_leaves_the_compile_of_the_process_that_started_it(tmp_path):
@@ -129,7 +133,7 @@ def test_a_forked_copy_that_exits_leaves_the_compile_of_the_process_that_started
         agent.wait(timeout=60)
         assert _gone(pids)
     finally:
-        _cleanup(pids)
+        _cleanup(agent, pids)
 
 
 def test_the_compilers_temporary_files_go_into_the_compiles_folder(tmp_path):
