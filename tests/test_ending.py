@@ -13,6 +13,8 @@ import pytest
 
 from gleam.peer.ending import signals_interrupt
 
+from .processes import running
+
 
 def _children(pid: int) -> list[int]:
     """Direct children of ``pid`` that are agents (``gleam.peer ... up``)."""
@@ -29,14 +31,6 @@ def _children(pid: int) -> list[int]:
         if ppid == pid and b"up" in cmdline and b"gleam.peer" in cmdline:
             found.append(int(entry.name))
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
@@ -57,15 +51,15 @@ def test_a_killed_demo_stops_its_agents(tmp_path: Path, sig: int) -> None:
         status = demo.wait(60)
         assert status != 0
         deadline = time.monotonic() + 30
-        while any(_alive(a) for a in agents) and time.monotonic() < deadline:
+        while any(running(a) for a in agents) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert [a for a in agents if _alive(a)] == [], "agents left running"
+        assert [a for a in agents if running(a)] == [], "agents left running"
     finally:
         if demo.poll() is None:
             demo.kill()
             demo.wait()
         for pid in agents:  # (a failure must not leave them either)
-            if _alive(pid):
+            if running(pid):
                 os.kill(pid, signal.SIGKILL)
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from .processes import running
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # A compiler whose compiles never end: it says who it is, leaves a file in its TMPDIR,
@@ -54,25 +56,18 @@ AGENT = textwrap.dedent("""\
 """)
 
 
-def _alive(pid: int) -> bool:
-    """Running, as opposed to gone or a zombie nobody has reaped yet."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _gone(pids: list[int], within: float = 20.0) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        if not any(_alive(p) for p in pids):
+        if not any(running(p) for p in pids):
             return True
         time.sleep(0.05)
     return False
 
 
-def _start(tmp_path: Path, body: str, how: str) -> tuple[subprocess.Popen, Path, Path]:
+def _stand_in(tmp_path: Path, body: str) -> tuple[dict[str, str], Path, Path]:
+    """The stand-in compiler with BODY: the environment that uses it, the TMPDIR its
+    compiles go under, and the file it writes its marks to."""
     compiler = tmp_path / "cc"
     compiler.write_text(COMPILER.format(body=body))
     compiler.chmod(0o755)
@@ -81,6 +76,12 @@ def _start(tmp_path: Path, body: str, how: str) -> tuple[subprocess.Popen, Path,
     mark = tmp_path / "mark"
     env = dict(os.environ, GLEAM_PTX_CC=str(compiler), GLEAM_PTX_CACHE="off",
                TMPDIR=str(temp), MARK=str(mark))
+    return env, temp, mark
+
+
+def _start(tmp_path: Path, body: str, how: str) -> tuple[subprocess.Popen, Path, list[int]]:
+    """The stand-in agent, once its compile runs: it, the TMPDIR, the compile's pids."""
+    env, temp, mark = _stand_in(tmp_path, body)
     agent = subprocess.Popen([sys.executable, "-c", AGENT.format(root=str(ROOT)), how],
                              env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert agent.stdout is not None
@@ -88,7 +89,7 @@ def _start(tmp_path: Path, body: str, how: str) -> tuple[subprocess.Popen, Path,
     if line != "compiling\n":
         agent.kill()
         pytest.fail(f"the stand-in agent never reached its compile: {agent.wait()}")
-    return agent, temp, mark
+    return agent, temp, [int(p) for p in mark.read_text().split()]
 
 
 def _cleanup(agent: subprocess.Popen, pids: list[int]) -> None:
@@ -97,13 +98,12 @@ def _cleanup(agent: subprocess.Popen, pids: list[int]) -> None:
         agent.kill()
         agent.wait()
     for pid in pids:
-        if _alive(pid):
+        if running(pid):
             os.kill(pid, signal.SIGKILL)
 
 
 def test_an_exiting_process_kills_its_compile_and_removes_its_folder(tmp_path):
-    agent, temp, mark = _start(tmp_path, WITH_A_CHILD, "exit")
-    pids = [int(p) for p in mark.read_text().split()]
+    agent, temp, pids = _start(tmp_path, WITH_A_CHILD, "exit")
     try:
         assert agent.wait(timeout=60) == 0
         assert _gone(pids), "the compiler or its child outlived the process"
@@ -113,8 +113,7 @@ def test_an_exiting_process_kills_its_compile_and_removes_its_folder(tmp_path):
 
 
 def test_a_killed_process_takes_its_compiler_with_it(tmp_path):
-    agent, _temp, mark = _start(tmp_path, ALONE, "stay")
-    pids = [int(p) for p in mark.read_text().split()]
+    agent, _temp, pids = _start(tmp_path, ALONE, "stay")
     try:
         agent.send_signal(signal.SIGKILL)
         agent.wait(timeout=60)
@@ -124,11 +123,10 @@ def test_a_killed_process_takes_its_compiler_with_it(tmp_path):
 
 
 def test_a_forked_copy_that_exits_leaves_the_compile_of_the_process_that_started_it(tmp_path):
-    agent, _temp, mark = _start(tmp_path, ALONE, "fork")
-    pids = [int(p) for p in mark.read_text().split()]
+    agent, _temp, pids = _start(tmp_path, ALONE, "fork")
     try:
         assert agent.stdout is not None and agent.stdout.readline() == "forked\n"
-        assert all(_alive(p) for p in pids), "the copy's exit killed the compile"
+        assert all(running(p) for p in pids), "the copy's exit killed the compile"
         agent.send_signal(signal.SIGKILL)
         agent.wait(timeout=60)
         assert _gone(pids)
@@ -137,13 +135,7 @@ def test_a_forked_copy_that_exits_leaves_the_compile_of_the_process_that_started
 
 
 def test_the_compilers_temporary_files_go_into_the_compiles_folder(tmp_path):
-    compiler = tmp_path / "cc"
-    compiler.write_text(COMPILER.format(body='echo "$TMPDIR" > "$MARK"\nexit 1\n'))
-    compiler.chmod(0o755)
-    temp, mark = tmp_path / "tmp", tmp_path / "mark"
-    temp.mkdir()
-    env = dict(os.environ, GLEAM_PTX_CC=str(compiler), GLEAM_PTX_CACHE="off",
-               TMPDIR=str(temp), MARK=str(mark))
+    env, temp, mark = _stand_in(tmp_path, 'echo "$TMPDIR" > "$MARK"\nexit 1\n')
     code = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
             "from tests.test_ptx_compile import COMPILED, run_case\n"
             "from tests.ptx_corpus.cases import CASES\n"
