@@ -16,8 +16,16 @@ from gleam.peer.nativelib import ffi, lib
 DIGEST_SIZE: int = lib.GL_REF_DIGEST_SIZE  # a BLAKE3 digest (records.h, digest.h)
 MAX_SEEN = lib.GL_BLOB_MAX_SEEN  # cacheable payloads looked at per batch (blobcache.h)
 KIB = 1024
+
+def _digest_kinds() -> tuple[str, ...]:
+    kinds: list[str] = []
+    while (name := lib.gl_content_digest_kind_at(len(kinds))) != ffi.NULL:
+        kinds.append(ffi.string(name).decode())
+    return tuple(kinds)
+
+
 # digest.c's implementations, widest first: the first this CPU runs is the default.
-DIGEST_KINDS = ("avx512", "avx2", "portable")
+DIGEST_KINDS: tuple[str, ...] = _digest_kinds()
 
 
 @dataclass(frozen=True)

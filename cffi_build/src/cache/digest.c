@@ -291,6 +291,11 @@ const char *gl_content_digest_kind(void)
     return KINDS[current()].name;
 }
 
+const char *gl_content_digest_kind_at(int i)
+{
+    return i >= 0 && (size_t)i < NKINDS ? KINDS[i].name : NULL;
+}
+
 int gl_content_digest_use(const char *name)
 {
     for (size_t k = 0; k < NKINDS; k++)

@@ -24,6 +24,10 @@ void gl_content_digest(const uint8_t *data, size_t len, uint8_t *out);
 /* The implementation in use: "avx512", "avx2" or "portable". */
 const char *gl_content_digest_kind(void);
 
+/* The I-th implementation this build has, widest first (whether or not this
+ * CPU runs it); NULL past the last. */
+const char *gl_content_digest_kind_at(int i);
+
 /* Pins the implementation KIND (one of the above) for the whole process:
  * 0, or -1 if this CPU cannot run it (nothing changes). For tests and
  * benchmarks. */
