@@ -10,22 +10,19 @@ import os
 import struct
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from gleam.peer.cache.blobs import BatchBlobs, CachePolicy, content_digest
+from gleam.peer.cache.blobs import content_digest
 from gleam.peer.cache.client import blob_envelope
 from gleam.peer.cache.store import BlobStore
-from gleam.peer.cuda.server import native, resends
-from gleam.peer.cuda.server.sessions import ServedSession
+from gleam.peer.cuda.server import resends
 from gleam.peer.cuda.wire import dataconn, envelope
-from gleam.peer.cuda.wire.messages import CudaBlobWant, CudaClose
 from gleam.peer.localmesh import wait_for
 from gleam.peer.records import encode_batch
 from tests.cuda_session import Session, rec
+from tests.served_lane import SESSION, Served, host_session, read_back, ref_batch
 
-SESSION = 0xB10B
 SIZE = 1 << 17
 STAMP = 8
 # The batches behind the miss: more than the local pair holds in flight
@@ -36,83 +33,10 @@ BEHIND = dataconn.LOCAL_QUEUED // FILLER + 8
 _FILL = os.urandom(FILLER)
 
 
-class _Channel:
-    """The served session's control path: what it asks of the client."""
-
-    node_id = "n" * 64
-    name = "client"
-
-    def __init__(self) -> None:
-        self.controls: list[Any] = []
-
-    def submit_control(self, message: Any) -> None:
-        self.controls.append(message)
-
-    def queued_bytes(self) -> int:
-        return 0
-
-
-class _Served:
-    """A served session with the blob store over an in-process data connection,
-    on a real executor; ``client`` is the client agent's end."""
-
-    def __init__(self, s: Session, store: BlobStore | None = None) -> None:
-        self.channel = _Channel()
-        self.ended = threading.Event()
-        self.client, server_end = dataconn.local_pair()
-        self.served = ServedSession(
-            session=SESSION, channel=self.channel, program="p", client="c", exec=s.x,
-            reply_capacity=native.REPLY_CAPACITY, batch_error=native.BatchError,
-            on_end=lambda _s, _r: self.ended.set(),
-            store=store if store is not None else BlobStore(None),
-            policy=CachePolicy())
-        self.served.attach_data(server_end)
-        self.served.start()
-        self.replies: list[bytes] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        try:
-            while reply := self.client.recv():
-                self.replies.append(reply)
-        except OSError:
-            pass
-
-    def send(self, batch: bytes) -> None:
-        self.client.send(envelope.pack_header(envelope.BATCH, SESSION, len(batch)) + batch)
-
-    def wants(self) -> list[CudaBlobWant]:
-        return [m for m in self.channel.controls if isinstance(m, CudaBlobWant)]
-
-    def closes(self) -> list[CudaClose]:
-        return [m for m in self.channel.controls if isinstance(m, CudaClose)]
-
-    def end(self) -> None:
-        self.client.shutdown()
-        self.served.stop("the test ended")
-        self.served.join(10)
-        self._reader.join(10)
-        self.client.close()
-
-
 @pytest.fixture
 def session() -> Iterator[Session]:
-    backend = native.HostBackend({})
-    s = Session(backend)
-    s.context()
-    try:
+    with host_session() as s:
         yield s
-    finally:
-        s.close()  # (the served session closed it already: a second close does nothing)
-        backend.close()
-
-
-def _ref_batch(ptr: int, data: bytes) -> bytes:
-    """A copy of ``data`` to ``ptr`` as a reference to its digest, and a synchronize."""
-    scan = BatchBlobs(encode_batch([rec("glMemcpyHtoD", ptr, len(data), 0, payload=data),
-                                    rec("cuCtxSynchronize")]), CachePolicy(), hash_inline=True)
-    return bytes(scan.rewrite([0]))
 
 
 def _stamp(ptr: int, i: int) -> bytes:
@@ -123,7 +47,7 @@ def _stamp(ptr: int, i: int) -> bytes:
                          rec("cuCtxSynchronize")])
 
 
-def _send_all(lane: _Served, batches: list[bytes], within: float = 20.0) -> None:
+def _send_all(lane: Served, batches: list[bytes], within: float = 20.0) -> None:
     """Sends ``batches`` from a thread of their own: a send that blocks for good (the
     executor no longer reads) fails the test instead of hanging it."""
     def send() -> None:
@@ -136,20 +60,14 @@ def _send_all(lane: _Served, batches: list[bytes], within: float = 20.0) -> None
     assert not sender.is_alive(), "the executor stopped reading its data connection"
 
 
-def _read_back(lane: _Served, ptr: int, n: int) -> bytes:
-    """The session's device bytes at ``ptr``, read by a batch on the connection."""
-    before = len(lane.replies)
-    lane.send(encode_batch([rec("glMemcpyDtoH", ptr, n, 0)]))
-    wait_for(lambda: len(lane.replies) > before or None, 20, "the read's reply")
-    return lane.replies[-1]
 
 
 def test_a_miss_resent_behind_queued_batches_runs_them_after_it_in_order(session):
     p = session.alloc(SIZE + FILLER)
     data = os.urandom(SIZE)
-    lane = _Served(session)
+    lane = Served(session)
     try:
-        lane.send(_ref_batch(p, data))
+        lane.send(ref_batch(p, data))
         want = wait_for(lambda: lane.wants() or None, 10, "the server to ask for the blob")[0]
         assert want.digests == (content_digest(data),) and want.session == SESSION
         # Every later batch goes out before the blob: more than the connection
@@ -160,10 +78,10 @@ def test_a_miss_resent_behind_queued_batches_runs_them_after_it_in_order(session
         wait_for(lambda: len(lane.replies) == BEHIND + 1 or None, 20, "every reply")
         assert all(envelope.parse_header(r)[0] == envelope.REPLY for r in lane.replies)
         # The copy ran first, then each stamp in order: the last one is on top.
-        assert struct.pack("<Q", BEHIND - 1) + data[STAMP:] in _read_back(lane, p, SIZE)
+        assert struct.pack("<Q", BEHIND - 1) + data[STAMP:] in read_back(lane, p, SIZE)
         assert lane.served.blob_misses == 1 and not lane.closes()
         # The lane serves on: a reference the store now holds runs without a want.
-        lane.send(_ref_batch(p, data))
+        lane.send(ref_batch(p, data))
         wait_for(lambda: len(lane.replies) == BEHIND + 3 or None, 20, "the next reply")
         assert len(lane.wants()) == 1 and not lane.closes()
     finally:
@@ -176,11 +94,11 @@ def test_a_miss_the_store_holds_off_the_shelf_is_provided_without_asking_the_cli
     store = BlobStore(None)
     store.put_verified(content_digest(data), data)
     store.shelf.drop(content_digest(data))  # (as if only the store's other tier had it)
-    lane = _Served(session, store)
+    lane = Served(session, store)
     try:
-        lane.send(_ref_batch(p, data))
+        lane.send(ref_batch(p, data))
         wait_for(lambda: lane.replies or None, 10, "the reply")
-        assert data in _read_back(lane, p, SIZE)
+        assert data in read_back(lane, p, SIZE)
         assert not lane.wants() and lane.served.blob_misses == 0 and not lane.closes()
         assert lane.served.row()["blob_refs"] == 1
     finally:
@@ -190,15 +108,15 @@ def test_a_miss_the_store_holds_off_the_shelf_is_provided_without_asking_the_cli
 def test_a_bad_resend_is_asked_again_and_then_accepted(session):
     p = session.alloc(SIZE)
     data = os.urandom(SIZE)
-    lane = _Served(session)
+    lane = Served(session)
     try:
-        lane.send(_ref_batch(p, data))
+        lane.send(ref_batch(p, data))
         wait_for(lambda: lane.wants() or None, 10, "the want")
         lane.client.send(blob_envelope(SESSION, content_digest(data), b"\xff" + data[1:]))
         wait_for(lambda: len(lane.wants()) == 2 or None, 10, "the second want")
         lane.client.send(blob_envelope(SESSION, content_digest(data), data))
         wait_for(lambda: lane.replies or None, 10, "the reply")
-        assert data in _read_back(lane, p, SIZE)
+        assert data in read_back(lane, p, SIZE)
         assert lane.served.row()["blob_refused"] == 1 and not lane.closes()
     finally:
         lane.end()
@@ -208,9 +126,9 @@ def test_batches_past_the_bound_while_waiting_end_the_session_with_the_reason(
         session, monkeypatch):
     monkeypatch.setattr(resends, "KEEP_AT_MOST", 2 * FILLER)
     p = session.alloc(SIZE + FILLER)
-    lane = _Served(session)
+    lane = Served(session)
     try:
-        lane.send(_ref_batch(p, os.urandom(SIZE)))
+        lane.send(ref_batch(p, os.urandom(SIZE)))
         wait_for(lambda: lane.wants() or None, 10, "the want")
 
         def send() -> None:
@@ -231,9 +149,9 @@ def test_batches_past_the_bound_while_waiting_end_the_session_with_the_reason(
 def test_a_resend_that_never_comes_ends_the_session_after_the_wait(session, monkeypatch):
     monkeypatch.setattr(resends, "RESEND_WAIT", 0.3)
     p = session.alloc(SIZE)
-    lane = _Served(session)
+    lane = Served(session)
     try:
-        lane.send(_ref_batch(p, os.urandom(SIZE)))
+        lane.send(ref_batch(p, os.urandom(SIZE)))
         assert lane.ended.wait(20)
         reason = "the client did not resend 1 blob(s) the server missed within 0.3 s"
         assert [c.reason for c in lane.closes()] == [reason] and not lane.replies

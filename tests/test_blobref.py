@@ -50,7 +50,7 @@ def _native_out(blobs: SessionBlobs, data: bytes) -> bytes:
     block = new_block(data)
     out = ffi.new("gl_jblock **")
     try:
-        assert lib.gl_blobref_outgoing(blobs.native, block, out) == 0
+        assert lib.gl_blobref_outgoing(blobs.native, block, out, ffi.NULL, ffi.NULL) == 0
         return bytes(block_view(out[0]))
     finally:
         lib.gl_jblock_unref(block)
@@ -207,8 +207,15 @@ def test_the_native_uplink_does_the_cache_work_in_order_and_journals_the_origina
         server.close()
         a.close()
         b.close()
-    records = [decode_batch(env[envelope.HEADER_SIZE:]).records for env in got]
-    assert records[0][0].payload == data  # unknown to the server: bytes
+    # Unknown to the server: bytes, with the client's digest of them as a claim.
+    kind, _session, _n = envelope.parse_header(got[0])
+    claims, batch = envelope.split_claimed(got[0][envelope.HEADER_SIZE:])
+    assert kind == envelope.CLAIMED
+    assert claims == [envelope.Claim(0, len(data), content_digest(data))]
+    assert all(envelope.kind_of(env) == envelope.BATCH for env in got[1:])
+    records = [decode_batch(batch).records] + [
+        decode_batch(env[envelope.HEADER_SIZE:]).records for env in got[1:]]
+    assert records[0][0].payload == data
     for i in range(1, len(sent)):
         if i % 2:
             assert list(records[i]) == [SYNC]

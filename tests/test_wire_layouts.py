@@ -26,11 +26,23 @@ def test_the_envelope_header_is_the_documented_sixteen_bytes():
     assert envelope.session_of(buf) == 9 and envelope.kind_of(buf) == envelope.BLOB
 
 
-def test_envelope_types_are_the_c_enum_blob_and_ring_included():
+def test_envelope_types_are_the_c_enum_blob_ring_and_claimed_included():
     assert envelope.TYPE_NAMES == {1: "BATCH", 2: "REPLY", 3: "HELLO", 4: "FAIL", 5: "BLOB",
-                                   6: "RING"}
-    assert (envelope.BATCH, envelope.REPLY, envelope.HELLO, envelope.FAIL, envelope.BLOB) == (
-        lib.GL_ENV_BATCH, lib.GL_ENV_REPLY, lib.GL_ENV_HELLO, lib.GL_ENV_FAIL, lib.GL_ENV_BLOB)
+                                   6: "RING", 7: "CLAIMED"}
+    assert (envelope.BATCH, envelope.REPLY, envelope.HELLO, envelope.FAIL, envelope.BLOB,
+            envelope.CLAIMED) == (
+        lib.GL_ENV_BATCH, lib.GL_ENV_REPLY, lib.GL_ENV_HELLO, lib.GL_ENV_FAIL, lib.GL_ENV_BLOB,
+        lib.GL_ENV_CLAIMED)
+
+
+def test_a_claimed_body_round_trips_and_a_short_one_is_refused():
+    claims = [envelope.Claim(0, 70_000, bytes(range(32))), envelope.Claim(3, 9, b"\xee" * 32)]
+    body = envelope.claimed_body(claims, b"batch")
+    assert len(body) == lib.GL_CLAIMS_HEAD_SIZE + 2 * lib.GL_CLAIM_SIZE + 5
+    got, batch = envelope.split_claimed(body)
+    assert got == claims and bytes(batch) == b"batch"
+    with pytest.raises(envelope.EnvelopeError):
+        envelope.split_claimed(body[:lib.GL_CLAIMS_HEAD_SIZE + lib.GL_CLAIM_SIZE])
 
 
 def test_the_reply_header_is_c_s_gl_reply_head():

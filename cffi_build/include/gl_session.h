@@ -28,15 +28,34 @@ typedef struct {
 /* BLOB: digest(32) | bytes, the client agent's answer to a server that missed a
  * blob reference (peer/cache/client.py). RING: only on the program's socket,
  * a note that the next envelope waits in the hand-over ring (gl_ring.h); the
- * client agent forwards the BATCH it finds there. GL_ENV_RING is the last type. */
+ * client agent forwards the BATCH it finds there. GL_ENV_RING is the last type
+ * a program sends. CLAIMED: only between agents, a BATCH with the content
+ * digests the client agent computed for its cacheable inline payloads
+ * (gl_claims_head, count gl_claim, then the batch; docs/cache.md). */
 enum gl_env_type {
     GL_ENV_BATCH = 1,
     GL_ENV_REPLY = 2,
     GL_ENV_HELLO = 3,
     GL_ENV_FAIL = 4,
     GL_ENV_BLOB = 5,
-    GL_ENV_RING = 6
+    GL_ENV_RING = 6,
+    GL_ENV_CLAIMED = 7
 };
+/* A claim: record is the batch's record (from 0) whose inline payload of len
+ * bytes the sender says has this content digest. The server keeps the payload
+ * under it unverified and hashes it when a reference first resolves to it. */
+#define GL_CLAIMS_HEAD_SIZE 8
+#define GL_CLAIM_SIZE 48
+typedef struct {
+    uint32_t count;
+    uint32_t zero;
+} gl_claims_head;
+typedef struct {
+    uint32_t record;
+    uint32_t zero;
+    uint64_t len;
+    uint8_t digest[32];
+} gl_claim;
 /* A FAIL body: why the session ended, UTF-8, at most this many bytes; the
  * interposer shows all of it on the program's stderr. */
 #define GL_FAIL_REASON_MAX 1000
@@ -100,6 +119,8 @@ enum { GL_SECTION_NOTES = 1, GL_SECTION_STDOUT = 2, GL_SECTION_STDERR = 3 };
 #define GL_ENV_SESSION_AT offsetof(gl_env_head, session)
 _Static_assert(sizeof(gl_env_head) == GL_ENV_HEADER_SIZE, "envelope header: 16 bytes, no padding");
 _Static_assert(sizeof(gl_reply_head) == GL_REPLY_HEADER_SIZE, "reply header: no padding");
+_Static_assert(sizeof(gl_claims_head) == GL_CLAIMS_HEAD_SIZE, "claims header: no padding");
+_Static_assert(sizeof(gl_claim) == GL_CLAIM_SIZE, "claim: no padding");
 _Static_assert(sizeof(gl_section_head) == GL_SECTION_HEADER_SIZE, "section header: no padding");
 
 #define GL_HELLO_LINE_LEN 512

@@ -122,7 +122,7 @@ class SessionBlobs:
         if own:
             block = new_block(buf)
         try:
-            if lib.gl_blobref_outgoing(self._r, block, self._out) != 0:
+            if lib.gl_blobref_outgoing(self._r, block, self._out, ffi.NULL, ffi.NULL) != 0:
                 raise MemoryError("no memory for a batch's blob references")
             if self._out[0] == block and not own:
                 lib.gl_jblock_unref(self._out[0])

@@ -46,6 +46,12 @@ class ShelfBlob:
     def __len__(self) -> int:
         return len(self._buf)
 
+    @property
+    def verified(self) -> bool:
+        """Whether the bytes are known to hash to the digest (False: a client's
+        claim not checked yet, docs/cache.md "Claims")."""
+        return bool(lib.gl_shelf_blob_verified(self.ptr))
+
     def view(self) -> memoryview:
         return memoryview(self._buf)
 
@@ -58,11 +64,15 @@ class ShelfBlob:
             raise OSError(-rc, os.strerror(-rc), os.fspath(path))
 
 
+_EVENT_KINDS = {lib.GL_SHELF_HIT: "hit", lib.GL_SHELF_OFFER: "offer",
+                lib.GL_SHELF_REFUSED: "refused"}
+
+
 @dataclass(frozen=True)
 class ShelfEvent:
     """What a serving lane saw: a reference it resolved, or a payload it received."""
 
-    kind: str  # "hit" or "offer"
+    kind: str  # "hit", "offer" or "refused" (a claimed blob that failed its check)
     digest: bytes
     length: int
     call_id: int
@@ -99,9 +109,14 @@ class Shelf:
         ev = self._event
         while lib.gl_shelf_next_event(self.native, ev) == 1:
             blob = ShelfBlob(ev.blob) if ev.blob != ffi.NULL else None
-            yield ShelfEvent("hit" if ev.kind == lib.GL_SHELF_HIT else "offer",
+            yield ShelfEvent(_EVENT_KINDS[ev.kind],
                              bytes(ffi.buffer(ev.digest, 32)), int(ev.len), int(ev.call_id),
                              blob)
+
+    def check(self, blob: ShelfBlob) -> bool:
+        """Before a claimed blob's bytes are used: whether they hash to its digest
+        (hashed once). False: the blob left the table and a "refused" event is queued."""
+        return bool(lib.gl_shelf_check(self.native, blob.ptr))
 
     def close(self) -> None:
         """Wakes the drainer for good."""
@@ -112,7 +127,8 @@ class Shelf:
         lib.gl_shelf_counts_get(self.native, c)
         return {"shelf_entries": c.entries, "shelf_bytes": c.bytes, "shelf_queued": c.queued,
                 "shelf_lane_hits": c.hits, "shelf_lane_offers": c.offers,
-                "shelf_offers_dropped": c.dropped}
+                "shelf_offers_dropped": c.dropped, "claims_verified": c.verified,
+                "claims_verified_bytes": c.verified_bytes, "claims_refused": c.refused}
 
 
 def spare_counts() -> dict[str, int]:

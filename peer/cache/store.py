@@ -142,8 +142,12 @@ class BlobStore:
         self.drain()
         with self._lock:
             blob = self._ram_hit_locked(digest, length)
-            if blob is not None:
-                return blob.view()
+        # A client's claim is hashed at its first use, outside the lock.
+        if blob is not None and self.shelf.check(blob):
+            return blob.view()
+        if blob is not None:
+            with self._lock:
+                self._refuse_locked(digest)
         data = self._read_disk(digest, length)
         with self._lock:
             if data is None:
@@ -189,9 +193,11 @@ class BlobStore:
         with self._lock:
             self.counts["offered"] += 1
             if digest in self._protected:
-                self._protected.move_to_end(digest)
+                self._insert_locked(self._protected, "protected", digest, data)
                 return
             held = self._probation.get(digest)
+            if held is not None and not held.verified and _verified(data):
+                held = None  # a claim's bytes give way to bytes known to match
             pending = self._pending.get(digest)
             disk = self._disk.segment_of(digest) if self._disk is not None else None
             # A ghost is a second sighting whose first copy probation already dropped
@@ -236,8 +242,9 @@ class BlobStore:
 
     def _promote_locked(self, digest: bytes, data: ShelfBlob) -> None:
         """A second sighting: into both protected segments."""
-        if self._probation.pop(digest, None) is not None:
-            self._bytes["probation"] -= len(data)
+        held = self._probation.pop(digest, None)
+        if held is not None:
+            self._bytes["probation"] -= len(held)
             if not self._insert_locked(self._protected, "protected", digest, data):
                 self.shelf.drop(digest)  # too large for protected: in no RAM tier now
         else:
@@ -274,13 +281,19 @@ class BlobStore:
         return self._queue_write_locked(digest, data, PROBATION)
 
     def _insert_locked(self, tier: OrderedDict[bytes, ShelfBlob], name: str, digest: bytes,
-                       data: ShelfBlob) -> bool:
-        """Whether ``digest`` is in ``tier`` now (and so on the shelf)."""
-        if len(data) > self._room_locked(name):
-            return False
-        if digest in tier:
+                       data: bytes | memoryview | ShelfBlob) -> bool:
+        """Whether ``digest`` is in ``tier`` now (and so on the shelf). A blob held
+        under a client's unchecked claim gives way to bytes known to match."""
+        old = tier.get(digest)
+        if old is not None and (old.verified or not _verified(data)):
             tier.move_to_end(digest)
             return True
+        if len(data) > self._room_locked(name):
+            return False
+        if old is not None:
+            del tier[digest]
+            self._bytes[name] -= len(old)
+        data = _blob(digest, data)
         tier[digest] = data
         self.shelf.put(data)
         self._bytes[name] += len(data)
@@ -308,6 +321,20 @@ class BlobStore:
                 self.counts["evicted"] += 1
                 if name == "probation" and not self._on_disk_locked(old, gone):
                     self._ghost_locked(old)
+
+    def _refuse_locked(self, digest: bytes) -> None:
+        """A client's claim failed its check: the blobs held under it unchecked go
+        (a later reference misses and the client resends the true bytes). A disk
+        copy stays: every read from disk is checked."""
+        for name, tier in (("protected", self._protected), ("probation", self._probation)):
+            blob = tier.get(digest)
+            if blob is not None and not blob.verified:
+                del tier[digest]
+                self.shelf.drop(digest)
+                self._bytes[name] -= len(blob)
+        pending = self._pending.get(digest)
+        if pending is not None and not pending.data.verified:
+            self._done_locked(digest, pending)  # the writer then drops its file
 
     def _ghost_locked(self, digest: bytes) -> None:
         self._ghosts[digest] = None
@@ -405,6 +432,10 @@ class BlobStore:
             with self._lock:
                 if self._ram_hit_locked(event.digest, event.length) is None:
                     self.counts["hits_ram"] += 1  # evicted since: still a hit for the lane
+            return
+        if event.kind == "refused":
+            with self._lock:
+                self._refuse_locked(event.digest)
             return
         assert event.blob is not None
         self.offer(event.digest, event.blob, image=event.call_id != h2d_call_id())
@@ -513,6 +544,11 @@ class BlobStore:
             self._writer = None
         if self._disk is not None:
             self._disk.drop_spares()
+
+
+def _verified(data: bytes | bytearray | memoryview | ShelfBlob) -> bool:
+    """Bytes handed to the store are hashed by this agent; a lane's copy may hold a claim."""
+    return not isinstance(data, ShelfBlob) or data.verified
 
 
 def _blob(digest: bytes, data: bytes | bytearray | memoryview | ShelfBlob) -> ShelfBlob:

@@ -20,9 +20,10 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from gleam.peer.protocol.errors import ErrorCode, LocalProtocolError, ProtocolError
 from gleam.peer.protocol.framing import HEADER_SIZE, frame_header
 
-# 2: blobs are addressed by BLAKE3 (1: SHA-256); agents of different versions would
-# not find each other's blobs, so they do not pair.
-PROTOCOL_VERSION = 2
+# 3: a client agent sends CLAIMED envelopes (its digests of the inline payloads) that a
+# version-2 server would refuse; 2: blobs are addressed by BLAKE3 (1: SHA-256), so
+# agents of different versions would not find each other's blobs. They do not pair.
+PROTOCOL_VERSION = 3
 KEY_SIZE = 32
 TAG_SIZE = 16
 MIN_MESH_KEY = 16

@@ -3,11 +3,13 @@
  */
 #include "blobcache.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "digest.h"
+#include "gl_bytes.h"
 #include "gl_calls.h"
 #include "wire/records.h"
 
@@ -44,7 +46,7 @@ int gl_batch_blobs(const uint8_t *batch, size_t len, const gl_cache_policy *pol,
     *h2d_inline = 0;
     if ((rc = gl_batch_reader_open(&rd, batch, len)) != GL_OK)
         return rc;
-    while ((rc = gl_batch_reader_next(&rd, &rec)) == 1) {
+    for (uint32_t record = 0; (rc = gl_batch_reader_next(&rd, &rec)) == 1; record++) {
         *waits = !(rec.flags & GL_REC_ONEWAY);
         if (rec.call_id == GL_CALL_glMemcpyHtoD && (rec.flags & GL_REC_INLINE))
             *h2d_inline += rec.payload_len;
@@ -53,6 +55,7 @@ int gl_batch_blobs(const uint8_t *batch, size_t len, const gl_cache_policy *pol,
         gl_blob_seen *s = &seen[(*n)++];
         memset(s, 0, sizeof *s);
         s->call_id = rec.call_id;
+        s->record = record;
         if (rec.flags & GL_REC_REF) {
             s->is_ref = 1;
             memcpy(s->digest, rec.ref_digest, GL_DIGEST_SIZE);
@@ -99,6 +102,71 @@ int gl_batch_rewrite_refs(const uint8_t *batch, size_t len, const gl_blob_seen *
     gl_batch_writer_finish(&w);
     *out_len = w.len;
     return GL_OK;
+}
+
+size_t gl_batch_claims(const gl_blob_seen *seen, uint32_t n, uint8_t *out)
+{
+    uint32_t count = 0;
+    uint8_t *c = out + GL_CLAIMS_HEAD_SIZE;
+    for (uint32_t i = 0; i < n && i < GL_BLOB_MAX_SEEN; i++) {
+        if (seen[i].is_ref || seen[i].substitute)
+            continue;
+        gl_put_u32(c + offsetof(gl_claim, record), seen[i].record);
+        gl_put_u32(c + offsetof(gl_claim, zero), 0);
+        gl_put_u64(c + offsetof(gl_claim, len), seen[i].len);
+        memcpy(c + offsetof(gl_claim, digest), seen[i].digest, GL_DIGEST_SIZE);
+        c += GL_CLAIM_SIZE;
+        count++;
+    }
+    if (count == 0)
+        return 0;
+    gl_put_u32(out + offsetof(gl_claims_head, count), count);
+    gl_put_u32(out + offsetof(gl_claims_head, zero), 0);
+    return (size_t)(c - out);
+}
+
+int gl_claims_open(const uint8_t *body, size_t len, const uint8_t **claims, uint32_t *count,
+                   const uint8_t **batch, size_t *batch_len)
+{
+    if (len < GL_CLAIMS_HEAD_SIZE)
+        return -1;
+    uint32_t n = gl_get_u32(body + offsetof(gl_claims_head, count));
+    if (n > GL_BLOB_MAX_SEEN || gl_get_u32(body + offsetof(gl_claims_head, zero)) != 0)
+        return -1;
+    size_t head = GL_CLAIMS_HEAD_SIZE + (size_t)n * GL_CLAIM_SIZE;
+    if (head > len)
+        return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        if (gl_get_u32(body + GL_CLAIMS_HEAD_SIZE + (size_t)i * GL_CLAIM_SIZE
+                       + offsetof(gl_claim, zero)) != 0)
+            return -1;
+    }
+    *claims = body + GL_CLAIMS_HEAD_SIZE;
+    *count = n;
+    *batch = body + head;
+    *batch_len = len - head;
+    return 0;
+}
+
+void gl_claims_apply(const uint8_t *claims, uint32_t count, gl_blob_seen *seen, uint32_t n)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        gl_blob_seen *s = &seen[i];
+        if (s->is_ref)
+            continue;
+        /* Claims come in record order, as the sender listed them: one pass. */
+        while (k < count && gl_get_u32(claims + (size_t)k * GL_CLAIM_SIZE) < s->record)
+            k++;
+        if (k == count)
+            return;
+        const uint8_t *c = claims + (size_t)k * GL_CLAIM_SIZE;
+        if (gl_get_u32(c + offsetof(gl_claim, record)) == s->record
+            && gl_get_u64(c + offsetof(gl_claim, len)) == s->len) {
+            memcpy(s->digest, c + offsetof(gl_claim, digest), GL_DIGEST_SIZE);
+            s->claimed = 1;
+        }
+    }
 }
 
 static double now_s(void)

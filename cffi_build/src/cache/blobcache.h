@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gl_session.h"
+
 /* cdef: begin */
 #define GL_DIGEST_SIZE 32
 /* Cacheable payloads looked at per batch (client and server alike); the rest
@@ -32,9 +34,11 @@ typedef struct {
     uint8_t digest[GL_DIGEST_SIZE];
     uint64_t offset;
     uint64_t len;
+    uint32_t record; /* the record's place in the batch, from 0 */
     uint16_t call_id;
     uint8_t is_ref;
     uint8_t substitute;
+    uint8_t claimed; /* server: digest is the sender's claim (gl_claims_apply), not computed */
 } gl_blob_seen;
 
 /* What is worth addressing: host-to-device copies of at least h2d_min bytes,
@@ -66,6 +70,29 @@ int gl_batch_blobs(const uint8_t *batch, size_t len, const gl_cache_policy *pol,
  * too small), or the batch's GL_E_* code. */
 int gl_batch_rewrite_refs(const uint8_t *batch, size_t len, const gl_blob_seen *seen, uint32_t n,
                           uint8_t *out, size_t cap, size_t *out_len);
+
+/* Room for one batch's claims (gl_session.h): the header and one claim per
+ * payload gl_batch_blobs can list. */
+#define GL_CLAIMS_MAX_BYTES (GL_CLAIMS_HEAD_SIZE + GL_BLOB_MAX_SEEN * GL_CLAIM_SIZE)
+
+/* Client: writes into out (GL_CLAIMS_MAX_BYTES of room) the claims of every
+ * INLINE payload of seen that is not substituted: the digests
+ * gl_batch_blobs computed. Returns the bytes written, or 0 when there is none
+ * to claim. */
+size_t gl_batch_claims(const gl_blob_seen *seen, uint32_t n, uint8_t *out);
+
+/* Server: checks a CLAIMED envelope's body (untrusted) and finds the batch
+ * behind its claims: 0 with *claims (the header's first claim), *count,
+ * *batch and *batch_len set, or -1 when the claims are malformed (a count
+ * over GL_BLOB_MAX_SEEN, a nonzero field, more claims than bytes). */
+int gl_claims_open(const uint8_t *body, size_t len, const uint8_t **claims, uint32_t *count,
+                   const uint8_t **batch, size_t *batch_len);
+
+/* Server: gives each INLINE entry of seen whose record and length a claim
+ * names the claimed digest (claimed set to 1). Claims that name no such
+ * payload are ignored; the unclaimed keep claimed 0 (their digest is zero
+ * until hashed). */
+void gl_claims_apply(const uint8_t *claims, uint32_t count, gl_blob_seen *seen, uint32_t n);
 
 /* The benchmark's reference: memcpy throughput and the content digest's over
  * one buffer of n bytes, in GB/s (best of reps). */

@@ -16,32 +16,11 @@
 #include "gl_calls.h"
 #include "gl_htable.h"
 #include "gl_session.h"
+#include "seeded.h"
 #include "wire/records.h"
 
 #define REF_GROWTH 48 /* a reference record is at most this much longer than its
                        * payload's record without the payload (40 bytes, padding) */
-
-/* Table keys: a digest's first 8 bytes mixed with a secret of the table, so
- * that prefixes a hostile server chose cannot pile up on one probe run. The
- * mix is a bijection: distinct prefixes stay distinct keys. */
-static uint64_t mix(uint64_t x, uint64_t seed)
-{
-    x ^= seed;
-    x = (x ^ (x >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    x = (x ^ (x >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return x ^ (x >> 31);
-}
-
-static uint64_t new_seed(const void *salt)
-{
-    uint64_t seed = 0;
-    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed) {
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        seed = (uint64_t)(uintptr_t)salt ^ ((uint64_t)t.tv_sec << 32) ^ (uint64_t)t.tv_nsec;
-    }
-    return seed;
-}
 
 /* ------------------------------------------------------------ knowledge */
 
@@ -62,7 +41,7 @@ gl_blobknow *gl_blobknow_new(void)
     if (!k)
         return NULL;
     k->refs = 1;
-    k->seed = new_seed(k);
+    k->seed = gl_new_seed(k);
     pthread_mutex_init(&k->mu, NULL);
     return k;
 }
@@ -84,7 +63,7 @@ void gl_blobknow_unref(gl_blobknow *k)
 /* With the mutex held: 0, or -1 when memory is short. */
 static int know_add(gl_blobknow *k, const uint8_t *digest)
 {
-    uint64_t key = mix(gl_get_u64(digest), k->seed);
+    uint64_t key = gl_seeded_mix(gl_get_u64(digest), k->seed);
     if (key == 0) {
         k->count += !k->has_zero;
         k->has_zero = 1;
@@ -128,7 +107,7 @@ int gl_blobknow_add(gl_blobknow *k, const uint8_t *digest)
 
 void gl_blobknow_forget(gl_blobknow *k, const uint8_t *digest)
 {
-    uint64_t key = mix(gl_get_u64(digest), k->seed);
+    uint64_t key = gl_seeded_mix(gl_get_u64(digest), k->seed);
     pthread_mutex_lock(&k->mu);
     if (key == 0) {
         k->count -= k->has_zero;
@@ -141,7 +120,7 @@ void gl_blobknow_forget(gl_blobknow *k, const uint8_t *digest)
 
 int gl_blobknow_knows(gl_blobknow *k, const uint8_t *digest)
 {
-    uint64_t key = mix(gl_get_u64(digest), k->seed);
+    uint64_t key = gl_seeded_mix(gl_get_u64(digest), k->seed);
     pthread_mutex_lock(&k->mu);
     int known = key == 0 ? k->has_zero : gl_htable_find(&k->set, key) != NULL;
     pthread_mutex_unlock(&k->mu);
@@ -192,14 +171,14 @@ gl_blobref *gl_blobref_new(gl_blobknow *k, uint64_t h2d_min, uint64_t image_min,
     r->pol.h2d_min = h2d_min;
     r->pol.image_min = image_min;
     r->cap = pending_cap;
-    r->seed = new_seed(r);
+    r->seed = gl_new_seed(r);
     pthread_mutex_init(&r->mu, NULL);
     return r;
 }
 
 static uint64_t key_of(const gl_blobref *r, const uint8_t *digest)
 {
-    uint64_t key = mix(gl_get_u64(digest), r->seed);
+    uint64_t key = gl_seeded_mix(gl_get_u64(digest), r->seed);
     return key ? key : 1; /* the chain tells digests apart */
 }
 
@@ -356,13 +335,16 @@ static uint32_t substitute(gl_blobref *r, gl_jblock *b, gl_blob_seen *seen, uint
     return subs;
 }
 
-int gl_blobref_outgoing(gl_blobref *r, gl_jblock *b, gl_jblock **out)
+int gl_blobref_outgoing(gl_blobref *r, gl_jblock *b, gl_jblock **out, uint8_t *claims,
+                        size_t *claims_len)
 {
     gl_blob_seen seen[GL_BLOB_MAX_SEEN];
     uint32_t n = 0;
     int waits = 0;
     uint64_t h2d = 0, index, removed;
     *out = NULL;
+    if (claims_len)
+        *claims_len = 0;
     /* Hashing (the costly part) runs before the mutex: replies confirm meanwhile. */
     int rc = b->len >= GL_ENV_HEADER_SIZE
                  ? gl_batch_blobs(b->data + GL_ENV_HEADER_SIZE, (size_t)b->len - GL_ENV_HEADER_SIZE,
@@ -378,6 +360,8 @@ int gl_blobref_outgoing(gl_blobref *r, gl_jblock *b, gl_jblock **out)
     r->c.h2d_sent += h2d;
     uint32_t subs = substitute(r, b, seen, n, index, &removed);
     pthread_mutex_unlock(&r->mu);
+    if (claims && claims_len)
+        *claims_len = gl_batch_claims(seen, n, claims);
     if (subs == 0) {
         gl_jblock_ref(b);
         *out = b;

@@ -71,8 +71,12 @@ void gl_blobref_free(gl_blobref *r); /* releases every held block */
  * *out is what to send instead: b itself, or a new block with the references
  * in (the caller owns a reference on *out either way; the header is b's with
  * the new length). A malformed batch goes as it is (the executor refuses it).
- * GL_OK, or GL_BLOBREF_E_NOMEM with *out NULL. */
-int gl_blobref_outgoing(gl_blobref *r, gl_jblock *b, gl_jblock **out);
+ * claims (GL_CLAIMS_MAX_BYTES of room, or NULL): the claims of the payloads
+ * that still travel as bytes (gl_batch_claims), *claims_len their size (0:
+ * none), for a CLAIMED envelope (gl_session.h). GL_OK, or GL_BLOBREF_E_NOMEM
+ * with *out NULL. */
+int gl_blobref_outgoing(gl_blobref *r, gl_jblock *b, gl_jblock **out, uint8_t *claims,
+                        size_t *claims_len);
 /* An envelope with no cacheable payload went (the uplink's scan says so):
  * counted, so that replies confirm the right batches. */
 void gl_blobref_sent(gl_blobref *r, int waits);

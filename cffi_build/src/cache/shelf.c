@@ -12,7 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "digest.h"
 #include "gl_bytes.h"
+#include "seeded.h"
 #include "mem/spares.h"
 
 #define DIGEST 32
@@ -24,6 +26,7 @@ struct gl_shelf_blob {
     uint64_t len;
     size_t cap;    /* bytes allocated, this struct included (spares.h) */
     uint8_t *data; /* len bytes; bytes past len are never read */
+    int verified;  /* atomic: 1 once the bytes are known to hash to digest */
 };
 
 /* A large blob's bytes start on a page of their own and the buffer holds them
@@ -57,10 +60,13 @@ struct gl_shelf {
     event *head, *tail;
     uint64_t queued, queued_bytes, queue_cap;
     uint64_t hits, offers, dropped;
+    uint64_t verified, verified_bytes, refused; /* claims checked at their first use */
     int closed;
+    uint64_t seed; /* bucket_of's secret */
 };
 
-gl_shelf_blob *gl_shelf_blob_new(const uint8_t *digest, const uint8_t *data, uint64_t len)
+static gl_shelf_blob *blob_new(const uint8_t *digest, const uint8_t *data, uint64_t len,
+                               int verified)
 {
     int aligned = len >= ALIGNED_MIN;
     size_t head = aligned ? PAGE : sizeof(gl_shelf_blob);
@@ -70,6 +76,7 @@ gl_shelf_blob *gl_shelf_blob_new(const uint8_t *digest, const uint8_t *data, uin
         return NULL;
     b->cap = cap;
     b->refs = 1;
+    b->verified = verified;
     memcpy(b->digest, digest, DIGEST);
     b->len = len;
     b->data = (uint8_t *)b + head;
@@ -78,6 +85,21 @@ gl_shelf_blob *gl_shelf_blob_new(const uint8_t *digest, const uint8_t *data, uin
     if (aligned) /* what the O_DIRECT write carries past len: zeros, never old bytes */
         memset(b->data + len, 0, page_up(len) - (size_t)len);
     return b;
+}
+
+gl_shelf_blob *gl_shelf_blob_new(const uint8_t *digest, const uint8_t *data, uint64_t len)
+{
+    return blob_new(digest, data, len, 1);
+}
+
+gl_shelf_blob *gl_shelf_blob_claimed(const uint8_t *digest, const uint8_t *data, uint64_t len)
+{
+    return blob_new(digest, data, len, 0);
+}
+
+int gl_shelf_blob_verified(const gl_shelf_blob *b)
+{
+    return __atomic_load_n(&b->verified, __ATOMIC_ACQUIRE);
 }
 
 gl_shelf_blob *gl_shelf_blob_ref(gl_shelf_blob *b)
@@ -156,17 +178,23 @@ gl_shelf *gl_shelf_new(uint64_t queue_cap)
         return NULL;
     }
     sh->queue_cap = queue_cap;
+    sh->seed = gl_new_seed(sh);
     pthread_mutex_init(&sh->mu, NULL);
     pthread_mutex_init(&sh->qmu, NULL);
     pthread_cond_init(&sh->qcv, NULL);
     return sh;
 }
 
-/* Digests in the table are SHA-256 values this agent computed or checked, so
- * their first bytes spread the buckets evenly whatever a peer looks up. */
+/* A client's claims put digests it chose in the table: the bucket is keyed
+ * with the shelf's secret, so they cannot pile up on one chain. */
+static size_t bucket_in(uint64_t seed, size_t nbuckets, const uint8_t *digest)
+{
+    return (size_t)gl_seeded_mix(gl_get_u64(digest), seed) & (nbuckets - 1);
+}
+
 static size_t bucket_of(const gl_shelf *sh, const uint8_t *digest)
 {
-    return (size_t)gl_get_u64(digest) & (sh->nbuckets - 1);
+    return bucket_in(sh->seed, sh->nbuckets, digest);
 }
 
 static entry **find_locked(gl_shelf *sh, const uint8_t *digest)
@@ -186,7 +214,7 @@ static void grow_locked(gl_shelf *sh)
     for (size_t i = 0; i < sh->nbuckets; i++) {
         for (entry *e = sh->buckets[i], *next; e; e = next) {
             next = e->next;
-            size_t j = (size_t)gl_get_u64(e->blob->digest) & (n - 1);
+            size_t j = bucket_in(sh->seed, n, e->blob->digest);
             e->next = fresh[j];
             fresh[j] = e;
         }
@@ -225,12 +253,14 @@ int gl_shelf_put(gl_shelf *sh, gl_shelf_blob *b)
     return 0;
 }
 
-void gl_shelf_drop(gl_shelf *sh, const uint8_t *digest)
+/* Drops digest's entry; only if it is b, when b is not NULL (not a newer
+ * buffer put since). */
+static void drop_entry(gl_shelf *sh, const uint8_t *digest, const gl_shelf_blob *b)
 {
     entry *gone = NULL;
     pthread_mutex_lock(&sh->mu);
     entry **at = find_locked(sh, digest);
-    if (*at) {
+    if (*at && (!b || (*at)->blob == b)) {
         gone = *at;
         *at = gone->next;
         sh->entries--;
@@ -241,6 +271,11 @@ void gl_shelf_drop(gl_shelf *sh, const uint8_t *digest)
         gl_shelf_blob_unref(gone->blob);
         free(gone);
     }
+}
+
+void gl_shelf_drop(gl_shelf *sh, const uint8_t *digest)
+{
+    drop_entry(sh, digest, NULL);
 }
 
 static entry *detach_all_locked(gl_shelf *sh)
@@ -284,6 +319,27 @@ gl_shelf_blob *gl_shelf_take(gl_shelf *sh, const uint8_t *digest, uint64_t len)
         b = gl_shelf_blob_ref(e->blob);
     pthread_mutex_unlock(&sh->mu);
     return b;
+}
+
+static void post_refused(gl_shelf *sh, const gl_shelf_blob *b);
+
+int gl_shelf_check(gl_shelf *sh, gl_shelf_blob *b)
+{
+    if (gl_shelf_blob_verified(b))
+        return 1;
+    uint8_t d[DIGEST];
+    gl_content_digest(b->data, (size_t)b->len, d);
+    if (memcmp(d, b->digest, DIGEST) == 0) {
+        __atomic_store_n(&b->verified, 1, __ATOMIC_RELEASE);
+        pthread_mutex_lock(&sh->qmu);
+        sh->verified++;
+        sh->verified_bytes += b->len;
+        pthread_mutex_unlock(&sh->qmu);
+        return 1;
+    }
+    drop_entry(sh, b->digest, b);
+    post_refused(sh, b);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ events */
@@ -341,6 +397,22 @@ int gl_shelf_post_offer(gl_shelf *sh, gl_shelf_blob *b, uint16_t call_id)
     enqueue_locked(sh, e);
     pthread_mutex_unlock(&sh->qmu);
     return 0;
+}
+
+static void post_refused(gl_shelf *sh, const gl_shelf_blob *b)
+{
+    event *e = calloc(1, sizeof *e);
+    pthread_mutex_lock(&sh->qmu);
+    sh->refused++;
+    if (e && !sh->closed) {
+        e->ev.kind = GL_SHELF_REFUSED;
+        memcpy(e->ev.digest, b->digest, DIGEST);
+        e->ev.len = b->len;
+        enqueue_locked(sh, e);
+        e = NULL;
+    }
+    pthread_mutex_unlock(&sh->qmu);
+    free(e); /* (lost: the store keeps a copy that fails its next check too) */
 }
 
 static void deadline_after(struct timespec *ts, double seconds)
@@ -405,6 +477,9 @@ void gl_shelf_counts_get(gl_shelf *sh, gl_shelf_counts *out)
     out->hits = sh->hits;
     out->offers = sh->offers;
     out->dropped = sh->dropped;
+    out->verified = sh->verified;
+    out->verified_bytes = sh->verified_bytes;
+    out->refused = sh->refused;
     pthread_mutex_unlock(&sh->qmu);
 }
 

@@ -16,9 +16,11 @@
  * every session that opens after that reply.
  *
  * Threads: every function may run on any thread; one mutex guards the table
- * and another the queue; hashing and copying run outside both. Digests in the
- * table are content digests (BLAKE3) the store computed or checked; a peer's digests are
- * only looked up.
+ * and another the queue; hashing and copying run outside both. A digest in
+ * the table is the content digest (BLAKE3) of its bytes, computed or checked
+ * here, or a client's claim for bytes it sent inline: such a blob is
+ * unverified until gl_shelf_check hashes it, at its first use (docs/cache.md,
+ * "Claims"). Buckets are keyed with a secret, since claims are chosen by peers.
  */
 #ifndef GLEAM_SHELF_H
 #define GLEAM_SHELF_H
@@ -31,8 +33,9 @@ typedef struct gl_shelf gl_shelf;
 typedef struct gl_shelf_blob gl_shelf_blob;
 
 enum {
-    GL_SHELF_HIT = 1,   /* a lane resolved a reference to this blob */
-    GL_SHELF_OFFER = 2  /* a lane received these bytes inline (blob: a new buffer) */
+    GL_SHELF_HIT = 1,    /* a lane resolved a reference to this blob */
+    GL_SHELF_OFFER = 2,  /* a lane received these bytes inline (blob: a new buffer) */
+    GL_SHELF_REFUSED = 3 /* a claimed blob failed its check: the store drops it */
 };
 
 /* One event, taken off the queue; an offer's blob reference passes to the taker. */
@@ -48,6 +51,8 @@ typedef struct {
     uint64_t entries, bytes;          /* in the table */
     uint64_t queued, queued_bytes;    /* events waiting, and the offers' bytes among them */
     uint64_t hits, offers, dropped;   /* posted; offers dropped because the queue was full */
+    uint64_t verified, verified_bytes; /* claimed blobs hashed at their first use, and matched */
+    uint64_t refused;                 /* claimed blobs whose bytes did not match */
 } gl_shelf_counts;
 
 /* A shelf whose queue holds at most queue_cap bytes of offers. NULL: no memory. */
@@ -58,6 +63,10 @@ void gl_shelf_free(gl_shelf *sh);
 /* A new buffer holding a copy of data[0 .. len), under digest, with one
  * reference (the caller's). NULL: no memory. */
 gl_shelf_blob *gl_shelf_blob_new(const uint8_t *digest, const uint8_t *data, uint64_t len);
+/* The same, under a digest a client claimed: unverified until gl_shelf_check. */
+gl_shelf_blob *gl_shelf_blob_claimed(const uint8_t *digest, const uint8_t *data, uint64_t len);
+/* 1 when b's bytes are known to hash to its digest. */
+int gl_shelf_blob_verified(const gl_shelf_blob *b);
 gl_shelf_blob *gl_shelf_blob_ref(gl_shelf_blob *b);
 void gl_shelf_blob_unref(gl_shelf_blob *b);
 const uint8_t *gl_shelf_blob_data(const gl_shelf_blob *b);
@@ -78,6 +87,12 @@ void gl_shelf_clear(gl_shelf *sh);
 /* digest's buffer with a new reference for the caller, or NULL when the table
  * has none of exactly len bytes. */
 gl_shelf_blob *gl_shelf_take(gl_shelf *sh, const uint8_t *digest, uint64_t len);
+
+/* Before b's bytes are used: 1 when they hash to its digest (hashed once, at
+ * the first check of a claimed blob). 0 when they do not: b leaves the table
+ * and a GL_SHELF_REFUSED event tells the store; the caller treats it as a
+ * miss (the client resends the true bytes). */
+int gl_shelf_check(gl_shelf *sh, gl_shelf_blob *b);
 
 /* Queues a hit. */
 void gl_shelf_post_hit(gl_shelf *sh, const uint8_t *digest, uint64_t len, uint16_t call_id);

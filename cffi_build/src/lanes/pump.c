@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache/blobcache.h"
 #include "gl_bytes.h"
 #include "gl_session.h"
 #include "wire/records.h"
@@ -221,13 +222,34 @@ static uint32_t record_count(const gl_jblock *b)
                ? gl_get_u32(batch + GL_BATCH_COUNT_AT) : 0;
 }
 
+static int seal_send_claimed(gl_pump *p, gl_jblock *send, int waits, const uint8_t *claims,
+                             size_t claims_len);
+
 int gl_pump_seal_send(gl_pump *p, gl_jblock *send, int waits)
 {
-    gl_put_u64(send->data + 8, p->session);
-    p->bytes_to_server += send->len;
+    return seal_send_claimed(p, send, waits, NULL, 0);
+}
+
+/* gl_pump_seal_send, as a CLAIMED envelope when claims_len > 0: its header, the
+ * claims, then the batch, in one sealed frame with no copy of the batch. */
+static int seal_send_claimed(gl_pump *p, gl_jblock *send, int waits, const uint8_t *claims,
+                             size_t claims_len)
+{
+    gl_put_u64(send->data + GL_ENV_SESSION_AT, p->session);
+    p->bytes_to_server += send->len + claims_len;
     if (waits)
         p->waits_out++;
-    int sent = gl_stream_send(p->out, send->data, (size_t)send->len);
+    int sent;
+    if (claims_len > 0 && send->len >= GL_ENV_HEADER_SIZE) {
+        uint8_t head[GL_ENV_HEADER_SIZE];
+        size_t body = (size_t)send->len - GL_ENV_HEADER_SIZE;
+        gl_env_header(head, GL_ENV_CLAIMED, p->session, (uint32_t)(claims_len + body));
+        const uint8_t *parts[3] = {head, claims, send->data + GL_ENV_HEADER_SIZE};
+        size_t lens[3] = {sizeof head, claims_len, body};
+        sent = gl_stream_sendv(p->out, parts, lens, 3);
+    } else {
+        sent = gl_stream_send(p->out, send->data, (size_t)send->len);
+    }
     gl_jblock_unref(send);
     if (sent != 0) {
         p->held = 1;
@@ -241,14 +263,14 @@ int gl_pump_seal_send(gl_pump *p, gl_jblock *send, int waits)
  * of it) onto the server's stream; the route lock held. Takes the caller's
  * references on both. 0, or GL_PUMP_LOST_SEND with the session now held. */
 static int forward(gl_pump *p, gl_jblock *b, gl_jblock *send, int well_formed, int waits,
-                   int denied)
+                   int denied, const uint8_t *claims, size_t claims_len)
 {
     /* The journal keeps what the program sent, whatever went instead. */
     gl_jlog_keep(p->journal, b, well_formed, waits, denied);
     p->batches++;
     p->records += record_count(b);
     gl_jblock_unref(b); /* the journal keeps its own reference */
-    return gl_pump_seal_send(p, send, waits);
+    return seal_send_claimed(p, send, waits, claims, claims_len);
 }
 
 /* b (a new reference) goes behind the backlog: 0 or GL_PUMP_E_NOMEM. */
@@ -296,13 +318,15 @@ static int send_journaled(gl_pump *p, gl_jblock *b)
 {
     int waits = b->waits != 0;
     gl_jblock *send = b;
+    uint8_t claims[GL_CLAIMS_MAX_BYTES];
+    size_t claims_len = 0;
     if (p->blobref) {
-        int rc = gl_blobref_outgoing(p->blobref, b, &send);
+        int rc = gl_blobref_outgoing(p->blobref, b, &send, claims, &claims_len);
         gl_jblock_unref(b); /* send has its own reference (b itself, or a new block) */
         if (rc != GL_OK)
             return GL_PUMP_E_NOMEM;
     }
-    return gl_pump_seal_send(p, send, waits);
+    return seal_send_claimed(p, send, waits, claims, claims_len);
 }
 
 int gl_pump_release(gl_pump *p)
@@ -350,14 +374,16 @@ int gl_pump_replay(gl_pump *p, uint64_t *at, uint64_t max_bytes)
 static int forward_cached(gl_pump *p, gl_jblock *b, int well_formed, int waits, int denied)
 {
     gl_jblock *send = NULL;
+    uint8_t claims[GL_CLAIMS_MAX_BYTES];
+    size_t claims_len = 0;
     pthread_mutex_unlock(&p->route_mu);
-    int rc = gl_blobref_outgoing(p->blobref, b, &send);
+    int rc = gl_blobref_outgoing(p->blobref, b, &send, claims, &claims_len);
     pthread_mutex_lock(&p->route_mu);
     if (rc != GL_OK) {
         gl_jblock_unref(b);
         return GL_PUMP_E_NOMEM;
     }
-    return forward(p, b, send, well_formed, waits, denied);
+    return forward(p, b, send, well_formed, waits, denied, claims, claims_len);
 }
 
 static void hash_done(gl_pump *p, int rc)
@@ -489,7 +515,7 @@ int gl_pump_uplink(gl_pump *p)
             if (p->blobref)
                 gl_blobref_sent(p->blobref, waits);
             gl_jblock_ref(b);
-            rc = forward(p, b, b, well_formed, waits, seen.denied);
+            rc = forward(p, b, b, well_formed, waits, seen.denied, NULL, 0);
         }
         pthread_mutex_unlock(&p->route_mu);
         if (rc != 0)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/digest.h"
 #include "gl_bytes.h"
 #include "gl_session.h"
 #include "wire/records.h"
@@ -14,24 +15,45 @@
  * answer for Python (GL_SERVE_END is 0, so 0 cannot mean "go on"). */
 enum { SERVE_ON = 100, BATCH_READY = 101 };
 
-/* A batch body the lane owns: the one that waits for blobs, or one that came
- * while it waited. */
+/* A batch envelope's body the lane owns: the one that waits for blobs, or one
+ * that came while it waited. claimed: a CLAIMED body (claims, then the batch). */
 struct gl_kept_batch {
     struct gl_kept_batch *next;
     size_t len;
+    int claimed;
     uint8_t body[];
 };
 
-/* The lane's own copy of a batch body. NULL: no memory. */
-static struct gl_kept_batch *keep_copy(const uint8_t *batch, size_t blen)
+/* The lane's own copy of a body. NULL: no memory. */
+static struct gl_kept_batch *keep_copy(const uint8_t *body, size_t len, int claimed)
 {
-    struct gl_kept_batch *k = malloc(sizeof *k + blen);
+    struct gl_kept_batch *k = malloc(sizeof *k + len);
     if (k) {
         k->next = NULL;
-        k->len = blen;
-        memcpy(k->body, batch, blen);
+        k->len = len;
+        k->claimed = claimed;
+        memcpy(k->body, body, len);
     }
     return k;
+}
+
+/* A batch envelope's body: the batch, and the sender's claims (none for a
+ * BATCH). 0, or -1 when a CLAIMED body's claims are malformed. */
+typedef struct {
+    const uint8_t *batch, *claims;
+    size_t blen;
+    uint32_t nclaims;
+} batch_body;
+
+static int open_body(const uint8_t *body, size_t len, int claimed, batch_body *out)
+{
+    out->claims = NULL;
+    out->nclaims = 0;
+    out->batch = body;
+    out->blen = len;
+    return claimed ? gl_claims_open(body, len, &out->claims, &out->nclaims, &out->batch,
+                                    &out->blen)
+                   : 0;
 }
 
 gl_serve *gl_serve_new(gl_exec *x, gl_stream *s, uint64_t session, gl_shelf *shelf,
@@ -106,6 +128,18 @@ static int want_index(const gl_serve *v, const uint8_t *digest, uint64_t len)
     return -1;
 }
 
+/* The shelf's blob for a reference, checked (a claimed one is hashed at its
+ * first use; one that fails is refused, so this is a miss). */
+static gl_shelf_blob *checked_take(gl_serve *v, const gl_blob_seen *it)
+{
+    gl_shelf_blob *b = gl_shelf_take(v->shelf, it->digest, it->len);
+    if (b && !gl_shelf_check(v->shelf, b)) {
+        gl_shelf_blob_unref(b);
+        return NULL;
+    }
+    return b;
+}
+
 /* One reference's bytes, with a reference for the caller: a provided blob,
  * else the shelf's (NULL: neither has it). *shelved says which. */
 static gl_shelf_blob *find_blob(gl_serve *v, const gl_blob_seen *it, int *shelved)
@@ -115,7 +149,7 @@ static gl_shelf_blob *find_blob(gl_serve *v, const gl_blob_seen *it, int *shelve
     if (w >= 0 && v->provided[w])
         return gl_shelf_blob_ref(v->provided[w]);
     *shelved = 1;
-    return gl_shelf_take(v->shelf, it->digest, it->len);
+    return checked_take(v, it);
 }
 
 /* Lists the batch's references that neither the shelf nor the provided blobs
@@ -129,7 +163,7 @@ static int list_wants(gl_serve *v, uint32_t n)
             continue;
         if (it->len > v->blob_max)
             return -1;
-        gl_shelf_blob *b = gl_shelf_take(v->shelf, it->digest, it->len);
+        gl_shelf_blob *b = checked_take(v, it);
         if (b) {
             gl_shelf_blob_unref(b);
             continue;
@@ -192,20 +226,31 @@ static int run_resolved(gl_serve *v, const uint8_t *batch, size_t blen, size_t *
     return rc;
 }
 
-/* The batch ran: its cacheable inline payloads go to the shelf's queue, hashed
- * here so that what the store admits matches its digest by construction. */
-static void offer_inline(gl_serve *v, const uint8_t *batch, size_t blen)
+/* The batch ran: its cacheable inline payloads go to the shelf's queue. A
+ * payload the client claimed a digest for goes under that digest, unverified
+ * (hashed at its first use, gl_shelf_check): most first sightings are never
+ * used again, and then they are never hashed here. The rest are hashed here. */
+static void offer_inline(gl_serve *v, const batch_body *bb)
 {
     uint32_t n = 0;
     int waits = 0;
     uint64_t h2d = 0;
-    if (gl_batch_blobs(batch, blen, &v->pol, 1, v->seen, GL_BLOB_MAX_SEEN, &n, &waits, &h2d) != 0)
+    if (gl_batch_blobs(bb->batch, bb->blen, &v->pol, 0, v->seen, GL_BLOB_MAX_SEEN, &n, &waits,
+                       &h2d) != 0)
         return;
+    gl_claims_apply(bb->claims, bb->nclaims, v->seen, n);
     for (uint32_t i = 0; i < n; i++) {
-        const gl_blob_seen *it = &v->seen[i];
+        gl_blob_seen *it = &v->seen[i];
         if (it->is_ref)
             continue;
-        gl_shelf_blob *b = gl_shelf_blob_new(it->digest, batch + it->offset, it->len);
+        const uint8_t *data = bb->batch + it->offset;
+        gl_shelf_blob *b;
+        if (it->claimed) {
+            b = gl_shelf_blob_claimed(it->digest, data, it->len);
+        } else {
+            gl_content_digest(data, (size_t)it->len, it->digest);
+            b = gl_shelf_blob_new(it->digest, data, it->len);
+        }
         if (b && gl_shelf_post_offer(v->shelf, b, it->call_id) == 0)
             v->offered++;
     }
@@ -220,11 +265,20 @@ static int all_provided(const gl_serve *v)
     return 1;
 }
 
-/* Runs one batch and sends its reply, if it has one: SERVE_ON, GL_SERVE_MISS (the
- * lane now owns the batch as the one that waits: own, or a copy), or an error.
- * own: the lane's copy of the batch (freed here when it ran), or NULL. */
-static int run_batch(gl_serve *v, const uint8_t *batch, size_t blen, struct gl_kept_batch *own)
+/* Runs one batch envelope's body and sends its reply, if it has one: SERVE_ON,
+ * GL_SERVE_MISS (the lane now owns the body as the one that waits: own, or a
+ * copy), or an error. own: the lane's copy of the body (freed here when it
+ * ran), or NULL. */
+static int run_batch(gl_serve *v, const uint8_t *body, size_t len, int claimed,
+                     struct gl_kept_batch *own)
 {
+    batch_body bb;
+    if (open_body(body, len, claimed, &bb) != 0) {
+        free(own);
+        return GL_SERVE_E_ENVELOPE;
+    }
+    const uint8_t *batch = bb.batch;
+    size_t blen = bb.blen;
     size_t reply_len = 0;
     /* The executor reads the batch whole before it runs any of it: a blob
      * reference it cannot resolve stops it there, with nothing run. */
@@ -233,7 +287,7 @@ static int run_batch(gl_serve *v, const uint8_t *batch, size_t blen, struct gl_k
     if (rc == GL_EXEC_E_REF && v->shelf)
         rc = run_resolved(v, batch, blen, &reply_len);
     if (rc == GL_EXEC_E_REF && !all_provided(v)) {
-        v->waiting = own ? own : keep_copy(batch, blen);
+        v->waiting = own ? own : keep_copy(body, len, claimed);
         if (!v->waiting) {
             forget_wants(v);
             return GL_SERVE_E_NOMEM;
@@ -247,9 +301,9 @@ static int run_batch(gl_serve *v, const uint8_t *batch, size_t blen, struct gl_k
     }
     v->batches++;
     v->records += blen >= GL_BATCH_HEADER_SIZE ? gl_get_u32(batch + GL_BATCH_COUNT_AT) : 0;
-    v->bytes_in += GL_ENV_HEADER_SIZE + blen;
+    v->bytes_in += GL_ENV_HEADER_SIZE + len;
     if (v->shelf && gl_exec_last_max_inline(v->x) >= v->cache_min)
-        offer_inline(v, batch, blen);
+        offer_inline(v, &bb);
     free(own);
     if (rc != 1)
         return SERVE_ON;
@@ -299,8 +353,9 @@ static int read_while_waiting(gl_serve *v)
         return rc;
     const uint8_t *body = env + GL_ENV_HEADER_SIZE;
     size_t blen = (size_t)n - GL_ENV_HEADER_SIZE; /* (used once gl_env_is checked n) */
-    if (gl_env_is(env, n, GL_ENV_BATCH, v->session)) {
-        struct gl_kept_batch *k = keep_copy(body, blen);
+    int claimed = gl_env_is(env, n, GL_ENV_CLAIMED, v->session);
+    if (claimed || gl_env_is(env, n, GL_ENV_BATCH, v->session)) {
+        struct gl_kept_batch *k = keep_copy(body, blen, claimed);
         if (!k)
             return GL_SERVE_E_NOMEM;
         if (v->kept_tail)
@@ -324,10 +379,10 @@ static int read_while_waiting(gl_serve *v)
     return SERVE_ON;
 }
 
-/* The next batch to run: the oldest kept one (own set), else one read off
- * the connection. BATCH_READY with *batch, *blen; or what gl_serve_next
- * returns. */
-static int next_batch(gl_serve *v, const uint8_t **batch, size_t *blen,
+/* The next batch envelope's body to run: the oldest kept one (own set), else
+ * one read off the connection. BATCH_READY with *body, *len, *claimed; or what
+ * gl_serve_next returns. */
+static int next_batch(gl_serve *v, const uint8_t **body, size_t *len, int *claimed,
                       struct gl_kept_batch **own)
 {
     *own = v->kept;
@@ -336,8 +391,9 @@ static int next_batch(gl_serve *v, const uint8_t **batch, size_t *blen,
         if (!v->kept)
             v->kept_tail = NULL;
         v->kept_bytes -= (*own)->len;
-        *batch = (*own)->body;
-        *blen = (*own)->len;
+        *body = (*own)->body;
+        *len = (*own)->len;
+        *claimed = (*own)->claimed;
         return BATCH_READY;
     }
     uint8_t *env;
@@ -345,10 +401,11 @@ static int next_batch(gl_serve *v, const uint8_t **batch, size_t *blen,
     int rc = read_envelope(v, &env, &n);
     if (rc != SERVE_ON)
         return rc;
-    if (!gl_env_is(env, n, GL_ENV_BATCH, v->session))
+    *claimed = gl_env_is(env, n, GL_ENV_CLAIMED, v->session);
+    if (!*claimed && !gl_env_is(env, n, GL_ENV_BATCH, v->session))
         return GL_SERVE_E_ENVELOPE;
-    *batch = env + GL_ENV_HEADER_SIZE;
-    *blen = (size_t)n - GL_ENV_HEADER_SIZE;
+    *body = env + GL_ENV_HEADER_SIZE;
+    *len = (size_t)n - GL_ENV_HEADER_SIZE;
     return BATCH_READY;
 }
 
@@ -359,18 +416,19 @@ int gl_serve_next(gl_serve *v)
         if (v->waiting && all_provided(v)) {
             struct gl_kept_batch *w = v->waiting;
             v->waiting = NULL;
-            rc = run_batch(v, w->body, w->len, w);
+            rc = run_batch(v, w->body, w->len, w->claimed, w);
             if (rc != GL_SERVE_MISS)
                 forget_wants(v);
         } else if (v->waiting) {
             rc = read_while_waiting(v);
         } else {
-            const uint8_t *batch;
-            size_t blen;
+            const uint8_t *body;
+            size_t len;
+            int claimed;
             struct gl_kept_batch *own;
-            rc = next_batch(v, &batch, &blen, &own);
+            rc = next_batch(v, &body, &len, &claimed, &own);
             if (rc == BATCH_READY)
-                rc = run_batch(v, batch, blen, own);
+                rc = run_batch(v, body, len, claimed, own);
         }
         if (rc != SERVE_ON)
             return rc;

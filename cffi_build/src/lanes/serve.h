@@ -6,8 +6,10 @@
  * gl_serve_next loops in C and returns to Python only with a request, at the
  * end, or on an error; Python never sees an envelope. The cache work of a
  * batch stays here: its references are resolved from the shelf (each posted
- * as a hit), and its cacheable inline payloads are hashed, copied and posted
- * to the shelf as offers, before its reply is sent, so a program that starts
+ * as a hit; a claimed blob is hashed at its first use), and its cacheable
+ * inline payloads are copied and posted to the shelf as offers (under the
+ * client's claimed digest when a CLAIMED envelope carries one, else hashed
+ * here), before its reply is sent, so a program that starts
  * again on its reply finds them in the next session's summary (the store
  * drains the shelf's queue before it summarises).
  *

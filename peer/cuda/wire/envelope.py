@@ -11,6 +11,7 @@ session id into the header in place and move the same buffer on.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 from gleam.peer.native_layout import wire_struct
 from gleam.peer.nativelib import ffi
@@ -22,6 +23,7 @@ REPLY: int = _native_lib.GL_ENV_REPLY
 HELLO: int = _native_lib.GL_ENV_HELLO
 FAIL: int = _native_lib.GL_ENV_FAIL
 BLOB: int = _native_lib.GL_ENV_BLOB
+CLAIMED: int = _native_lib.GL_ENV_CLAIMED
 # Every type C knows, by number: "BATCH", "REPLY" ...
 TYPE_NAMES: dict[int, str] = {
     number: name.removeprefix("GL_ENV_")
@@ -43,6 +45,24 @@ _BATCH_COUNT = struct.Struct("<I")
 _BATCH_COUNT_AT: int = _native_lib.GL_BATCH_COUNT_AT
 _BATCH_HEADER_SIZE: int = _native_lib.GL_BATCH_HEADER_SIZE
 _REASON_MAX: int = _native_lib.GL_FAIL_REASON_MAX
+
+
+# A CLAIMED body (gl_session.h): gl_claims_head, count gl_claim, then the batch.
+_CLAIMS_HEAD = wire_struct("gl_claims_head")
+_CLAIM_HEAD = struct.Struct("<IIQ")  # gl_claim's record, zero, len; its digest follows
+_CLAIM_SIZE: int = _native_lib.GL_CLAIM_SIZE
+_CLAIM_DIGEST_AT: int = ffi.offsetof("gl_claim", "digest")
+assert _CLAIM_HEAD.size == _CLAIM_DIGEST_AT and _CLAIM_SIZE == _CLAIM_DIGEST_AT + 32
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The client agent's word that record ``record``'s inline payload of ``length``
+    bytes has content digest ``digest`` (checked by the server at its first use)."""
+
+    record: int
+    length: int
+    digest: bytes
 
 
 class EnvelopeError(ValueError):
@@ -95,6 +115,30 @@ def record_count(buf: bytes | bytearray | memoryview, offset: int = 0) -> int:
         return 0
     (count,) = _BATCH_COUNT.unpack_from(buf, offset + _BATCH_COUNT_AT)
     return int(count)
+
+
+def claimed_body(claims: list[Claim], batch: bytes | bytearray | memoryview) -> bytes:
+    """A CLAIMED envelope's body: the claims, then the batch."""
+    head = _CLAIMS_HEAD.pack(len(claims), 0)
+    parts = [_CLAIM_HEAD.pack(c.record, 0, c.length) + c.digest for c in claims]
+    return head + b"".join(parts) + bytes(batch)
+
+
+def split_claimed(body: bytes | bytearray | memoryview) -> tuple[list[Claim], memoryview]:
+    """A CLAIMED body's claims and the batch behind them (EnvelopeError if malformed)."""
+    view = memoryview(body)
+    if len(view) < _CLAIMS_HEAD.size:
+        raise EnvelopeError("CLAIMED body shorter than its claims header")
+    count, zero = _CLAIMS_HEAD.unpack_from(view, 0)
+    end = _CLAIMS_HEAD.size + count * _CLAIM_SIZE
+    if zero or end > len(view):
+        raise EnvelopeError("CLAIMED body's claims are malformed")
+    claims = []
+    for at in range(_CLAIMS_HEAD.size, end, _CLAIM_SIZE):
+        record, _zero, length = _CLAIM_HEAD.unpack_from(view, at)
+        digest = bytes(view[at + _CLAIM_DIGEST_AT:at + _CLAIM_SIZE])
+        claims.append(Claim(record, length, digest))
+    return claims, view[end:]
 
 
 def fail_envelope(reason: str) -> bytes:
