@@ -275,7 +275,7 @@ static int run_batch(gl_serve *v, const uint8_t *body, size_t len, int claimed,
     batch_body bb;
     if (open_body(body, len, claimed, &bb) != 0) {
         free(own);
-        return GL_SERVE_E_ENVELOPE;
+        return GL_SERVE_E_CLAIMS;
     }
     const uint8_t *batch = bb.batch;
     size_t blen = bb.blen;

@@ -50,7 +50,8 @@ enum {
     GL_SERVE_E_ENVELOPE = -2,   /* not a BATCH (or, while blobs are wanted, BLOB) of this session */
     GL_SERVE_E_BATCH = -3,      /* the executor refused the batch: its code in error */
     GL_SERVE_E_NOMEM = -4,
-    GL_SERVE_E_KEPT = -5        /* more than keep_cap bytes of batches came while one waited */
+    GL_SERVE_E_KEPT = -5,       /* more than keep_cap bytes of batches came while one waited */
+    GL_SERVE_E_CLAIMS = -6      /* a CLAIMED envelope whose claims are malformed */
 };
 
 /* What the lane holds for a batch that waits: the bytes of batches kept

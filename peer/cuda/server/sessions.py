@@ -177,6 +177,8 @@ class ServedSession:
             raise self.batch_error(code, ffi.string(lib.gl_exec_strerror(code)).decode())
         if rc == lib.GL_SERVE_E_ENVELOPE:
             raise self.batch_error(0, "not a batch of this session on its data connection")
+        if rc == lib.GL_SERVE_E_CLAIMS:
+            raise self.batch_error(0, "a CLAIMED batch whose claims are malformed")
         if rc == lib.GL_SERVE_E_NOMEM:
             raise MemoryError("no memory for a batch the session's lane keeps")
         stream_failed = rc == lib.GL_SERVE_E_STREAM
