@@ -166,3 +166,18 @@ def test_the_store_refuses_an_unchecked_claim_it_is_asked_for():
     store.offer(digest, junk)
     assert store.get(digest, SIZE) is None
     assert not store.has(digest) and store.shelf.counts()["claims_refused"] == 1
+
+
+def test_an_unchecked_claim_is_checked_before_it_is_promoted_over_checked_blobs():
+    """Refused before promotion: a false claim never pushes a checked blob out."""
+    store = BlobStore(None, ram_cap=4 * SIZE, probation_share=0.25)
+    weights = [os.urandom(SIZE) for _ in range(3)]
+    for w in weights:  # protected, full
+        store.put_verified(content_digest(w), w)
+    digest = content_digest(os.urandom(SIZE))
+    junk = ShelfBlob(lib.gl_shelf_blob_claimed(digest, ffi.from_buffer(os.urandom(SIZE)), SIZE))
+    store.offer(digest, junk)
+    assert store.get(digest, SIZE) is None
+    for w in weights:
+        view = store.get(content_digest(w), SIZE)
+        assert view is not None and bytes(view) == w

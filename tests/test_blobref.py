@@ -5,6 +5,8 @@ nothing a program or a server sends makes it crash."""
 from __future__ import annotations
 
 import os
+import secrets
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -166,11 +168,10 @@ def test_garbage_envelopes_and_digests_never_crash(noise, digest, cut):
     blobs.replied()
 
 
-def test_the_native_uplink_does_the_cache_work_in_order_and_journals_the_originals():
-    """A program's envelopes through a real pump onto a sealed stream: the
-    cacheable ones are hashed on the pump's hashing thread, the rest pass it,
-    and the server receives them in order."""
-    import secrets
+def _through_pump(sent: list[bytes], known: ServerKnowledge, blobs: SessionBlobs,
+                  max_body: int | None = None) -> tuple[list[bytes], Any, Any]:
+    """The program's envelopes ``sent`` through a real pump (its hashing thread) onto a
+    sealed stream: what the server receives, the pump and its journal."""
     import socket
     import threading
 
@@ -178,8 +179,6 @@ def test_the_native_uplink_does_the_cache_work_in_order_and_journals_the_origina
     from gleam.peer.cuda.client.lanes import new_pump
     from gleam.peer.cuda.wire.stream import TO_CLIENT, TO_SERVER, SealedStream
 
-    data = os.urandom(70_000)
-    known, blobs = _knowing()
     program, agent = socket.socketpair()
     a, b = socket.socketpair()
     up, down = secrets.token_bytes(32), secrets.token_bytes(32)
@@ -189,8 +188,8 @@ def test_the_native_uplink_does_the_cache_work_in_order_and_journals_the_origina
     pump = new_pump(agent.fileno(), 5, journal.native, b"", IDS["glMemcpyHtoD"])
     pump.out, pump.blobref = client.native, blobs.native
     pump.cache_min, pump.h2d_min = 4096, 65536
-    sent = [_envelope(_h2d(data), SYNC), _envelope(SYNC), _envelope(_h2d(data), SYNC),
-            _envelope(SYNC)] * 3
+    if max_body is not None:
+        pump.max_body = max_body
     codes: list[int] = []
     uplink = threading.Thread(target=lambda: codes.append(lib.gl_pump_uplink(pump)))
     try:
@@ -207,6 +206,18 @@ def test_the_native_uplink_does_the_cache_work_in_order_and_journals_the_origina
         server.close()
         a.close()
         b.close()
+    return got, pump, journal
+
+
+def test_the_native_uplink_does_the_cache_work_in_order_and_journals_the_originals():
+    """A program's envelopes through a real pump onto a sealed stream: the
+    cacheable ones are hashed on the pump's hashing thread, the rest pass it,
+    and the server receives them in order."""
+    data = os.urandom(70_000)
+    known, blobs = _knowing()
+    sent = [_envelope(_h2d(data), SYNC), _envelope(SYNC), _envelope(_h2d(data), SYNC),
+            _envelope(SYNC)] * 3
+    got, pump, journal = _through_pump(sent, known, blobs)
     # Unknown to the server: bytes, with the client's digest of them as a claim.
     kind, _session, _n = envelope.parse_header(got[0])
     claims, batch = envelope.split_claimed(got[0][envelope.HEADER_SIZE:])
@@ -231,3 +242,14 @@ def test_the_native_uplink_does_the_cache_work_in_order_and_journals_the_origina
         blobs.replied()
     assert _counts(blobs).pending_bytes == 0 and blobs.resend(content_digest(data)) is None
     assert blobs.refs == 5 and known.knows(content_digest(data))
+
+
+def test_claims_that_would_pass_the_frame_limit_are_left_out():
+    """A body as large as the pump takes goes as a plain BATCH: with its claims it would
+    pass the data connection's frame limit. The server then hashes the payload itself."""
+    data = os.urandom(70_000)
+    known, blobs = _knowing()
+    env = _envelope(_h2d(data), SYNC)
+    got, _pump, _journal = _through_pump([env], known, blobs,
+                                         max_body=len(env) - envelope.HEADER_SIZE)
+    assert envelope.kind_of(got[0]) == envelope.BATCH and bytes(got[0][16:]) == env[16:]

@@ -1,6 +1,7 @@
 """Python's handle on the native shelf (cffi_build/src/cache/shelf.h): the blob store's
 RAM bytes, where the serving lanes resolve references without Python, and the
-queue of what those lanes saw (hits and inline offers) for the store to apply.
+queue of what those lanes saw (hits, inline offers, and refusals of claimed blobs whose
+bytes did not match) for the store to apply.
 """
 
 from __future__ import annotations

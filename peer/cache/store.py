@@ -141,9 +141,13 @@ class BlobStore:
         """
         self.drain()
         with self._lock:
-            blob = self._ram_hit_locked(digest, length)
-        # A client's claim is hashed at its first use, outside the lock.
+            blob = self._ram_find_locked(digest, length)
+        # A client's claim is hashed at its first use, outside the lock, and
+        # before the blob is counted or promoted.
         if blob is not None and self.shelf.check(blob):
+            with self._lock:
+                if self._ram_hit_locked(digest, length) is None:
+                    self.counts["hits_ram"] += 1  # evicted since: still a hit
             return blob.view()
         if blob is not None:
             with self._lock:
@@ -157,6 +161,13 @@ class BlobStore:
             blob = ShelfBlob.copy_of(digest, data)
             self._promote_locked(digest, blob)
         return blob.view()
+
+    def _ram_find_locked(self, digest: bytes, length: int) -> ShelfBlob | None:
+        """A RAM tier's (or the disk queue's) blob of ``length`` bytes, as it is."""
+        blob = self._protected.get(digest) or self._probation.get(digest)
+        if blob is None and digest in self._pending:
+            blob = self._pending[digest].data
+        return blob if blob is not None and len(blob) == length else None
 
     def _ram_hit_locked(self, digest: bytes, length: int) -> ShelfBlob | None:
         """A RAM tier's (or the disk queue's) blob of ``length`` bytes, counted and promoted."""
@@ -185,7 +196,9 @@ class BlobStore:
 
     def offer(self, digest: bytes, data: bytes | memoryview | ShelfBlob,
               image: bool = False) -> None:
-        """Bytes received inline, hashed by this agent (so they match ``digest``).
+        """Bytes received inline: hashed by this agent (so they match ``digest``), or
+        a serving lane's copy under a client's claim (a ShelfBlob not ``verified``,
+        checked at its first use).
 
         ``data`` may be a view into a transient buffer: it is copied only if kept
         (a ShelfBlob, a serving lane's copy, is kept as it is).
@@ -252,6 +265,8 @@ class BlobStore:
         pending = self._pending.get(digest)
         if pending is not None:
             pending.segment = PROTECTED  # the writer names the file when it is written
+            if not pending.data.verified and data.verified and len(data) == len(pending.data):
+                pending.data = data  # a claim's bytes give way to bytes known to match
         elif self._disk is not None and self._disk.segment_of(digest) == PROBATION:
             self._forget(self._disk.promote_locked(digest))
         elif self._disk is not None and self._disk.segment_of(digest) == PROTECTED:
@@ -288,11 +303,12 @@ class BlobStore:
         if old is not None and (old.verified or not _verified(data)):
             tier.move_to_end(digest)
             return True
-        if len(data) > self._room_locked(name):
-            return False
         if old is not None:
             del tier[digest]
+            self.shelf.drop(digest)
             self._bytes[name] -= len(old)
+        if len(data) > self._room_locked(name):
+            return False
         data = _blob(digest, data)
         tier[digest] = data
         self.shelf.put(data)

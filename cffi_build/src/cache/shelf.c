@@ -330,7 +330,10 @@ int gl_shelf_check(gl_shelf *sh, gl_shelf_blob *b)
     uint8_t d[DIGEST];
     gl_content_digest(b->data, (size_t)b->len, d);
     if (memcmp(d, b->digest, DIGEST) == 0) {
-        __atomic_store_n(&b->verified, 1, __ATOMIC_RELEASE);
+        int unchecked = 0; /* two lanes may check it at once: one counts it */
+        if (!__atomic_compare_exchange_n(&b->verified, &unchecked, 1, 0, __ATOMIC_RELEASE,
+                                         __ATOMIC_RELAXED))
+            return 1;
         pthread_mutex_lock(&sh->qmu);
         sh->verified++;
         sh->verified_bytes += b->len;

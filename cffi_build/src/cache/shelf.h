@@ -10,7 +10,9 @@
  * eviction meanwhile frees nothing under it), and hands the store what it would
  * have told Python per batch as events on one queue: each reference it resolved
  * (a hit: the store promotes it) and each cacheable payload it received inline
- * (an offer: hashed and copied here; the store admits or drops it). The store
+ * (an offer: copied here, hashed by the lane or under the client's claim; the
+ * store admits or drops it) and each claimed blob whose check failed (a
+ * refusal: the store drops its unchecked copies). The store
  * drains the queue on its own thread, and before it answers anything (a
  * summary, a lookup), so an offer a lane made before its reply is known to
  * every session that opens after that reply.
@@ -85,7 +87,8 @@ void gl_shelf_drop(gl_shelf *sh, const uint8_t *digest);
 /* Drops every entry. */
 void gl_shelf_clear(gl_shelf *sh);
 /* digest's buffer with a new reference for the caller, or NULL when the table
- * has none of exactly len bytes. */
+ * has none of exactly len bytes. It may hold a client's unchecked claim: pass
+ * it to gl_shelf_check before its bytes are used. */
 gl_shelf_blob *gl_shelf_take(gl_shelf *sh, const uint8_t *digest, uint64_t len);
 
 /* Before b's bytes are used: 1 when they hash to its digest (hashed once, at

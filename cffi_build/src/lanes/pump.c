@@ -236,13 +236,18 @@ static int seal_send_claimed(gl_pump *p, gl_jblock *send, int waits, const uint8
                              size_t claims_len)
 {
     gl_put_u64(send->data + GL_ENV_SESSION_AT, p->session);
+    /* The claims must not take a body the program may send past the data
+     * connection's frame limit (GL_ENV_HEADER_SIZE + max_body): such a batch
+     * goes without them, and the server hashes its payloads. */
+    size_t body = send->len >= GL_ENV_HEADER_SIZE ? (size_t)send->len - GL_ENV_HEADER_SIZE : 0;
+    if (send->len < GL_ENV_HEADER_SIZE || body + claims_len > p->max_body)
+        claims_len = 0;
     p->bytes_to_server += send->len + claims_len;
     if (waits)
         p->waits_out++;
     int sent;
-    if (claims_len > 0 && send->len >= GL_ENV_HEADER_SIZE) {
+    if (claims_len > 0) {
         uint8_t head[GL_ENV_HEADER_SIZE];
-        size_t body = (size_t)send->len - GL_ENV_HEADER_SIZE;
         gl_env_header(head, GL_ENV_CLAIMED, p->session, (uint32_t)(claims_len + body));
         const uint8_t *parts[3] = {head, claims, send->data + GL_ENV_HEADER_SIZE};
         size_t lens[3] = {sizeof head, claims_len, body};

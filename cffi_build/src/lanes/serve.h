@@ -47,7 +47,8 @@ enum {
     GL_SERVE_MISS = 1,          /* a batch waits for the blobs in wants[0 .. nwants) */
     GL_SERVE_END = 0,           /* the client closed the data connection */
     GL_SERVE_E_STREAM = -1,     /* the data connection failed: GL_STREAM_E_* in error */
-    GL_SERVE_E_ENVELOPE = -2,   /* not a BATCH (or, while blobs are wanted, BLOB) of this session */
+    GL_SERVE_E_ENVELOPE = -2,   /* not a BATCH or CLAIMED (or, while blobs are wanted, BLOB)
+                                 * of this session */
     GL_SERVE_E_BATCH = -3,      /* the executor refused the batch: its code in error */
     GL_SERVE_E_NOMEM = -4,
     GL_SERVE_E_KEPT = -5,       /* more than keep_cap bytes of batches came while one waited */

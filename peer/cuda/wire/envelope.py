@@ -51,6 +51,7 @@ _REASON_MAX: int = _native_lib.GL_FAIL_REASON_MAX
 _CLAIMS_HEAD = wire_struct("gl_claims_head")
 _CLAIM_HEAD = struct.Struct("<IIQ")  # gl_claim's record, zero, len; its digest follows
 _CLAIM_SIZE: int = _native_lib.GL_CLAIM_SIZE
+_MAX_CLAIMS: int = _native_lib.GL_BLOB_MAX_SEEN  # (as gl_claims_open checks)
 _CLAIM_DIGEST_AT: int = ffi.offsetof("gl_claim", "digest")
 assert _CLAIM_HEAD.size == _CLAIM_DIGEST_AT and _CLAIM_SIZE == _CLAIM_DIGEST_AT + 32
 
@@ -131,11 +132,13 @@ def split_claimed(body: bytes | bytearray | memoryview) -> tuple[list[Claim], me
         raise EnvelopeError("CLAIMED body shorter than its claims header")
     count, zero = _CLAIMS_HEAD.unpack_from(view, 0)
     end = _CLAIMS_HEAD.size + count * _CLAIM_SIZE
-    if zero or end > len(view):
+    if zero or count > _MAX_CLAIMS or end > len(view):
         raise EnvelopeError("CLAIMED body's claims are malformed")
     claims = []
     for at in range(_CLAIMS_HEAD.size, end, _CLAIM_SIZE):
-        record, _zero, length = _CLAIM_HEAD.unpack_from(view, at)
+        record, claim_zero, length = _CLAIM_HEAD.unpack_from(view, at)
+        if claim_zero:
+            raise EnvelopeError("CLAIMED body's claims are malformed")
         digest = bytes(view[at + _CLAIM_DIGEST_AT:at + _CLAIM_SIZE])
         claims.append(Claim(record, length, digest))
     return claims, view[end:]
