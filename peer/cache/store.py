@@ -164,26 +164,24 @@ class BlobStore:
 
     def _ram_find_locked(self, digest: bytes, length: int) -> ShelfBlob | None:
         """A RAM tier's (or the disk queue's) blob of ``length`` bytes, as it is."""
-        blob = self._protected.get(digest) or self._probation.get(digest)
+        blob = self._protected.get(digest)
+        if blob is None:
+            blob = self._probation.get(digest)
         if blob is None and digest in self._pending:
-            blob = self._pending[digest].data
+            blob = self._pending[digest].data  # on its way to disk
         return blob if blob is not None and len(blob) == length else None
 
     def _ram_hit_locked(self, digest: bytes, length: int) -> ShelfBlob | None:
         """A RAM tier's (or the disk queue's) blob of ``length`` bytes, counted and promoted."""
-        blob = self._protected.get(digest)
-        if blob is not None and len(blob) == length:
+        blob = self._ram_find_locked(digest, length)
+        if blob is None:
+            return None
+        if digest in self._protected:
             self._protected.move_to_end(digest)
-            self.counts["hits_ram"] += 1
-            return blob
-        blob = self._probation.get(digest)
-        if blob is None and digest in self._pending:
-            blob = self._pending[digest].data  # on its way to disk
-        if blob is not None and len(blob) == length:
+        else:
             self._promote_locked(digest, blob)
-            self.counts["hits_ram"] += 1
-            return blob
-        return None
+        self.counts["hits_ram"] += 1
+        return blob
 
     def has(self, digest: bytes) -> bool:
         self.drain()
@@ -209,8 +207,8 @@ class BlobStore:
                 self._insert_locked(self._protected, "protected", digest, data)
                 return
             held = self._probation.get(digest)
-            if held is not None and not held.verified and _verified(data):
-                held = None  # a claim's bytes give way to bytes known to match
+            if held is not None and _gives_way(held, data):
+                held = None
             pending = self._pending.get(digest)
             disk = self._disk.segment_of(digest) if self._disk is not None else None
             # A ghost is a second sighting whose first copy probation already dropped
@@ -265,8 +263,8 @@ class BlobStore:
         pending = self._pending.get(digest)
         if pending is not None:
             pending.segment = PROTECTED  # the writer names the file when it is written
-            if not pending.data.verified and data.verified and len(data) == len(pending.data):
-                pending.data = data  # a claim's bytes give way to bytes known to match
+            if _gives_way(pending.data, data) and len(data) == len(pending.data):
+                pending.data = data
         elif self._disk is not None and self._disk.segment_of(digest) == PROBATION:
             self._forget(self._disk.promote_locked(digest))
         elif self._disk is not None and self._disk.segment_of(digest) == PROTECTED:
@@ -300,7 +298,7 @@ class BlobStore:
         """Whether ``digest`` is in ``tier`` now (and so on the shelf). A blob held
         under a client's unchecked claim gives way to bytes known to match."""
         old = tier.get(digest)
-        if old is not None and (old.verified or not _verified(data)):
+        if old is not None and not _gives_way(old, data):
             tier.move_to_end(digest)
             return True
         if old is not None:
@@ -562,9 +560,11 @@ class BlobStore:
             self._disk.drop_spares()
 
 
-def _verified(data: bytes | bytearray | memoryview | ShelfBlob) -> bool:
-    """Bytes handed to the store are hashed by this agent; a lane's copy may hold a claim."""
-    return not isinstance(data, ShelfBlob) or data.verified
+def _gives_way(held: ShelfBlob, new: bytes | bytearray | memoryview | ShelfBlob) -> bool:
+    """Whether ``held`` (a client's unchecked claim) should be replaced by ``new``
+    (bytes known to match: hashed by this agent, or a checked buffer). Checked bytes
+    are never replaced by a claim."""
+    return not held.verified and (not isinstance(new, ShelfBlob) or new.verified)
 
 
 def _blob(digest: bytes, data: bytes | bytearray | memoryview | ShelfBlob) -> ShelfBlob:

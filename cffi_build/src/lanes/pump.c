@@ -222,14 +222,6 @@ static uint32_t record_count(const gl_jblock *b)
                ? gl_get_u32(batch + GL_BATCH_COUNT_AT) : 0;
 }
 
-static int seal_send_claimed(gl_pump *p, gl_jblock *send, int waits, const uint8_t *claims,
-                             size_t claims_len);
-
-int gl_pump_seal_send(gl_pump *p, gl_jblock *send, int waits)
-{
-    return seal_send_claimed(p, send, waits, NULL, 0);
-}
-
 /* gl_pump_seal_send, as a CLAIMED envelope when claims_len > 0: its header, the
  * claims, then the batch, in one sealed frame with no copy of the batch. */
 static int seal_send_claimed(gl_pump *p, gl_jblock *send, int waits, const uint8_t *claims,
@@ -262,6 +254,11 @@ static int seal_send_claimed(gl_pump *p, gl_jblock *send, int waits, const uint8
         return GL_PUMP_LOST_SEND;
     }
     return 0;
+}
+
+int gl_pump_seal_send(gl_pump *p, gl_jblock *send, int waits)
+{
+    return seal_send_claimed(p, send, waits, NULL, 0);
 }
 
 /* Journals b, counts it and seals send (b itself, or what the cache work made
