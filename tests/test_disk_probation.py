@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gleam.peer.bench.calls import _run_example
 from gleam.peer.cache.blobs import content_digest
+from gleam.peer.cache.probation_log import PAGE
 from gleam.peer.cache.store import PREFIX, BlobStore
 from gleam.peer.localmesh import LocalMesh, wait_for
 
@@ -113,12 +114,12 @@ def test_a_first_sighting_larger_than_ram_probation_is_held_on_disk(tmp_path):
     stats = store.stats()
     assert stats["entries"]["disk"] == 2 and stats["entries"]["disk_probation"] == 2
     assert all(store.get(d, len(b)) == b for d, b in weights[2:])  # from disk: promoted
+    store.flush()  # the writer copies them out of their probation log
     stats = store.stats()
     assert stats["entries"]["disk"] == 4 and stats["entries"]["disk_probation"] == 0
     assert stats["hits_disk"] >= 1
-    for d, _b in weights:  # a promotion is a rename: the file now lives in the protected tree
-        assert (tmp_path / "b" / d.hex()[:2] / d.hex()).is_file()
-        assert not (tmp_path / "b" / "probation" / d.hex()[:2] / d.hex()).exists()
+    for d, b in weights:  # each in a protected file of its own now
+        assert (tmp_path / "b" / d.hex()[:2] / d.hex()).read_bytes() == b
     store.close()
 
 
@@ -155,15 +156,18 @@ def test_both_disk_segments_survive_a_restart(tmp_path):
     assert stats["entries"]["disk_probation"] == 1 and stats["entries"]["disk"] == 1
     assert once[0][:PREFIX] in again.summary() and twice[0][:PREFIX] in again.summary()
     assert again.get(once[0], len(once[1])) == once[1]  # the second sighting: promoted
+    again.flush()
     assert again.stats()["entries"]["disk"] == 2
-    # A torn probation file is deleted, never served.
+    # A torn probation record is dropped, never served.
     torn_d, torn_b = _blob(30_000, 3)
     again.offer(torn_d, torn_b)
     again.flush()
-    path = root / "probation" / torn_d.hex()[:2] / torn_d.hex()
-    path.write_bytes(torn_b[:1000])
-    assert again.get(torn_d, len(torn_b)) is None and not path.exists()
-    assert again.stats()["torn"] == 1
+    where = again._disk._records[torn_d]
+    with open(where.log.path, "r+b") as f:
+        f.seek(where.offset + PAGE + 1000)
+        f.write(b"torn")
+    assert again.get(torn_d, len(torn_b)) is None
+    assert again.stats()["torn"] == 1 and not again.has(torn_d)
     again.close()
 
 
@@ -188,6 +192,7 @@ def test_concurrent_sightings_keep_every_index_true_to_the_files(tmp_path):
     import threading
 
     from gleam.peer.cache.disktier import FORMAT_FILE, PROBATION_DIR, SPARE_FILES, TMP_DIR
+    from gleam.peer.cache.probation_log import FREE_LOGS, LOG_MIN
 
     root = tmp_path / "b"
     store = _store(root, ram_cap=120_000, disk_cap=300_000)
@@ -231,13 +236,21 @@ def test_concurrent_sightings_keep_every_index_true_to_the_files(tmp_path):
     on_disk = {}
     spares = [f for f in root.rglob("spare.*") if f.parent.name == TMP_DIR]
     assert len(spares) == stats["disk_spare_files"] <= SPARE_FILES
+    logs = set(store._disk.logs.paths())
     for f in root.rglob("*"):
-        if f.is_file() and f not in spares and f.name != FORMAT_FILE:
-            assert f.parent.name != TMP_DIR, f"a temporary file was left: {f}"
-            tier = "disk_probation" if f.parent.parent.name == PROBATION_DIR else "disk"
+        if f.is_file() and f not in spares and f not in logs and f.name != FORMAT_FILE:
+            assert f.parent.name not in (TMP_DIR, PROBATION_DIR), f"a file was left: {f}"
             assert content_digest(f.read_bytes()).hex() == f.name
-            on_disk[f.name] = tier
+            on_disk[f.name] = "disk"
+    # Every probation record the index holds reads back true from its log.
+    by_digest = dict(blobs)
+    for d, tier in indexed.items():
+        if tier == "disk_probation":
+            blob = by_digest[bytes.fromhex(d)]
+            assert store._disk.read(bytes.fromhex(d), tier, len(blob)) == blob
+            on_disk[d] = tier
     assert on_disk == indexed
+    assert len(logs) <= 2 + 300_000 // LOG_MIN + FREE_LOGS  # the tail, one part used, the free
     sizes = {d.hex(): len(b) for d, b in blobs}
     for segment in ("disk", "disk_probation"):
         assert stats["bytes"][segment] == sum(

@@ -133,7 +133,7 @@ def test_a_write_error_is_an_oserror_naming_the_path(tmp_path):
 
 def test_the_disk_tier_overwrites_evicted_files_and_closing_removes_the_spares(tmp_path):
     root = tmp_path / "store"
-    # Disk probation holds about four chunks: every later first sighting evicts one.
+    # Disk protected holds about three chunks: every later blob used twice evicts one.
     store = BlobStore(root, ram_cap=2 * MIB, disk_cap=4 * MIB + 4096, disk_probation_share=0.25)
     inodes_evicted: set[int] = set()
     inodes_written: list[int] = []
@@ -141,12 +141,13 @@ def test_the_disk_tier_overwrites_evicted_files_and_closing_removes_the_spares(t
         chunks = [os.urandom(MIB) for _ in range(12)]
         for data in chunks:
             store.offer(content_digest(data), data)
+            store.offer(content_digest(data), data)  # a second sighting: a protected file
             store.flush()
             spares = sorted((root / TMP_DIR).glob("spare.*"))
             inodes_evicted |= {p.stat().st_ino for p in spares}
             for row in store.entries():
-                if "disk_probation" in row["tiers"]:
-                    f = root / "probation" / row["digest"][:2] / row["digest"]
+                if "disk" in row["tiers"]:
+                    f = root / row["digest"][:2] / row["digest"]
                     inodes_written.append(f.stat().st_ino)
         stats = store.stats()
         assert stats["evicted"] > 0
@@ -154,8 +155,8 @@ def test_the_disk_tier_overwrites_evicted_files_and_closing_removes_the_spares(t
         # Later writes landed in files the cap had evicted: no new inode for them.
         assert inodes_evicted & set(inodes_written)
         for row in store.entries():  # and every file holds exactly its blob
-            if "disk_probation" in row["tiers"]:
-                f = root / "probation" / row["digest"][:2] / row["digest"]
+            if "disk" in row["tiers"]:
+                f = root / row["digest"][:2] / row["digest"]
                 assert content_digest(f.read_bytes()).hex() == row["digest"]
     finally:
         store.close()
@@ -196,17 +197,26 @@ def test_threads_freeing_and_taking_spares_never_share_a_buffer():
 
 
 def test_clearing_the_cache_deletes_the_spare_files_too(tmp_path):
-    """Evicted files hold old blobs' bytes: `gleam-peer cache --clear` removes them."""
+    """Evicted files, and probation logs, hold old blobs' bytes: `gleam-peer cache
+    --clear` removes them."""
     root = tmp_path / "store"
     store = BlobStore(root, ram_cap=2 * MIB, disk_cap=2 * MIB + 4096, disk_probation_share=0.25)
     try:
         for _ in range(5):
             data = os.urandom(MIB)
             store.offer(content_digest(data), data)
+            store.offer(content_digest(data), data)  # used twice: a protected file
+            store.offer(*_first_sighting())
             store.flush()
         assert store.stats()["disk_spare_files"] > 0
+        assert list((root / "probation").glob("*.log"))
         store.clear()
         assert store.stats()["disk_spare_files"] == 0
         assert not [p for p in root.rglob("*") if p.is_file() and p.name != FORMAT_FILE]
     finally:
         store.close()
+
+
+def _first_sighting() -> tuple[bytes, bytes]:
+    data = os.urandom(MIB // 2)
+    return content_digest(data), data

@@ -1,28 +1,31 @@
-"""The blob store's disk tier: two segments of files named by their content digest.
+"""The blob store's disk tier: protected blobs in files named by their content
+digest, first sightings appended to probation logs.
 
 ``<root>/ab/abcd…`` are *protected* blobs (seen at least twice, or module
-images); ``<root>/probation/ab/abcd…`` are first sightings. A second sighting
-renames a probation file into the protected segment (one ``rename``, no second
-write). As in the RAM tier, protected keeps to its share of the cap; probation
-has the rest and borrows what protected does not use, and is trimmed only from
-itself: one-off payloads never evict a protected blob. The segment a file is in is its
-directory, so it survives a restart.
+images). First sightings are records in a few large files,
+``<root>/probation/<seq>.log`` (``probation_log.py``: one file per blob cost
+more than writing its bytes). A second sighting copies the blob into a
+protected file (the store's writer writes the bytes it holds) and lets its
+record go. As in the RAM tier, protected keeps to its share of the cap;
+probation has the rest and borrows what protected does not use, and is trimmed
+only from itself, oldest first: one-off payloads never evict a protected blob.
+Both segments survive a restart.
 
-A file is written to ``<root>/tmp/``, fsynced, then renamed into place, so a
-crash leaves either the whole file or none; it is served only after its length
-and digest are checked again.
+A protected file is written to ``<root>/tmp/``, fsynced, then renamed into place,
+so a crash leaves either the whole file or none. Every read, file or record, is
+served only after its length and digest are checked again.
 
 ``<root>/FORMAT`` names the digest the files are named by (``FORMAT``). A tier
 without it, or with another, was written by an older gleam (SHA-256 names): no
 reference can ever name those files again, so they are deleted at start rather
 than left to hold the cap until evicted.
 
-Files the cap evicts are not deleted at once: up to ``SPARE_FILES`` wait in
-``tmp/`` and the next writes overwrite them. A serving agent's disk probation is
-full most of its life, so every first sighting written would otherwise delete
-one file and create another: on ext4 without a journal (the project's VM),
-creating a file searches the inode bitmap past every inode deleted in the last
-half minute, and perf showed half the writer's time in ``open``. An overwrite in
+Protected files the cap evicts are not deleted at once: up to ``SPARE_FILES``
+wait in ``tmp/`` and the next writes overwrite them. A full protected segment
+would otherwise delete one file and create another for every blob it takes in:
+on ext4 without a journal (the project's VM), creating a file searches the inode
+bitmap past every inode deleted in the last half minute, and perf showed half
+the writer's time in ``open`` (the reason probation is logs). An overwrite in
 place allocates no inode and, with O_DIRECT and a file of the same size, no
 blocks either. A spare's old bytes are never read: the write covers
 them and cuts the file to its new length before it is renamed into place, and
@@ -42,6 +45,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from gleam.peer.cache.blobs import content_digest
+from gleam.peer.cache.probation_log import Placement, ProbationLogs, log_bytes_for
 from gleam.peer.cache.shelf import ShelfBlob
 
 log = logging.getLogger("gleam.cache")
@@ -64,6 +68,8 @@ class DiskTier:
         self.index: dict[str, OrderedDict[bytes, int]] = {s: OrderedDict() for s in SEGMENTS}
         self.bytes = dict.fromkeys(SEGMENTS, 0)
         self.tmp = root / TMP_DIR
+        self.logs = ProbationLogs(root / PROBATION_DIR, log_bytes_for(cap))
+        self._records: dict[bytes, Placement] = {}  # probation's digests: where each is
         self._spares: list[Path] = []  # evicted files in tmp/, to be overwritten
         self._spare_lock = threading.Lock()  # write_temp takes one without the store's lock
         self._spare_seq = 0
@@ -98,29 +104,42 @@ class DiskTier:
     def fits(self, segment: str, length: int) -> bool:
         return length <= self.room(segment)
 
-    def path(self, digest: bytes, segment: str) -> Path:
+    def path(self, digest: bytes) -> Path:
+        """A protected blob's file."""
         h = digest.hex()
-        base = self.root / PROBATION_DIR if segment == PROBATION else self.root
-        return base / h[:2] / h
+        return self.root / h[:2] / h
 
     # ------------------------------------------------------------ start
 
-    def _blob_files(self) -> list[tuple[str, Path, bytes]]:
-        """(segment, path, digest) of every file named as a blob in its segment."""
+    def _blob_files(self, base: Path) -> list[tuple[Path, bytes]]:
+        """(path, digest) of every file under ``base`` named as a blob."""
         files = []
-        for segment in (PROTECTED, PROBATION):
-            base = self.root / PROBATION_DIR if segment == PROBATION else self.root
-            for sub in base.iterdir() if base.is_dir() else ():
-                if len(sub.name) != 2 or not sub.is_dir():
+        for sub in base.iterdir() if base.is_dir() else ():
+            if len(sub.name) != 2 or not sub.is_dir():
+                continue
+            for f in sub.iterdir():
+                try:
+                    digest = bytes.fromhex(f.name)
+                except ValueError:
                     continue
-                for f in sub.iterdir():
-                    try:
-                        digest = bytes.fromhex(f.name)
-                    except ValueError:
-                        continue
-                    if len(digest) == 32 and f.name[:2] == sub.name:
-                        files.append((segment, f, digest))
+                if len(digest) == 32 and f.name[:2] == sub.name:
+                    files.append((f, digest))
         return files
+
+    def _clear_probation_files(self) -> None:
+        """Deletes disk probation as gleam kept it before the logs: a file per
+        first sighting, under ``probation/ab/``. First sightings only: nothing
+        a later run would miss much."""
+        base = self.root / PROBATION_DIR
+        old = self._blob_files(base)
+        for f, _digest in old:
+            f.unlink(missing_ok=True)
+        for sub in base.iterdir() if base.is_dir() else ():
+            if len(sub.name) == 2 and sub.is_dir():
+                with contextlib.suppress(OSError):  # not empty: not ours to delete
+                    sub.rmdir()
+        if old:
+            log.info("deleted %d disk probation files of an older gleam (now logs)", len(old))
 
     def _clear_other_format(self) -> None:
         """Deletes the blobs of another format (see the module's doc) and marks the tier."""
@@ -128,9 +147,11 @@ class DiskTier:
         with contextlib.suppress(OSError):  # bytes: a marker of junk is another format
             if marker.read_bytes() == FORMAT.encode():
                 return
-        old = self._blob_files()
-        for _segment, f, _digest in old:
+        old = self._blob_files(self.root)
+        for f, _digest in old:
             f.unlink(missing_ok=True)
+        for path in self.logs.files_on_disk():
+            path.unlink(missing_ok=True)
         if old:
             log.warning("the blob cache's disk tier %s held %d blobs of an older gleam "
                         "(named by another digest): deleted", self.root, len(old))
@@ -145,34 +166,43 @@ class DiskTier:
         for stale in self.tmp.iterdir():  # a write a crash interrupted
             stale.unlink(missing_ok=True)
         self._clear_other_format()
-        found: dict[str, list[tuple[float, bytes, int]]] = {s: [] for s in SEGMENTS}
-        for segment, f, digest in self._blob_files():
+        self._clear_probation_files()
+        found = []
+        for f, digest in self._blob_files(self.root):
             st = f.stat()
-            found[segment].append((st.st_mtime, digest, st.st_size))
-        for segment in (PROTECTED, PROBATION):
-            for _mtime, digest, size in sorted(found[segment]):
-                if segment == PROBATION and digest in self.index[PROTECTED]:
-                    # Cannot happen through rename; a copy made by hand: keep one.
-                    self.path(digest, PROBATION).unlink(missing_ok=True)
-                    continue
-                self.index[segment][digest] = size
-                self.bytes[segment] += size
+            found.append((st.st_mtime, digest, st.st_size))
+        for _mtime, digest, size in sorted(found):
+            self._index_locked(PROTECTED, digest, size)
+        for digest, length, where in self.logs.load():
+            if self.segment_of(digest) is None:  # else a record written again, or copied out
+                self._index_locked(PROBATION, digest, length)
+                self._records[digest] = where
+                self.logs.keep(where)
+        self.logs.settle()
         return self._trim_locked()
 
     # ------------------------------------------------------------ file I/O (no lock)
 
     def read(self, digest: bytes, segment: str, length: int) -> bytes | None:
-        """The file's bytes if they match ``digest`` and ``length``; None if absent or bad."""
-        path = self.path(digest, segment)
-        try:
-            data = path.read_bytes()
-        except OSError:
+        """The blob's bytes if they match ``digest`` and ``length``; None if absent or bad."""
+        if segment == PROBATION:
+            where = self._records.get(digest)
+            data = None if where is None else self.logs.read(where, length)
+        else:
+            path = self.path(digest)
+            try:
+                data = path.read_bytes()
+            except OSError:
+                return None
+            with contextlib.suppress(OSError):  # the order a restart reads them in
+                os.utime(path)
+        if data is None or len(data) != length or content_digest(data) != digest:
             return None
-        if len(data) != length or content_digest(data) != digest:
-            return None
-        with contextlib.suppress(OSError):
-            os.utime(path)
         return data
+
+    def append(self, digest: bytes, blob: ShelfBlob) -> Placement:
+        """``blob`` as a probation record (the writer thread); ``index_record_locked`` keeps it."""
+        return self.logs.append(digest, blob)
 
     def write_temp(self, digest: bytes, blob: ShelfBlob) -> Path:
         """``blob`` in a temporary file, on stable storage; ``install_locked`` names it."""
@@ -191,40 +221,45 @@ class DiskTier:
 
     # ------------------------------------------------------------ under the store's lock
 
-    def install_locked(self, tmp: Path, digest: bytes, length: int, segment: str) -> list[bytes]:
-        """Renames a written temporary file into ``segment``; the digests evicted."""
-        final = self.path(digest, segment)
+    def install_locked(self, tmp: Path, digest: bytes, length: int) -> list[bytes]:
+        """Renames a written temporary file into the protected segment (a probation
+        record of it is let go: copied out); the digests evicted."""
+        final = self.path(digest)
         final.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, final)
-        if self.segment_of(digest) is None:
-            self.index[segment][digest] = length
-            self.bytes[segment] += length
+        self._unindex_locked(PROBATION, digest)
+        if digest not in self.index[PROTECTED]:
+            self._index_locked(PROTECTED, digest, length)
         return self._trim_locked()
 
-    def promote_locked(self, digest: bytes) -> list[bytes]:
-        """A second sighting of a probation file: into the protected segment."""
-        size = self.index[PROBATION].pop(digest, None)
-        if size is None:
-            return []
-        self.bytes[PROBATION] -= size
-        final = self.path(digest, PROTECTED)
-        try:
-            final.parent.mkdir(exist_ok=True)
-            os.replace(self.path(digest, PROBATION), final)
-        except OSError as exc:  # gone under us (deleted by hand): nothing left to keep
-            log.warning("cannot promote blob %s on disk: %s", digest.hex()[:16], exc)
-            return []
-        self.index[PROTECTED][digest] = size
-        self.bytes[PROTECTED] += size
+    def index_record_locked(self, where: Placement, digest: bytes, length: int) -> list[bytes]:
+        """Indexes a record ``append`` wrote, unless the digest is held already; the
+        digests evicted."""
+        if self.segment_of(digest) is None:
+            self._index_locked(PROBATION, digest, length)
+            self._records[digest] = where
+            self.logs.keep(where)
         return self._trim_locked()
 
     def drop_locked(self, digest: bytes) -> None:
-        """Forgets a file that is torn or changed, and deletes it."""
-        for segment in SEGMENTS:
-            size = self.index[segment].pop(digest, None)
-            if size is not None:
-                self.bytes[segment] -= size
-                self.path(digest, segment).unlink(missing_ok=True)
+        """Forgets a blob that is torn or changed, and deletes its file."""
+        if self._unindex_locked(PROTECTED, digest):
+            self.path(digest).unlink(missing_ok=True)
+        self._unindex_locked(PROBATION, digest)
+
+    def _index_locked(self, segment: str, digest: bytes, length: int) -> None:
+        self.index[segment][digest] = length
+        self.bytes[segment] += length
+
+    def _unindex_locked(self, segment: str, digest: bytes) -> bool:
+        """Whether ``segment`` held ``digest``; a probation record's log is told."""
+        size = self.index[segment].pop(digest, None)
+        if size is None:
+            return False
+        self.bytes[segment] -= size
+        if segment == PROBATION:
+            self.logs.let_go(self._records.pop(digest))
+        return True
 
     def _trim_locked(self) -> list[bytes]:
         """Deletes the least recently used files over a segment's room; their digests.
@@ -234,15 +269,21 @@ class DiskTier:
         for segment in (PROTECTED, PROBATION):
             tier = self.index[segment]
             while self.bytes[segment] > self.room(segment) and tier:
-                digest, size = tier.popitem(last=False)
-                self.bytes[segment] -= size
+                digest = next(iter(tier))
+                self._unindex_locked(segment, digest)
                 evicted.append(digest)
-                self._retire(self.path(digest, segment))
+                if segment == PROTECTED:
+                    self._retire(self.path(digest))
         return evicted
 
     def spare_count(self) -> int:
         with self._spare_lock:
             return len(self._spares)
+
+    def close(self) -> None:
+        """The store is closing: the tail log's file closes, spare files go."""
+        self.logs.close()
+        self.drop_spares()
 
     def drop_spares(self) -> None:
         """Deletes the evicted files kept for overwriting (the store is closing)."""
@@ -268,9 +309,10 @@ class DiskTier:
             path.unlink()
 
     def clear_locked(self) -> list[Path]:
-        """Forgets every file; the paths to delete (outside the lock)."""
-        paths = [self.path(d, s) for s in SEGMENTS for d in self.index[s]]
+        """Forgets every blob; the paths to delete (outside the lock)."""
+        paths = [self.path(d) for d in self.index[PROTECTED]] + self.logs.clear()
         for segment in SEGMENTS:
             self.index[segment].clear()
             self.bytes[segment] = 0
+        self._records.clear()
         return paths

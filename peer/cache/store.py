@@ -4,18 +4,20 @@ Admission (docs/cache.md) is a segmented LRU in both tiers. A copy chunk seen
 for the first time enters *probation*: the RAM tier's (a small share of the
 RAM cap) and the disk tier's (a share of the disk cap; the writer thread writes
 it there). A second sighting (a reference that resolves to it, or the same
-bytes again) promotes it to the *protected* segment of both tiers (on disk a
-rename). Module images are protected at once. First sightings only push out
-first sightings, so one-off payloads (activations) never evict weights that
+bytes again) promotes it to the *protected* segment of both tiers (on disk the
+writer copies it out of its probation log into a file of its own). Module
+images are protected at once. First sightings only push out first sightings,
+so one-off payloads (activations) never evict weights that
 were used twice, in RAM or on disk; and weights larger than RAM probation are
 still held after their first run (on disk), so their second run sends almost
 nothing. Probation remembers the digests it drops (ghosts, as 2Q's A1out): a
 ghost sighted again is promoted too.
 
-The disk tier (``disktier.py``) writes each file to a temporary name, fsyncs
-and renames it, so a crash leaves either the whole file or none; a file is
-served only after its length and BLAKE3 digest are checked again, and one that fails
-is deleted. Disk writes run on one writer thread at nice 19, off the
+The disk tier (``disktier.py``) appends first sightings to probation logs
+(``probation_log.py``), and writes each protected file to a temporary name,
+fsyncs and renames it, so a crash leaves either the whole file or none; a blob
+on disk is served only after its length and BLAKE3 digest are checked again, and
+one that fails is dropped. Disk writes run on one writer thread at nice 19, off the
 executor's path; a blob waiting for it is served (and announced) from its queue.
 
 The RAM tier's bytes live on the native shelf (``shelf.py``), where the
@@ -266,7 +268,9 @@ class BlobStore:
             if _gives_way(pending.data, data) and len(data) == len(pending.data):
                 pending.data = data
         elif self._disk is not None and self._disk.segment_of(digest) == PROBATION:
-            self._forget(self._disk.promote_locked(digest))
+            # Copied out of its probation log by the writer, from the bytes in hand;
+            # the record is let go once the protected file is in place.
+            self._queue_write_locked(digest, data, PROTECTED)
         elif self._disk is not None and self._disk.segment_of(digest) == PROTECTED:
             self._disk.touch_locked(digest)
         else:
@@ -417,15 +421,36 @@ class BlobStore:
             self._backlog -= len(pending.data)
 
     def _write_one(self, disk: DiskTier, digest: bytes, pending: _Pending) -> None:
+        with self._lock:
+            segment = pending.segment
+            copy_out = disk.segment_of(digest) == PROBATION
+        if segment == PROBATION:
+            self._append_one(disk, digest, pending)
+            return
+        # A claim copied out of probation is checked first: it never displaces a
+        # record that may hold the true bytes.
+        if copy_out and not pending.data.verified and not self.shelf.check(pending.data):
+            with self._lock:
+                self._refuse_locked(digest)
+            return
         tmp = disk.write_temp(digest, pending.data)
         with self._lock:
             if self._pending.get(digest) is not pending:  # cleared meanwhile
                 tmp.unlink(missing_ok=True)
                 return
-            # The segment is read here, under the lock: a second sighting while
-            # the file was written sends it straight to the protected segment.
-            self._forget(disk.install_locked(tmp, digest, len(pending.data), pending.segment))
+            self._forget(disk.install_locked(tmp, digest, len(pending.data)))
             self._done_locked(digest, pending)
+
+    def _append_one(self, disk: DiskTier, digest: bytes, pending: _Pending) -> None:
+        where = disk.append(digest, pending.data)
+        with self._lock:
+            if self._pending.get(digest) is not pending:  # cleared meanwhile: a dead record
+                return
+            self._forget(disk.index_record_locked(where, digest, len(pending.data)))
+            self._done_locked(digest, pending)
+            if pending.segment == PROTECTED:
+                # A second sighting while the record was written: copied out in turn.
+                self._queue_write_locked(digest, pending.data, PROTECTED)
 
     def flush(self) -> None:
         """Wait until the lanes' events are applied and every queued disk write is on disk."""
@@ -557,7 +582,7 @@ class BlobStore:
             self._writer.join(10)
             self._writer = None
         if self._disk is not None:
-            self._disk.drop_spares()
+            self._disk.close()
 
 
 def _gives_way(held: ShelfBlob, new: bytes | bytearray | memoryview | ShelfBlob) -> bool:

@@ -116,17 +116,35 @@ void gl_shelf_blob_unref(gl_shelf_blob *b)
 
 const uint8_t *gl_shelf_blob_data(const gl_shelf_blob *b) { return b->data; }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
+static int pwrite_all(int fd, const uint8_t *p, size_t n, off_t off)
 {
     while (n) {
-        ssize_t w = write(fd, p, n);
+        ssize_t w = pwrite(fd, p, n, off);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
             return w < 0 ? -errno : -EIO;
         p += w;
         n -= (size_t)w;
+        off += w;
     }
+    return 0;
+}
+
+/* O_DIRECT on fd, or off: 0, or -errno. */
+static int set_direct(int fd, int on)
+{
+#ifdef O_DIRECT
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0)
+        return -errno;
+    int want = on ? (flags | O_DIRECT) : (flags & ~O_DIRECT);
+    if (want != flags && fcntl(fd, F_SETFL, want) != 0)
+        return -errno;
+#else
+    (void)fd;
+    (void)on;
+#endif
     return 0;
 }
 
@@ -144,14 +162,11 @@ int gl_shelf_blob_write_file(const gl_shelf_blob *b, const char *path)
         if (fd < 0)
             return -errno;
     }
-    int rc = write_all(fd, b->data, direct ? page_up(b->len) : (size_t)b->len);
+    int rc = pwrite_all(fd, b->data, direct ? page_up(b->len) : (size_t)b->len, 0);
     if (rc == -EINVAL && direct) { /* the device wants larger blocks than a page */
-        int flags = fcntl(fd, F_GETFL);
-        if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0 || flags < 0
-            || fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0)
-            rc = -errno; /* never a file of the right length without its bytes */
-        else
-            rc = write_all(fd, b->data, (size_t)b->len);
+        rc = ftruncate(fd, 0) != 0 ? -errno : set_direct(fd, 0);
+        if (rc == 0) /* else never a file of the right length without its bytes */
+            rc = pwrite_all(fd, b->data, (size_t)b->len, 0);
     }
     /* To exactly len: the last page's zeros go, and so does whatever an older
      * file being overwritten held past len. */
@@ -161,6 +176,37 @@ int gl_shelf_blob_write_file(const gl_shelf_blob *b, const char *path)
         rc = -errno;
     if (close(fd) != 0 && rc == 0)
         rc = -errno;
+    return rc;
+}
+
+int gl_shelf_blob_write_record(const gl_shelf_blob *b, int fd, uint64_t offset,
+                               const uint8_t *head, size_t head_len)
+{
+    if (head_len > PAGE || offset % PAGE)
+        return -EINVAL;
+    _Alignas(4096) uint8_t page[4096];
+    memset(page, 0, sizeof page);
+    memcpy(page, head, head_len);
+    /* The bytes first, then the header that names them: a crash between the
+     * two leaves no header over missing bytes (a read checks the digest anyway). */
+    int direct = b->len >= ALIGNED_MIN && set_direct(fd, 1) == 0;
+    int rc = pwrite_all(fd, b->data, direct ? page_up(b->len) : (size_t)b->len,
+                        (off_t)(offset + PAGE));
+    if (rc == -EINVAL && direct) { /* the device wants larger blocks than a page */
+        direct = 0;
+        rc = set_direct(fd, 0);
+        if (rc == 0)
+            rc = pwrite_all(fd, b->data, (size_t)b->len, (off_t)(offset + PAGE));
+    }
+    if (rc == 0 && !direct)
+        rc = set_direct(fd, 0);
+    if (rc == 0)
+        rc = pwrite_all(fd, page, PAGE, (off_t)offset);
+    if (rc == -EINVAL) { /* a header page the device will not take directly */
+        rc = set_direct(fd, 0);
+        if (rc == 0)
+            rc = pwrite_all(fd, page, PAGE, (off_t)offset);
+    }
     return rc;
 }
 

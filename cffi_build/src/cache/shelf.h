@@ -78,6 +78,13 @@ uint64_t gl_shelf_blob_len(const gl_shelf_blob *b);
  * it returns (fsync). Large blobs go with O_DIRECT from their page-aligned
  * buffer where the file system takes it. 0, or -errno. */
 int gl_shelf_blob_write_file(const gl_shelf_blob *b, const char *path);
+/* Writes one record of a disk probation log at offset (a multiple of 4096)
+ * into fd: head (at most 4096 bytes, the rest of its page zeros), then b's
+ * bytes from offset + 4096, taking PAGE + len rounded up to pages in all.
+ * Large blobs go with O_DIRECT (set on fd for them, cleared for the rest) where
+ * the file system takes it. No fsync: every read checks the digest. 0, or -errno. */
+int gl_shelf_blob_write_record(const gl_shelf_blob *b, int fd, uint64_t offset,
+                               const uint8_t *head, size_t head_len);
 
 /* The table takes its own reference on b, under b's digest (replacing what
  * was there). 0, or -1 when memory is short (b is then not in the table). */

@@ -1,0 +1,205 @@
+"""Disk probation as log files (peer/cache/probation_log.py, docs/cache.md "Disk
+probation logs"): first sightings are records in a few files that are reused, a
+restart finds them again, and no bytes in a log, torn or hostile, are ever served
+as a blob they are not.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gleam.peer.cache.blobs import content_digest
+from gleam.peer.cache.probation_log import (
+    FREE_LOGS,
+    LOG_MIN,
+    MAGIC,
+    PAGE,
+    RECORD_HEAD,
+    VERSION,
+    record_size,
+)
+from gleam.peer.cache.shelf import ShelfBlob
+from gleam.peer.cache.store import BlobStore
+from gleam.peer.nativelib import ffi, lib
+
+MIB = 1 << 20
+
+
+def _blob(n: int, seed: int) -> tuple[bytes, bytes]:
+    data = random.Random(seed).randbytes(n)
+    return content_digest(data), data
+
+
+def _store(root: Path, disk_cap: int = 2 * MIB, ram_cap: int = 0) -> BlobStore:
+    # No RAM tier: every read of a first sighting comes from its log.
+    return BlobStore(root, ram_cap=ram_cap, disk_cap=disk_cap)
+
+
+def _logs(root: Path) -> list[Path]:
+    return sorted((root / "probation").glob("*.log"))
+
+
+def test_first_sightings_share_a_few_log_files_and_read_back_true(tmp_path):
+    store = _store(tmp_path / "b", disk_cap=8 * MIB)  # logs of 256 KiB
+    blobs = [_blob(5_000 + 97 * i, i) for i in range(30)] + [_blob(8192, 50)]
+    blobs += [_blob(300_000, 100)]  # large: written with O_DIRECT
+    for d, b in blobs:
+        store.offer(d, b)
+    store.flush()
+    assert store.stats()["entries"]["disk_probation"] == len(blobs)
+    assert len(_logs(tmp_path / "b")) <= 3  # not a file each
+    assert not [p for p in (tmp_path / "b").rglob("*") if p.is_file()
+                and p.parent.name != "probation" and p.name != "FORMAT"]
+    for d, b in blobs:
+        assert store.get(d, len(b)) == b
+    store.close()
+
+
+def test_logs_are_reused_and_their_number_stays_bounded(tmp_path):
+    root = tmp_path / "b"
+    store = _store(root, disk_cap=2 * MIB)  # logs of LOG_MIN; probation room the whole 2 MiB
+    inodes: set[int] = set()
+    for i in range(200):  # 8 MiB of first sightings: four times the cap
+        store.offer(*_blob(40_000, i))
+        if i % 10 == 9:
+            store.flush()
+            inodes |= {p.stat().st_ino for p in _logs(root)}
+    stats = store.stats()
+    assert stats["bytes"]["disk_probation"] <= 2 * MIB and stats["evicted"] > 0
+    bound = 2 * MIB // LOG_MIN + 2 + FREE_LOGS  # those holding records, the tail, the free
+    assert len(_logs(root)) <= bound
+    # Four caps went through fewer inodes than the logs they filled: emptied logs
+    # were overwritten in place, not deleted and created again.
+    assert len(inodes) < 8 * MIB // LOG_MIN
+    for row in store.entries():
+        d = bytes.fromhex(row["digest"])
+        assert store.get(d, row["size"]) is not None
+    store.close()
+
+
+def test_a_restart_finds_the_records_in_order_and_stops_at_a_torn_header(tmp_path):
+    root = tmp_path / "b"
+    store = _store(root)
+    blobs = [_blob(50_000, i) for i in range(6)]
+    for d, b in blobs:
+        store.offer(d, b)
+    store.flush()
+    last = store._disk._records[blobs[-1][0]]
+    store.close()
+    # The last record's header torn: the scan stops there; the others come back
+    # oldest first (the order a trim takes them in).
+    with open(last.log.path, "r+b") as f:
+        f.seek(last.offset)
+        f.write(b"\0" * 16)
+    again = _store(root)
+    assert list(again._disk.index["disk_probation"]) == [d for d, _ in blobs[:-1]]
+    for d, b in blobs[:-1]:
+        assert again.get(d, len(b)) == b
+    assert again.get(blobs[-1][0], len(blobs[-1][1])) is None
+    again.close()
+
+
+def test_a_header_naming_bytes_it_does_not_hold_is_a_miss_never_a_wrong_blob(tmp_path):
+    """A header a client could have written (record headers inside a payload, found
+    past a reused log's end at a restart) names a digest its bytes do not hash to."""
+    root = tmp_path / "b"
+    store = _store(root)
+    store.offer(*_blob(10_000, 1))
+    store.flush()
+    store.close()
+    log = _logs(root)[0]
+    victim_d, victim_b = _blob(10_000, 2)
+    forged = RECORD_HEAD.pack(MAGIC, VERSION, 0, len(victim_b), victim_d)
+    end = record_size(10_000)
+    with open(log, "r+b") as f:
+        f.seek(end)
+        f.write(forged.ljust(PAGE, b"\0") + b"junk" * (len(victim_b) // 4))
+    again = _store(root)
+    assert again.stats()["entries"]["disk_probation"] == 2  # indexed: it parses
+    assert again.get(victim_d, len(victim_b)) is None  # but never served
+    assert again.stats()["torn"] == 1
+    again.close()
+
+
+def test_a_claim_seen_twice_never_displaces_a_true_record(tmp_path):
+    """A second sighting copies a record out of its log from the bytes in hand;
+    when those are a client's unchecked claim, they are checked first."""
+    store = _store(tmp_path / "b")
+    d, b = _blob(300_000, 7)
+    store.offer(d, b)  # the true bytes, hashed by this agent
+    store.flush()
+    junk = ShelfBlob(lib.gl_shelf_blob_claimed(d, ffi.from_buffer(os.urandom(len(b))), len(b)))
+    store.offer(d, junk)  # a false claim for the same digest: a second sighting
+    store.flush()
+    assert store.get(d, len(b)) == b
+    store.flush()
+    stats = store.stats()
+    assert stats["entries"]["disk"] == 1  # promoted, with the true bytes
+    assert (tmp_path / "b" / d.hex()[:2] / d.hex()).read_bytes() == b
+    store.close()
+
+
+def test_probation_files_of_an_older_gleam_are_deleted_at_start(tmp_path):
+    root = tmp_path / "b"
+    _store(root).close()
+    d, b = _blob(10_000, 3)
+    old = root / "probation" / d.hex()[:2] / d.hex()
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b)
+    again = _store(root)
+    assert not old.exists() and not old.parent.exists()
+    assert again.stats()["entries"]["disk_probation"] == 0
+    again.close()
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(junk=st.lists(st.tuples(st.integers(0, 40 * PAGE), st.binary(min_size=1, max_size=200)),
+                     max_size=8),
+       head_at=st.integers(0, 8), length=st.integers(0, 1 << 62))
+def test_any_bytes_in_a_log_never_crash_a_start_or_serve_a_wrong_blob(tmp_path, junk,
+                                                                       head_at, length):
+    root = tmp_path / f"f{random.getrandbits(64):x}"
+    store = _store(root)
+    blobs = [_blob(9_000, i) for i in range(4)]
+    for d, b in blobs:
+        store.offer(d, b)
+    store.flush()
+    store.close()
+    log = _logs(root)[0]
+    with open(log, "r+b") as f:
+        for offset, data in junk:
+            f.seek(offset)
+            f.write(data)
+        f.seek(head_at * PAGE)  # a header that parses, with any length
+        f.write(RECORD_HEAD.pack(MAGIC, VERSION, 0, length, os.urandom(32)))
+    again = _store(root)
+    for row in again.entries():
+        got = again.get(bytes.fromhex(row["digest"]), row["size"])
+        assert got is None or content_digest(got).hex() == row["digest"]
+    again.close()
+
+
+def test_logs_on_a_file_system_without_direct_writes(tmp_path):
+    """tmpfs refuses O_DIRECT: records are then written through the page cache."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no /dev/shm on this machine")
+    root = shm / f"gleam-probation-test-{os.getpid()}"
+    try:
+        store = _store(root)
+        blobs = [_blob(300_000, 1), _blob(5_000, 2)]
+        for d, b in blobs:
+            store.offer(d, b)
+        store.flush()
+        assert all(store.get(d, len(b)) == b for d, b in blobs)
+        store.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
