@@ -32,7 +32,7 @@ them and cuts the file to its new length before it is renamed into place, and
 a restart deletes whatever ``tmp/`` holds.
 
 Not thread-safe: the owning store calls the ``*_locked`` methods and the index
-under its own lock, and ``read`` / ``write_temp`` (file I/O) outside it.
+under its own lock, and ``read`` / ``write_temp`` / ``append`` (file I/O) outside it.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ class DiskTier:
             if self.segment_of(digest) is None:  # else a record written again, or copied out
                 self._index_locked(PROBATION, digest, length)
                 self._records[digest] = where
-                self.logs.keep(where)
+                self.logs.keep(where, digest)
         self.logs.settle()
         return self._trim_locked()
 
@@ -233,16 +233,17 @@ class DiskTier:
         return self._trim_locked()
 
     def index_record_locked(self, where: Placement, digest: bytes, length: int) -> list[bytes]:
-        """Indexes a record ``append`` wrote, unless the digest is held already; the
-        digests evicted."""
-        if self.segment_of(digest) is None:
+        """Indexes a record ``append`` wrote, unless the digest is held already or a
+        clear let go of its log meanwhile; the digests evicted."""
+        if self.segment_of(digest) is None and self.logs.owns(where):
             self._index_locked(PROBATION, digest, length)
             self._records[digest] = where
-            self.logs.keep(where)
+            self.logs.keep(where, digest)
         return self._trim_locked()
 
     def drop_locked(self, digest: bytes) -> None:
-        """Forgets a blob that is torn or changed, and deletes its file."""
+        """Forgets a blob that is torn or changed: its protected file is deleted, its
+        probation record let go (its log is reused once it holds no other)."""
         if self._unindex_locked(PROTECTED, digest):
             self.path(digest).unlink(missing_ok=True)
         self._unindex_locked(PROBATION, digest)
@@ -258,31 +259,39 @@ class DiskTier:
             return False
         self.bytes[segment] -= size
         if segment == PROBATION:
-            self.logs.let_go(self._records.pop(digest))
+            self.logs.let_go(self._records.pop(digest), digest)
         return True
 
     def _trim_locked(self) -> list[bytes]:
-        """Deletes the least recently used files over a segment's room; their digests.
-        Probation is trimmed last and only from itself: a first sighting never
-        pushes out a protected file."""
+        """Evicts what is over a segment's room; the digests evicted. Protected: the
+        least recently used files. Probation, last and only from itself (a first
+        sighting never pushes out a protected file): the oldest logs' records, a
+        log at a time, until the logs' disk space is within its room."""
         evicted = []
-        for segment in (PROTECTED, PROBATION):
-            tier = self.index[segment]
-            while self.bytes[segment] > self.room(segment) and tier:
-                digest = next(iter(tier))
-                self._unindex_locked(segment, digest)
-                evicted.append(digest)
-                if segment == PROTECTED:
-                    self._retire(self.path(digest))
+        tier = self.index[PROTECTED]
+        while self.bytes[PROTECTED] > self.room(PROTECTED) and tier:
+            digest = next(iter(tier))
+            self._unindex_locked(PROTECTED, digest)
+            evicted.append(digest)
+            self._retire(self.path(digest))
+        while self.logs.space() > self.room(PROBATION):
+            oldest = self.logs.oldest()
+            if not oldest:
+                break
+            for digest in oldest:
+                self._unindex_locked(PROBATION, digest)
+            evicted += oldest
         return evicted
 
     def spare_count(self) -> int:
         with self._spare_lock:
             return len(self._spares)
 
-    def close(self) -> None:
-        """The store is closing: the tail log's file closes, spare files go."""
-        self.logs.close()
+    def close(self, files: bool = True) -> None:
+        """The store is closing: spare files go, and with ``files`` (the writer has
+        stopped) the logs' open files close."""
+        if files:
+            self.logs.close()
         self.drop_spares()
 
     def drop_spares(self) -> None:

@@ -22,8 +22,11 @@ against their digest (``DiskTier.read``), so a torn record or an old record past
 the tail's end is only a miss or a true blob. At start the logs are read in
 ``seq`` order, record by record, until a header does not parse.
 
-Thread-safety: one lock guards the logs' bookkeeping; ``append`` runs on the
-store's one writer thread, the rest under the store's lock or before it is shared.
+Thread-safety: one lock guards the logs' bookkeeping. ``append`` runs on the
+store's one writer thread, which alone closes a tail's file (``clear`` leaves it
+to the writer); ``read`` runs on any thread without the store's lock (a record
+reused under it fails its digest check); the rest run under the store's lock or
+before the store is shared.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import contextlib
 import os
 import struct
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gleam.peer.cache.shelf import ShelfBlob
@@ -43,7 +46,7 @@ MAGIC = b"GLEAMREC"
 VERSION = 1
 PAGE = 4096
 LOG_MAX = 64 << 20  # a log's size on a large tier
-LOG_MIN = 256 << 10  # ... and on a small one (tests)
+LOG_MIN = 16 << 10  # ... and on a small one (tests: a record or two each)
 FREE_LOGS = 4
 SUFFIX = ".log"
 
@@ -58,8 +61,9 @@ def record_size(length: int) -> int:
 
 
 def log_bytes_for(cap: int) -> int:
-    """A log's size for a tier of ``cap`` bytes: a thirty-second of it, within bounds,
-    so the logs a trim leaves partly used hold little of the cap."""
+    """A log's size for a tier of ``cap`` bytes: a thirty-second of it, within bounds.
+    The free logs, which probation's room does not count, are then at most an
+    eighth of the cap on top of it."""
     return max(LOG_MIN, min(LOG_MAX, page_up(cap // 32)))
 
 
@@ -68,7 +72,7 @@ class Log:
     seq: int
     path: Path
     end: int = 0  # where the next record goes
-    live: int = 0  # records the index holds
+    digests: set[bytes] = field(default_factory=set)  # its records the index holds
     fd: int = -1  # open for writing while it is the tail
 
 
@@ -88,6 +92,10 @@ class ProbationLogs:
         self._logs: dict[int, Log] = {}  # seq -> every log file this tier has
         self._free: list[Log] = []
         self._tail: Log | None = None
+        # Tails a clear let go of, their files still open: only the writer thread
+        # closes a tail's file (an fd closed under its write could be reused by
+        # another open, and the write land in that file).
+        self._retired: list[Log] = []
         self._next_seq = 1
 
     # ------------------------------------------------------------ start
@@ -133,7 +141,7 @@ class ProbationLogs:
         """After load: logs none of whose records were kept are free."""
         with self._lock:
             for log in list(self._logs.values()):
-                if log.live == 0:
+                if not log.digests:
                     self._free_locked(log)
 
     def paths(self) -> list[Path]:
@@ -146,6 +154,9 @@ class ProbationLogs:
         """Writes ``blob`` as the tail's next record (the store's writer thread only)."""
         size = record_size(len(blob))
         with self._lock:
+            for old in self._retired:
+                _close(old)
+            self._retired.clear()
             log = self._tail
             if log is None or (log.end > 0 and log.end + size > self.log_bytes):
                 log = self._next_tail_locked()
@@ -162,7 +173,7 @@ class ProbationLogs:
         self._tail = None
         if old is not None:
             _close(old)
-            if old.live == 0:
+            if not old.digests:
                 self._free_locked(old)
         seq = self._next_seq
         self._next_seq += 1
@@ -186,18 +197,40 @@ class ProbationLogs:
 
     # ------------------------------------------------------------ the index's side
 
-    def keep(self, where: Placement) -> None:
-        """The index holds the record at ``where``."""
+    def owns(self, where: Placement) -> bool:
+        """Whether ``where`` is in a log of this tier still (not one a clear let go of)."""
         with self._lock:
-            where.log.live += 1
+            return self._logs.get(where.log.seq) is where.log
 
-    def let_go(self, where: Placement) -> None:
-        """The index no longer holds the record at ``where``; an emptied log is free."""
+    def keep(self, where: Placement, digest: bytes) -> None:
+        """The index holds ``digest``'s record at ``where``."""
+        with self._lock:
+            where.log.digests.add(digest)
+
+    def let_go(self, where: Placement, digest: bytes) -> None:
+        """The index no longer holds ``digest``'s record; an emptied log is free."""
         with self._lock:
             log = where.log
-            log.live -= 1
-            if log.live == 0 and log is not self._tail and log.seq in self._logs:
+            log.digests.discard(digest)
+            if not log.digests and log is not self._tail and self._logs.get(log.seq) is log:
                 self._free_locked(log)
+
+    def space(self) -> int:
+        """The disk space of the logs that hold records, and of the tail: what
+        probation takes (a record's header and page rounding, and the records
+        copied out or evicted from a log still in use, included)."""
+        with self._lock:
+            return sum(max(log.end, self.log_bytes) for log in self._logs.values()
+                       if log.digests or log is self._tail)
+
+    def oldest(self) -> list[bytes]:
+        """The digests of the oldest log's records (the tail's never): a trim takes
+        them together, and the log becomes free."""
+        with self._lock:
+            for log in self._logs.values():  # in seq order: a reused log is re-added
+                if log.digests and log is not self._tail:
+                    return list(log.digests)
+            return []
 
     def _free_locked(self, log: Log) -> None:
         if log in self._free:
@@ -225,21 +258,24 @@ class ProbationLogs:
         return data if len(data) == length else None
 
     def clear(self) -> list[Path]:
-        """Forgets every log; their paths, to delete."""
+        """Forgets every log; their paths, to delete (the tail's file is closed by
+        the writer's next append, or by ``close``)."""
         with self._lock:
-            for log in self._logs.values():
-                _close(log)
             paths = [log.path for log in self._logs.values()]
+            if self._tail is not None:
+                self._retired.append(self._tail)
             self._logs.clear()
             self._free.clear()
             self._tail = None
             return paths
 
     def close(self) -> None:
+        """The writer thread has stopped: every file still open closes."""
         with self._lock:
-            if self._tail is not None:
-                _close(self._tail)
-                self._tail = None
+            for log in [*self._retired, *([self._tail] if self._tail else [])]:
+                _close(log)
+            self._retired.clear()
+            self._tail = None
 
 
 def parse_head(head: bytes) -> tuple[bytes, int] | None:

@@ -5,7 +5,8 @@ for the first time enters *probation*: the RAM tier's (a small share of the
 RAM cap) and the disk tier's (a share of the disk cap; the writer thread writes
 it there). A second sighting (a reference that resolves to it, or the same
 bytes again) promotes it to the *protected* segment of both tiers (on disk the
-writer copies it out of its probation log into a file of its own). Module
+writer writes the bytes the store holds into a file of its own, and the
+first sighting's record in its probation log is let go). Module
 images are protected at once. First sightings only push out first sightings,
 so one-off payloads (activations) never evict weights that
 were used twice, in RAM or on disk; and weights larger than RAM probation are
@@ -339,6 +340,11 @@ class BlobStore:
                 self.counts["evicted"] += 1
                 if name == "probation" and not self._on_disk_locked(old, gone):
                     self._ghost_locked(old)
+                elif (name == "protected" and old not in self._pending
+                      and self._disk is not None and self._disk.segment_of(old) == PROBATION):
+                    # Its copy-out found the writer's backlog full: RAM no longer
+                    # holds it, so the disk must (queued again, as probation does).
+                    self._queue_write_locked(old, gone, PROTECTED)
 
     def _refuse_locked(self, digest: bytes) -> None:
         """A client's claim failed its check: the blobs held under it unchecked go
@@ -374,7 +380,7 @@ class BlobStore:
         disk = self._disk
         if disk is None:
             return None
-        for _ in range(3):  # a promotion may rename the file while it is read
+        for _ in range(3):  # a copy-out or a trim may move the blob while it is read
             with self._lock:
                 segment = disk.segment_of(digest)
                 if segment is None or disk.size(digest) != length:
@@ -529,6 +535,9 @@ class BlobStore:
                 "disk_protected_cap": disk.protected_cap if disk else 0,
                 "disk_probation_room": disk.room(PROBATION) if disk else 0,
                 "disk_spare_files": disk.spare_count() if disk else 0,
+                # Probation's logs on disk: records, their headers, and what was
+                # copied out or evicted from a log still in use.
+                "disk_probation_space": disk.logs.space() if disk else 0,
                 "root": str(self.root) if self.root else None,
                 "entries": entries, "bytes": sizes, "write_backlog": self._backlog,
                 **self.counts, "hit_rate": hits / lookups if lookups else None,
@@ -577,12 +586,14 @@ class BlobStore:
             self._drainer.join(10)
             self._drainer = None
             self.drain()
+        writing = False
         if self._writer is not None:
             self._writes.put(None)
             self._writer.join(10)
+            writing = self._writer.is_alive()  # stuck in a write: its file stays open
             self._writer = None
         if self._disk is not None:
-            self._disk.close()
+            self._disk.close(files=not writing)
 
 
 def _gives_way(held: ShelfBlob, new: bytes | bytearray | memoryview | ShelfBlob) -> bool:

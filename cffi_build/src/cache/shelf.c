@@ -187,10 +187,11 @@ int gl_shelf_blob_write_record(const gl_shelf_blob *b, int fd, uint64_t offset,
     _Alignas(4096) uint8_t page[4096];
     memset(page, 0, sizeof page);
     memcpy(page, head, head_len);
-    /* The bytes first, then the header that names them: a crash between the
-     * two leaves no header over missing bytes (a read checks the digest anyway). */
+    /* fd keeps its mode between records: set it for each blob, both ways. */
     int direct = b->len >= ALIGNED_MIN && set_direct(fd, 1) == 0;
-    int rc = pwrite_all(fd, b->data, direct ? page_up(b->len) : (size_t)b->len,
+    int rc = direct ? 0 : set_direct(fd, 0);
+    if (rc == 0)
+        rc = pwrite_all(fd, b->data, direct ? page_up(b->len) : (size_t)b->len,
                         (off_t)(offset + PAGE));
     if (rc == -EINVAL && direct) { /* the device wants larger blocks than a page */
         direct = 0;
@@ -198,11 +199,12 @@ int gl_shelf_blob_write_record(const gl_shelf_blob *b, int fd, uint64_t offset,
         if (rc == 0)
             rc = pwrite_all(fd, b->data, (size_t)b->len, (off_t)(offset + PAGE));
     }
-    if (rc == 0 && !direct)
-        rc = set_direct(fd, 0);
-    if (rc == 0)
-        rc = pwrite_all(fd, page, PAGE, (off_t)offset);
-    if (rc == -EINVAL) { /* a header page the device will not take directly */
+    if (rc != 0)
+        return rc; /* no header: the bytes it would name are not there */
+    /* The header last, so that a crash between the two writes leaves no new
+     * header over missing bytes (a read checks the digest all the same). */
+    rc = pwrite_all(fd, page, PAGE, (off_t)offset);
+    if (rc == -EINVAL && direct) { /* a header page the device will not take directly */
         rc = set_direct(fd, 0);
         if (rc == 0)
             rc = pwrite_all(fd, page, PAGE, (off_t)offset);

@@ -81,8 +81,10 @@ int gl_shelf_blob_write_file(const gl_shelf_blob *b, const char *path);
 /* Writes one record of a disk probation log at offset (a multiple of 4096)
  * into fd: head (at most 4096 bytes, the rest of its page zeros), then b's
  * bytes from offset + 4096, taking PAGE + len rounded up to pages in all.
- * Large blobs go with O_DIRECT (set on fd for them, cleared for the rest) where
- * the file system takes it. No fsync: every read checks the digest. 0, or -errno. */
+ * fd's O_DIRECT is set for a large blob (where the file system takes it) and
+ * cleared for any other, before its bytes are written; the header goes after
+ * the bytes, never after a failed write of them. No fsync: every read checks
+ * the digest. 0, or -errno. */
 int gl_shelf_blob_write_record(const gl_shelf_blob *b, int fd, uint64_t offset,
                                const uint8_t *head, size_t head_len);
 
