@@ -268,3 +268,16 @@ def test_clearing_while_the_writer_appends_keeps_later_blobs_and_leaks_no_file(t
         assert got is None or content_digest(got).hex() == row["digest"]
     store.close()
     assert len(os.listdir("/proc/self/fd")) <= open_fds
+
+
+def test_gleam_peer_cache_shows_the_space_of_the_logs(tmp_path):
+    from gleam.peer.cache.command import render
+
+    store = _store(tmp_path / "b", disk_cap=8 * MIB)  # logs of 256 KiB
+    store.offer(*_blob(10_000, 1))
+    store.flush()
+    stats = store.stats()
+    assert stats["disk_probation_space"] == log_bytes_for(8 * MIB)  # the tail, preallocated
+    shown = render({"policy": {"h2d_min": 1, "image_min": 1}, "store": stats})
+    assert "disk probation      1 blobs  0.0 MiB (logs 0.2 MiB) of 8.0 MiB" in shown
+    store.close()

@@ -43,7 +43,8 @@ def render(doc: dict[str, Any]) -> str:
             f"{_mib(store['probation_room'])}",
             f"RAM protected  {e['protected']:6d} blobs  {_mib(b['protected'])} of "
             f"{_mib(store['ram_cap'] - store['probation_cap'])}",
-            f"disk probation {e['disk_probation']:6d} blobs  {_mib(b['disk_probation'])} of "
+            f"disk probation {e['disk_probation']:6d} blobs  {_mib(b['disk_probation'])} "
+            f"(logs {_mib(store.get('disk_probation_space', 0))}) of "
             f"{_mib(store['disk_probation_room'])}  ({store['root']})",
             f"disk protected {e['disk']:6d} blobs  {_mib(b['disk'])} of "
             f"{_mib(store['disk_protected_cap'])}",
