@@ -281,3 +281,21 @@ def test_gleam_peer_cache_shows_the_space_of_the_logs(tmp_path):
     shown = render({"policy": {"h2d_min": 1, "image_min": 1}, "store": stats})
     assert "disk probation      1 blobs  0.0 MiB (logs 0.2 MiB) of 8.0 MiB" in shown
     store.close()
+
+
+def test_a_false_claim_found_on_disk_is_counted_as_one_not_as_a_torn_record(tmp_path):
+    """A first sighting kept under a client's claim reaches disk unchecked (its
+    record says so); the read that finds it false counts a refused claim."""
+    root = tmp_path / "b"
+    store = _store(root)
+    d, b = _blob(300_000, 9)
+    junk = ShelfBlob(lib.gl_shelf_blob_claimed(d, ffi.from_buffer(os.urandom(len(b))), len(b)))
+    store.offer(d, junk)
+    store.flush()
+    store.close()
+    again = _store(root)  # the record's flag survives a restart
+    assert again.get(d, len(b)) is None
+    stats = again.stats()
+    assert stats["disk_claims_refused"] == 1 and stats["torn"] == 0
+    assert not again.has(d)
+    again.close()

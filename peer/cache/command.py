@@ -58,7 +58,8 @@ def render(doc: dict[str, Any]) -> str:
             f"{store.get('shelf_offers_dropped', 0)} dropped (store behind)",
             f"claims: {store.get('claims_verified', 0)} checked at first use "
             f"({_mib(store.get('claims_verified_bytes', 0))}), "
-            f"{store.get('claims_refused', 0)} refused (bytes did not match the claim)",
+            f"{store.get('claims_refused', 0)} refused (bytes did not match the claim), "
+            f"{store.get('disk_claims_refused', 0)} more found false on disk",
             f"reuse: {store.get('spare_buffers_reused', 0)} buffers reused, "
             f"{store.get('spare_buffers', 0)} spare ({_mib(store.get('spare_bytes', 0))}); "
             f"{store.get('disk_spare_files', 0)} evicted files waiting to be overwritten",

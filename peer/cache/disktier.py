@@ -200,6 +200,11 @@ class DiskTier:
             return None
         return data
 
+    def claimed(self, digest: bytes) -> bool:
+        """Whether ``digest``'s probation record was written from a client's unchecked claim."""
+        where = self._records.get(digest)
+        return where is not None and where.claimed
+
     def append(self, digest: bytes, blob: ShelfBlob) -> Placement:
         """``blob`` as a probation record (the writer thread); ``index_record_locked`` keeps it."""
         return self.logs.append(digest, blob)

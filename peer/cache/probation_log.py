@@ -8,8 +8,8 @@ every inode deleted in the last half minute, and the writer's ``openat`` and
 "Disk probation logs"). Appending to a file that exists allocates no inode.
 
 ``<root>/probation/<seq>.log`` (``seq`` 16 hex digits, increasing) holds records
-one after another, each a page of header (``RECORD_HEAD``: magic, version, the
-blob's length and digest) and then the blob's bytes rounded up to whole pages,
+one after another, each a page of header (``RECORD_HEAD``: magic, version,
+flags, the blob's length and digest) and then the blob's bytes rounded up to whole pages,
 so large blobs go with O_DIRECT straight from their buffer
 (``gl_shelf_blob_write_record``). The writer appends to one log, the tail;
 past ``log_bytes`` it takes a free log (one whose every record has left the
@@ -41,7 +41,10 @@ from pathlib import Path
 from gleam.peer.cache.shelf import ShelfBlob
 from gleam.peer.nativelib import lib
 
-RECORD_HEAD = struct.Struct("<8sIIQ32s")  # magic, version, reserved (0), length, digest
+RECORD_HEAD = struct.Struct("<8sIIQ32s")  # magic, version, flags, length, digest
+# The bytes were a client's claim, not checked when written: a read that finds
+# them wrong counts a refused claim, not a torn record.
+CLAIMED = 1
 MAGIC = b"GLEAMREC"
 VERSION = 1
 PAGE = 4096
@@ -82,6 +85,7 @@ class Placement:
 
     log: Log
     offset: int
+    claimed: bool = False  # written from a client's unchecked claim
 
 
 class ProbationLogs:
@@ -124,8 +128,8 @@ class ProbationLogs:
                 parsed = parse_head(head)
                 if parsed is None or offset + PAGE + parsed[1] > size:
                     break
-                digest, length = parsed
-                records.append((digest, length, Placement(log, offset)))
+                digest, length, flags = parsed
+                records.append((digest, length, Placement(log, offset, bool(flags & CLAIMED))))
                 offset += record_size(length)
         log.end = offset
         return records
@@ -162,11 +166,12 @@ class ProbationLogs:
                 log = self._next_tail_locked()
             offset = log.end
             log.end += size
-        head = RECORD_HEAD.pack(MAGIC, VERSION, 0, len(blob), digest)
+        claimed = not blob.verified
+        head = RECORD_HEAD.pack(MAGIC, VERSION, CLAIMED if claimed else 0, len(blob), digest)
         rc = lib.gl_shelf_blob_write_record(blob.ptr, log.fd, offset, head, len(head))
         if rc != 0:
             raise OSError(-rc, os.strerror(-rc), os.fspath(log.path))
-        return Placement(log, offset)
+        return Placement(log, offset, claimed)
 
     def _next_tail_locked(self) -> Log:
         old = self._tail
@@ -278,14 +283,14 @@ class ProbationLogs:
             self._tail = None
 
 
-def parse_head(head: bytes) -> tuple[bytes, int] | None:
-    """(digest, length) of a record header, or None where it is not one."""
+def parse_head(head: bytes) -> tuple[bytes, int, int] | None:
+    """(digest, length, flags) of a record header, or None where it is not one."""
     if len(head) < RECORD_HEAD.size:
         return None
-    magic, version, reserved, length, digest = RECORD_HEAD.unpack_from(head)
-    if magic != MAGIC or version != VERSION or reserved != 0:
+    magic, version, flags, length, digest = RECORD_HEAD.unpack_from(head)
+    if magic != MAGIC or version != VERSION or flags & ~CLAIMED:
         return None
-    return digest, length
+    return digest, length, flags
 
 
 def _seq_of(path: Path) -> int | None:

@@ -103,6 +103,7 @@ class BlobStore:
         self._bytes = {"probation": 0, "protected": 0}
         self.counts = {"hits_ram": 0, "hits_disk": 0, "misses": 0, "offered": 0,
                        "admitted": 0, "refused": 0, "evicted": 0, "torn": 0,
+                       "disk_claims_refused": 0,
                        "writes_dropped": 0}
         self._lock = threading.Lock()
         self.shelf = Shelf()
@@ -391,9 +392,14 @@ class BlobStore:
             with self._lock:
                 if disk.segment_of(digest) != segment:
                     continue  # moved or evicted meanwhile: look again
+                claim = disk.claimed(digest)
                 disk.drop_locked(digest)
-                self.counts["torn"] += 1
-            log.warning("blob %s on disk is torn or changed; deleted it", digest.hex()[:16])
+                self.counts["disk_claims_refused" if claim else "torn"] += 1
+            if claim:  # a client's false claim, written before its first use: not a fault here
+                log.info("blob %s on disk did not match its client's claim; dropped it",
+                         digest.hex()[:16])
+            else:
+                log.warning("blob %s on disk is torn or changed; deleted it", digest.hex()[:16])
             return None
         return None
 
