@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -201,7 +202,7 @@ def test_probation_files_of_an_older_gleam_are_deleted_at_start(tmp_path):
        head_at=st.integers(0, 8), length=st.integers(0, 1 << 62))
 def test_any_bytes_in_a_log_never_crash_a_start_or_serve_a_wrong_blob(tmp_path, junk,
                                                                        head_at, length):
-    root = tmp_path / f"f{random.getrandbits(64):x}"
+    root = Path(tempfile.mkdtemp(dir=tmp_path)) / "b"  # a new one for each example
     store = _store(root)
     blobs = [_blob(9_000, i) for i in range(4)]
     for d, b in blobs:
@@ -223,7 +224,9 @@ def test_any_bytes_in_a_log_never_crash_a_start_or_serve_a_wrong_blob(tmp_path, 
 
 
 def test_logs_on_a_file_system_without_direct_writes(tmp_path):
-    """tmpfs refuses O_DIRECT: records are then written through the page cache."""
+    """tmpfs: a file system other than the disk the other tests use (it refused
+    O_DIRECT before Linux 6.6; gl_shelf_blob_write_record then falls back to the
+    page cache)."""
     shm = Path("/dev/shm")
     if not shm.is_dir():
         pytest.skip("no /dev/shm on this machine")
@@ -299,3 +302,21 @@ def test_a_false_claim_found_on_disk_is_counted_as_one_not_as_a_torn_record(tmp_
     assert stats["disk_claims_refused"] == 1 and stats["torn"] == 0
     assert not again.has(d)
     again.close()
+
+
+def test_a_log_a_large_record_stretched_is_not_kept_for_reuse(tmp_path):
+    """Logs are reused at their own size: one a record larger than a log grew is
+    deleted when it empties, so the files stay near probation's room."""
+    root = tmp_path / "b"
+    cap = 4 * MIB  # logs of 128 KiB
+    store = _store(root, disk_cap=cap)
+    for r in range(60):
+        store.offer(*_blob(3 * MIB, r))
+        for i in range(5):
+            store.offer(*_blob(100_000, 1000 + 10 * r + i))
+        store.flush()
+    stats = store.stats()
+    on_disk = sum(p.stat().st_size for p in _logs(root))
+    largest = record_size(3 * MIB)
+    assert on_disk <= stats["disk_probation_room"] + largest + FREE_LOGS * log_bytes_for(cap)
+    store.close()

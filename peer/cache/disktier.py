@@ -200,6 +200,14 @@ class DiskTier:
             return None
         return data
 
+    def locator(self, digest: bytes) -> object | None:
+        """What names ``digest``'s copy on disk now (its record, or its segment),
+        compared by identity: a record appended again is another one."""
+        where = self._records.get(digest)
+        if where is not None:
+            return where
+        return PROTECTED if digest in self.index[PROTECTED] else None
+
     def claimed(self, digest: bytes) -> bool:
         """Whether ``digest``'s probation record was written from a client's unchecked claim."""
         where = self._records.get(digest)

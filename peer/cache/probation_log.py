@@ -240,7 +240,9 @@ class ProbationLogs:
     def _free_locked(self, log: Log) -> None:
         if log in self._free:
             return
-        if len(self._free) < FREE_LOGS:
+        # Kept to be overwritten only at the size logs have: one a large record
+        # stretched would take its size again each time it is reused.
+        if len(self._free) < FREE_LOGS and _size(log.path) <= self.log_bytes:
             self._free.append(log)
             return
         del self._logs[log.seq]
@@ -301,6 +303,13 @@ def _seq_of(path: Path) -> int | None:
         return int(name[:16], 16)
     except ValueError:
         return None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _close(log: Log) -> None:

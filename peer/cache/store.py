@@ -344,8 +344,9 @@ class BlobStore:
                 elif (name == "protected" and old not in self._pending
                       and self._disk is not None and self._disk.segment_of(old) == PROBATION):
                     # Its copy-out found the writer's backlog full: RAM no longer
-                    # holds it, so the disk must (queued again, as probation does).
-                    self._queue_write_locked(old, gone, PROTECTED)
+                    # holds it, so the disk must (queued again, as probation does;
+                    # not a lost write while the record still holds it).
+                    self._queue_write_locked(old, gone, PROTECTED, count_drop=False)
 
     def _refuse_locked(self, digest: bytes) -> None:
         """A client's claim failed its check: the blobs held under it unchecked go
@@ -386,12 +387,13 @@ class BlobStore:
                 segment = disk.segment_of(digest)
                 if segment is None or disk.size(digest) != length:
                     return None
+                located = disk.locator(digest)
             data = disk.read(digest, segment, length)
             if data is not None:
                 return data
             with self._lock:
-                if disk.segment_of(digest) != segment:
-                    continue  # moved or evicted meanwhile: look again
+                if disk.locator(digest) is not located:
+                    continue  # moved, evicted or written again meanwhile: look again
                 claim = disk.claimed(digest)
                 disk.drop_locked(digest)
                 self.counts["disk_claims_refused" if claim else "torn"] += 1
