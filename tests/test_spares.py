@@ -32,15 +32,18 @@ def _address(blob: ShelfBlob) -> int:
 
 
 def test_a_freed_chunk_is_the_next_chunks_buffer_and_shows_none_of_its_bytes():
-    first = _blob(b"\xaa" * MIB)
+    # A size no other test's blobs come near: the spares are process-wide, and a
+    # buffer an earlier test left that fits as well would be taken first.
+    size = 5 * MIB + 12_345
+    first = _blob(b"\xaa" * size)
     where = _address(first)
     assert where % 4096 == 0  # large blobs start on a page: O_DIRECT can write them
     reused = _spares()[2]
     del first
-    second = _blob(b"\x55" * (MIB - 100))  # a little shorter: same buffer
+    second = _blob(b"\x55" * (size - 100))  # a little shorter: same buffer
     assert _spares()[2] == reused + 1
     assert _address(second) == where
-    assert bytes(second.view()) == b"\x55" * (MIB - 100)  # its length ends its bytes
+    assert bytes(second.view()) == b"\x55" * (size - 100)  # its length ends its bytes
 
 
 def test_a_small_request_never_pins_a_large_spare_and_small_buffers_are_not_kept():
