@@ -46,6 +46,17 @@ def test_a_freed_chunk_is_the_next_chunks_buffer_and_shows_none_of_its_bytes():
     assert bytes(second.view()) == b"\x55" * (size - 100)  # its length ends its bytes
 
 
+def test_of_equal_spares_the_one_freed_last_is_taken_first():
+    # The one freed last is the likeliest still in the CPU's caches.
+    size = 6 * MIB + 777
+    older, newer = _blob(b"o" * size), _blob(b"n" * size)
+    addresses = _address(older), _address(newer)
+    del older
+    del newer
+    again, after = _blob(b"a" * size), _blob(b"b" * size)
+    assert (_address(after), _address(again)) == addresses
+
+
 def test_a_small_request_never_pins_a_large_spare_and_small_buffers_are_not_kept():
     big = _blob(os.urandom(4 * MIB))
     where = _address(big)
