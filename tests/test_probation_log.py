@@ -6,6 +6,7 @@ as a blob they are not.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -319,4 +320,54 @@ def test_a_log_a_large_record_stretched_is_not_kept_for_reuse(tmp_path):
     on_disk = sum(p.stat().st_size for p in _logs(root))
     largest = record_size(3 * MIB)
     assert on_disk <= stats["disk_probation_room"] + largest + FREE_LOGS * log_bytes_for(cap)
+    store.close()
+
+
+def _open_deleted_logs() -> list[str]:
+    """The probation logs this process holds open although they were deleted."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.endswith(".log (deleted)") and "/probation/" in target:
+                held.append(target)
+    return held
+
+
+def test_a_clear_closes_the_old_tails_file_without_waiting_for_a_new_blob(tmp_path):
+    """The tail a clear lets go of is deleted; its file, open in the writer, would
+    hold a log's blocks until the next first sighting if the clear did not wake it."""
+    store = _store(tmp_path / "b", disk_cap=8 * MIB)
+    store.offer(*_blob(10_000, 1))
+    store.flush()
+    store.clear()
+    store.flush()  # the writer has seen the clear's request: no first sighting needed
+    assert _open_deleted_logs() == []
+    store.close()
+
+
+def test_a_tail_that_cannot_be_opened_is_neither_listed_nor_left_on_disk(tmp_path, monkeypatch):
+    from gleam.peer.cache import probation_log
+
+    root = tmp_path / "b"
+    store = _store(root, disk_cap=8 * MIB)
+    real_open = os.open
+
+    def no_space(path, flags, *args):  # type: ignore[no-untyped-def]
+        if flags & os.O_CREAT and str(path).endswith(".log"):
+            raise OSError(28, "No space left on device", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(probation_log.os, "open", no_space)
+    lost = _blob(10_000, 1)
+    store.offer(*lost)
+    store.flush()  # the writer logs that it cannot write the blob
+    assert store._disk.logs.paths() == [] and _logs(root) == []
+    assert store.get(lost[0], len(lost[1])) is None
+    monkeypatch.setattr(probation_log.os, "open", real_open)
+    kept = _blob(10_000, 2)
+    store.offer(*kept)
+    store.flush()
+    assert store.get(kept[0], len(kept[1])) == kept[1]
+    assert [p.name for p in _logs(root)] == [p.name for p in store._disk.logs.paths()]
     store.close()

@@ -158,9 +158,7 @@ class ProbationLogs:
         """Writes ``blob`` as the tail's next record (the store's writer thread only)."""
         size = record_size(len(blob))
         with self._lock:
-            for old in self._retired:
-                _close(old)
-            self._retired.clear()
+            self._close_retired_locked()
             log = self._tail
             if log is None or (log.end > 0 and log.end + size > self.log_bytes):
                 log = self._next_tail_locked()
@@ -172,6 +170,16 @@ class ProbationLogs:
         if rc != 0:
             raise OSError(-rc, os.strerror(-rc), os.fspath(log.path))
         return Placement(log, offset, claimed)
+
+    def close_retired(self) -> None:
+        """Closes the files of the tails a clear let go of (the writer thread only)."""
+        with self._lock:
+            self._close_retired_locked()
+
+    def _close_retired_locked(self) -> None:
+        for old in self._retired:
+            _close(old)
+        self._retired.clear()
 
     def _next_tail_locked(self) -> Log:
         old = self._tail
@@ -192,8 +200,13 @@ class ProbationLogs:
                 break
             except OSError:  # gone (deleted by hand): the next, or a new file
                 continue
+        try:
+            log.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:  # no log, listed or on disk (it may be a free log renamed)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
         self._logs[seq] = log  # from here on a file this tier deletes when cleared
-        log.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
         if os.fstat(log.fd).st_size < self.log_bytes:
             with contextlib.suppress(OSError):  # a file system without it: blocks as written
                 os.posix_fallocate(log.fd, 0, self.log_bytes)
@@ -266,7 +279,7 @@ class ProbationLogs:
 
     def clear(self) -> list[Path]:
         """Forgets every log; their paths, to delete (the tail's file is closed by
-        the writer's next append, or by ``close``)."""
+        the writer thread: ``close_retired``, its next append, or ``close``)."""
         with self._lock:
             paths = [log.path for log in self._logs.values()]
             if self._tail is not None:

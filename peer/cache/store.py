@@ -64,6 +64,9 @@ PREFIX: int = lib.GL_BLOB_PREFIX
 # bytes with the RAM tier; beyond this a burst only loses the copy on disk.
 WRITE_BACKLOG = 512 * MIB
 DRAIN_WAIT = 0.5  # the drainer's wait between looks at a closing store
+# Asks the writer thread, which alone closes a probation tail's file, to close
+# the tails a clear let go of (no digest is empty).
+_CLOSE_RETIRED = b""
 
 
 class BlobMismatch(ValueError):
@@ -417,6 +420,10 @@ class BlobStore:
             digest = self._writes.get()
             if digest is None:
                 return
+            if digest == _CLOSE_RETIRED:
+                disk.logs.close_retired()
+                self._writes.task_done()
+                continue
             with self._lock:
                 pending = self._pending.get(digest)
             try:
@@ -583,6 +590,8 @@ class BlobStore:
         for path in paths:
             with contextlib.suppress(OSError):
                 path.unlink()
+        if self._writer is not None:  # the old tail's file, deleted, holds its blocks till closed
+            self._writes.put(_CLOSE_RETIRED)
         if self._disk is not None:  # evicted files hold old blobs' bytes too
             self._disk.drop_spares()
         return len(held)
