@@ -48,6 +48,10 @@ def _logs(root: Path) -> list[Path]:
     return sorted((root / "probation").glob("*.log"))
 
 
+def _seq(log: Path) -> int:
+    return int(log.stem, 16)
+
+
 def test_first_sightings_share_a_few_log_files_and_read_back_true(tmp_path):
     store = _store(tmp_path / "b", disk_cap=8 * MIB)  # logs of 256 KiB
     blobs = [_blob(5_000 + 97 * i, i) for i in range(30)] + [_blob(8192, 50)]
@@ -153,7 +157,7 @@ def test_a_header_naming_bytes_it_does_not_hold_is_a_miss_never_a_wrong_blob(tmp
     store.close()
     log = _logs(root)[0]
     victim_d, victim_b = _blob(10_000, 2)
-    forged = RECORD_HEAD.pack(MAGIC, VERSION, 0, len(victim_b), victim_d)
+    forged = RECORD_HEAD.pack(MAGIC, VERSION, 0, len(victim_b), victim_d, _seq(log))
     end = record_size(10_000)
     with open(log, "r+b") as f:
         f.seek(end)
@@ -216,7 +220,7 @@ def test_any_bytes_in_a_log_never_crash_a_start_or_serve_a_wrong_blob(tmp_path, 
             f.seek(offset)
             f.write(data)
         f.seek(head_at * PAGE)  # a header that parses, with any length
-        f.write(RECORD_HEAD.pack(MAGIC, VERSION, 0, length, os.urandom(32)))
+        f.write(RECORD_HEAD.pack(MAGIC, VERSION, 0, length, os.urandom(32), _seq(log)))
     again = _store(root)
     for row in again.entries():
         got = again.get(bytes.fromhex(row["digest"]), row["size"])
@@ -371,3 +375,50 @@ def test_a_tail_that_cannot_be_opened_is_neither_listed_nor_left_on_disk(tmp_pat
     assert store.get(kept[0], len(kept[1])) == kept[1]
     assert [p.name for p in _logs(root)] == [p.name for p in store._disk.logs.paths()]
     store.close()
+
+
+def _probation(store: BlobStore) -> set[str]:
+    return {row["digest"] for row in store.entries() if "disk_probation" in row["tiers"]}
+
+
+def test_a_restart_does_not_bring_back_the_records_past_a_reused_logs_end(tmp_path):
+    """Logs of 16 KiB: two small records each, then reused for one small record (a
+    large one does not fit after it). The earlier second record, past the new end,
+    parses; its header names the log's earlier seq, so a restart stops there."""
+    root = tmp_path / "b"
+    store = _store(root, disk_cap=512 << 10)
+    for i in range(40):
+        store.offer(*_blob(1000, i))
+    store.flush()
+    for i in range(12):
+        store.offer(*_blob(1000, 100 + i))
+        store.offer(*_blob(9000, 200 + i))
+    store.flush()
+    before = _probation(store)
+    store.close()
+    again = _store(root, disk_cap=512 << 10)
+    assert _probation(again) == before
+    again.close()
+
+
+def test_records_of_the_first_layout_are_dropped_at_start(tmp_path):
+    """Version 1 headers had no log seq: such a log starts empty (a miss each) and
+    is reused like any free log."""
+    import struct
+
+    root = tmp_path / "b"
+    store = _store(root)
+    d, b = _blob(10_000, 1)
+    store.offer(d, b)
+    store.flush()
+    store.close()
+    log = _logs(root)[0]
+    with open(log, "r+b") as f:
+        f.write(struct.pack("<8sIIQ32s", MAGIC, 1, 0, len(b), d))
+    again = _store(root)
+    assert again.get(d, len(b)) is None and _probation(again) == set()
+    later = _blob(10_000, 2)
+    again.offer(*later)
+    again.flush()
+    assert again.get(later[0], len(later[1])) == later[1]
+    again.close()

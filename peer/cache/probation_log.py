@@ -9,7 +9,8 @@ every inode deleted in the last half minute, and the writer's ``openat`` and
 
 ``<root>/probation/<seq>.log`` (``seq`` 16 hex digits, increasing) holds records
 one after another, each a page of header (``RECORD_HEAD``: magic, version,
-flags, the blob's length and digest) and then the blob's bytes rounded up to whole pages,
+flags, the blob's length and digest, the log's ``seq``) and then the blob's bytes
+rounded up to whole pages,
 so large blobs go with O_DIRECT straight from their buffer
 (``gl_shelf_blob_write_record``). The writer appends to one log, the tail;
 past ``log_bytes`` it takes a free log (one whose every record has left the
@@ -18,9 +19,10 @@ oldest first, so whole old logs empty in turn and come back as free ones; up to
 ``FREE_LOGS`` are kept to be overwritten in place, the rest deleted.
 
 Records are not fsynced and a log is never cut short: a read checks the bytes
-against their digest (``DiskTier.read``), so a torn record or an old record past
-the tail's end is only a miss or a true blob. At start the logs are read in
-``seq`` order, record by record, until a header does not parse.
+against their digest (``DiskTier.read``), so a torn record is only a miss. At
+start the logs are read in ``seq`` order, record by record, until a header does
+not parse or names another ``seq``: a reused log still holds its earlier records
+past its end, and without the ``seq`` they would come back as the newest.
 
 Thread-safety: one lock guards the logs' bookkeeping. ``append`` runs on the
 store's one writer thread, which alone closes a tail's file (``clear`` leaves it
@@ -41,12 +43,12 @@ from pathlib import Path
 from gleam.peer.cache.shelf import ShelfBlob
 from gleam.peer.nativelib import lib
 
-RECORD_HEAD = struct.Struct("<8sIIQ32s")  # magic, version, flags, length, digest
+RECORD_HEAD = struct.Struct("<8sIIQ32sQ")  # magic, version, flags, length, digest, log seq
 # The bytes were a client's claim, not checked when written: a read that finds
 # them wrong counts a refused claim, not a torn record.
 CLAIMED = 1
 MAGIC = b"GLEAMREC"
-VERSION = 1
+VERSION = 2  # 1: no log seq (its records are dropped at start, a miss each)
 PAGE = 4096
 LOG_MAX = 64 << 20  # a log's size on a large tier
 LOG_MIN = 16 << 10  # ... and on a small one (tests: a record or two each)
@@ -125,7 +127,7 @@ class ProbationLogs:
             offset = 0
             while offset + PAGE <= size:
                 head = os.pread(f.fileno(), RECORD_HEAD.size, offset)
-                parsed = parse_head(head)
+                parsed = parse_head(head, log.seq)
                 if parsed is None or offset + PAGE + parsed[1] > size:
                     break
                 digest, length, flags = parsed
@@ -165,7 +167,8 @@ class ProbationLogs:
             offset = log.end
             log.end += size
         claimed = not blob.verified
-        head = RECORD_HEAD.pack(MAGIC, VERSION, CLAIMED if claimed else 0, len(blob), digest)
+        head = RECORD_HEAD.pack(MAGIC, VERSION, CLAIMED if claimed else 0, len(blob), digest,
+                                log.seq)
         rc = lib.gl_shelf_blob_write_record(blob.ptr, log.fd, offset, head, len(head))
         if rc != 0:
             raise OSError(-rc, os.strerror(-rc), os.fspath(log.path))
@@ -298,12 +301,13 @@ class ProbationLogs:
             self._tail = None
 
 
-def parse_head(head: bytes) -> tuple[bytes, int, int] | None:
-    """(digest, length, flags) of a record header, or None where it is not one."""
+def parse_head(head: bytes, seq: int) -> tuple[bytes, int, int] | None:
+    """(digest, length, flags) of a header of a record written into log ``seq``,
+    or None where it is not one."""
     if len(head) < RECORD_HEAD.size:
         return None
-    magic, version, flags, length, digest = RECORD_HEAD.unpack_from(head)
-    if magic != MAGIC or version != VERSION or flags & ~CLAIMED:
+    magic, version, flags, length, digest, written_in = RECORD_HEAD.unpack_from(head)
+    if magic != MAGIC or version != VERSION or flags & ~CLAIMED or written_in != seq:
         return None
     return digest, length, flags
 
