@@ -422,3 +422,28 @@ def test_records_of_the_first_layout_are_dropped_at_start(tmp_path):
     again.flush()
     assert again.get(later[0], len(later[1])) == later[1]
     again.close()
+
+
+def test_a_false_claim_sighted_again_after_probation_dropped_it_never_becomes_a_protected_file(
+        tmp_path):
+    """A ghost (a digest probation dropped) sighted again is promoted straight to a
+    protected file; under a client's false claim, the writer's check refuses it."""
+    root = tmp_path / "b"
+    store = _store(root, disk_cap=512 << 10)  # probation: 128 KiB
+    d, b = _blob(10_000, 1)
+
+    def claim() -> ShelfBlob:
+        return ShelfBlob(lib.gl_shelf_blob_claimed(d, ffi.from_buffer(os.urandom(len(b))),
+                                                   len(b)))
+    store.offer(d, claim())
+    store.flush()
+    for i in range(40):  # probation trims it: a ghost
+        store.offer(*_blob(10_000, 100 + i))
+    store.flush()
+    assert _probation(store).isdisjoint({d.hex()})
+    store.offer(d, claim())
+    store.flush()
+    assert not (root / d.hex()[:2] / d.hex()).exists()
+    assert store.get(d, len(b)) is None
+    assert store.stats()["torn"] == 0
+    store.close()

@@ -444,13 +444,14 @@ class BlobStore:
     def _write_one(self, disk: DiskTier, digest: bytes, pending: _Pending) -> None:
         with self._lock:
             segment = pending.segment
-            copy_out = disk.segment_of(digest) == PROBATION
         if segment == PROBATION:
             self._append_one(disk, digest, pending)
             return
-        # A claim copied out of probation is checked first: it never displaces a
-        # record that may hold the true bytes.
-        if copy_out and not pending.data.verified and not self.shelf.check(pending.data):
+        # A claim is checked before it becomes a protected file (a copy-out of
+        # probation, a ghost sighted again, an image): it never displaces a record
+        # that may hold the true bytes, and a protected file is never a false claim,
+        # so a protected file that reads wrong is torn.
+        if not pending.data.verified and not self.shelf.check(pending.data):
             with self._lock:
                 self._refuse_locked(digest)
             return
