@@ -19,9 +19,9 @@
 enum { GL_EVP_GCM_SET_IVLEN = 0x9, GL_EVP_GCM_GET_TAG = 0x10, GL_EVP_GCM_SET_TAG = 0x11 };
 
 /* cdef: begin */
-/* Bytes a stream seals (or opens) between two writes (reads): large enough
- * that a syscall is cheap beside it, small enough to stay in L2. */
-#define GL_GCM_PIECE (128u * 1024u)
+/* Bytes a stream seals between two writes, at most (dpstream.c, SEAL_PIECE_MAX):
+ * large enough that a send(2) is cheap beside it, small enough to stay in L2. */
+#define GL_GCM_PIECE (1024u * 1024u)
 /* cdef: end */
 
 typedef struct gl_evp_ctx gl_evp_ctx; /* EVP_CIPHER_CTX */

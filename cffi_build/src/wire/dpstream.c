@@ -30,12 +30,17 @@
 /* gl_sha256's failure and the stream's are one code (dpcrypto.h). */
 _Static_assert(GL_STREAM_E_CRYPTO == GL_CRYPTO_E_FAIL, "one libcrypto failure code");
 
-#define SEAL_PIECE GL_GCM_PIECE
+/* Bytes sealed between two writes: a whole frame up to this, which still fits
+ * a core's L2 while the send copies it out. Each send(2) of loopback TCP pays
+ * for a push through the receiver's stack: on the project's VM a sealed
+ * stream's sender cost 0.54-0.71 CPU-s per GB of 1 MiB frames in 128 KiB
+ * pieces, 0.37-0.47 in 1 MiB ones (and its receiver 0.35-0.40 against
+ * 0.30); whole frames (1 MiB and a few hundred bytes) were no better. */
+#define SEAL_PIECE_MAX GL_GCM_PIECE
 /* Bytes asked of one recv(2) inside a frame's body, opened as soon as they are
- * in. Larger than a sealing piece: each recv of loopback TCP also pays for the
- * window update it sends, and on the development VM 512 KiB reads cost the
- * receiver about a fifth less CPU per GB than 128 KiB ones, while still
- * fitting a server core's L2. */
+ * in. Each recv of loopback TCP also pays for the window update it sends: on
+ * the development VM 512 KiB reads cost the receiver about a fifth less CPU
+ * per GB than 128 KiB ones; 1 and 2 MiB reads were no better. */
 #define OPEN_PIECE (512u * 1024u)
 /* Bytes asked for beyond the current frame, so that the next small frame (or
  * the next header) usually comes with the same recv(2). */
@@ -57,7 +62,8 @@ struct gl_stream {
     gl_evp_ctx *enc;
     uint32_t send_dir;
     uint64_t send_seq;
-    uint8_t *sbuf; /* OVERHEAD + SEAL_PIECE */
+    uint32_t piece; /* bytes sealed between two writes: max_frame, at most SEAL_PIECE_MAX */
+    uint8_t *sbuf;  /* OVERHEAD + piece */
     uint64_t frames_sent, bytes_sent;
 
     gl_evp_ctx *dec;
@@ -198,7 +204,8 @@ gl_stream *gl_stream_new(int fd, const uint8_t *send_key, uint32_t send_dir,
     s->send_dir = send_dir, s->recv_dir = recv_dir;
     s->enc = cipher_ctx(c, 1, send_key);
     s->dec = cipher_ctx(c, 0, recv_key);
-    s->sbuf = malloc(OVERHEAD + SEAL_PIECE);
+    s->piece = max_frame < SEAL_PIECE_MAX ? max_frame : SEAL_PIECE_MAX;
+    s->sbuf = malloc(OVERHEAD + s->piece);
     if (s->enc == NULL || s->dec == NULL || s->sbuf == NULL) {
         if (err != NULL && err_cap > 0)
             snprintf(err, err_cap, "%s",
@@ -259,13 +266,13 @@ static int seal_and_write(gl_stream *s, const uint8_t *const *parts, const size_
         const uint8_t *p = parts[i];
         size_t n = lens[i];
         while (n > 0) {
-            size_t room = GL_STREAM_HEADER_SIZE + SEAL_PIECE - pos;
+            size_t room = GL_STREAM_HEADER_SIZE + s->piece - pos;
             size_t k = n < room ? n : room;
             if (c->encrypt_update(s->enc, buf + pos, &outl, p, (int)k) != 1 || (size_t)outl != k)
                 return fail(s, GL_STREAM_E_CRYPTO);
             pos += k, p += k, n -= k, left -= k;
             /* A full piece goes out now, unless it is the last: the tag joins it. */
-            if (pos == GL_STREAM_HEADER_SIZE + SEAL_PIECE && left > 0) {
+            if (pos == GL_STREAM_HEADER_SIZE + s->piece && left > 0) {
                 if ((rc = write_all(s, buf, pos)) != 0)
                     return rc;
                 pos = 0;
