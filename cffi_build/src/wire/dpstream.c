@@ -32,10 +32,10 @@ _Static_assert(GL_STREAM_E_CRYPTO == GL_CRYPTO_E_FAIL, "one libcrypto failure co
 
 /* Bytes sealed between two writes: a whole frame up to this, which still fits
  * a core's L2 while the send copies it out. Each send(2) of loopback TCP pays
- * for a push through the receiver's stack: on the project's VM a sealed
- * stream's sender cost 0.54-0.71 CPU-s per GB of 1 MiB frames in 128 KiB
- * pieces, 0.37-0.47 in 1 MiB ones (and its receiver 0.35-0.40 against
- * 0.30); whole frames (1 MiB and a few hundred bytes) were no better. */
+ * for a push through the receiver's stack: on the project's VM (bench wire)
+ * the sender cost 0.58-0.59 CPU-s per GB of 1 MiB frames in 128 KiB pieces,
+ * 0.49-0.51 in 1 MiB ones, and the receiver 0.38 against 0.33-0.35; whole
+ * frames (1 MiB and a few hundred bytes) were no better. */
 #define SEAL_PIECE_MAX GL_GCM_PIECE
 /* Bytes asked of one recv(2) inside a frame's body, opened as soon as they are
  * in. Each recv of loopback TCP also pays for the window update it sends: on
