@@ -444,6 +444,7 @@ class BlobStore:
     def _write_one(self, disk: DiskTier, digest: bytes, pending: _Pending) -> None:
         with self._lock:
             segment = pending.segment
+            data = pending.data
         if segment == PROBATION:
             self._append_one(disk, digest, pending)
             return
@@ -451,16 +452,18 @@ class BlobStore:
         # probation, a ghost sighted again, an image): it never displaces a record
         # that may hold the true bytes, and a protected file is never a false claim,
         # so a protected file that reads wrong is torn.
-        if not pending.data.verified and not self.shelf.check(pending.data):
+        while not data.verified and not self.shelf.check(data):
             with self._lock:
-                self._refuse_locked(digest)
-            return
-        tmp = disk.write_temp(digest, pending.data)
+                if pending.data is data:
+                    self._refuse_locked(digest)
+                    return
+                data = pending.data  # checked bytes replaced the claim meanwhile: those
+        tmp = disk.write_temp(digest, data)
         with self._lock:
             if self._pending.get(digest) is not pending:  # cleared meanwhile
                 tmp.unlink(missing_ok=True)
                 return
-            self._forget(disk.install_locked(tmp, digest, len(pending.data)))
+            self._forget(disk.install_locked(tmp, digest, len(data)))
             self._done_locked(digest, pending)
 
     def _append_one(self, disk: DiskTier, digest: bytes, pending: _Pending) -> None:
