@@ -351,10 +351,20 @@ def test_a_clear_closes_the_old_tails_file_without_waiting_for_a_new_blob(tmp_pa
 
 
 def test_a_tail_that_cannot_be_opened_is_neither_listed_nor_left_on_disk(tmp_path, monkeypatch):
+    """A new tail is a free log renamed, then opened: when the open fails, the
+    renamed file goes too (it holds old records under a name no log has)."""
     from gleam.peer.cache import probation_log
 
     root = tmp_path / "b"
-    store = _store(root, disk_cap=8 * MIB)
+    store = _store(root, disk_cap=512 << 10)  # logs of 16 KiB: two small records each
+    for i in range(40):
+        store.offer(*_blob(1000, i))
+    store.flush()
+    logs = store._disk.logs
+    with store._lock:  # the oldest log's records go (as a torn read drops one): a free log
+        for digest in logs.oldest():
+            store._disk.drop_locked(digest)
+    assert logs._free  # it waits to be renamed into the next tail
     real_open = os.open
 
     def no_space(path, flags, *args):  # type: ignore[no-untyped-def]
@@ -363,17 +373,19 @@ def test_a_tail_that_cannot_be_opened_is_neither_listed_nor_left_on_disk(tmp_pat
         return real_open(path, flags, *args)
 
     monkeypatch.setattr(probation_log.os, "open", no_space)
-    lost = _blob(10_000, 1)
-    store.offer(*lost)
-    store.flush()  # the writer logs that it cannot write the blob
-    assert store._disk.logs.paths() == [] and _logs(root) == []
-    assert store.get(lost[0], len(lost[1])) is None
+    for i in range(3):  # the tail fills: a new one is needed, and cannot be opened
+        store.offer(*_blob(1000, 100 + i))
+    store.flush()  # the writer logs that it cannot write those blobs
+    assert sorted(_logs(root)) == sorted(logs.paths())
     monkeypatch.setattr(probation_log.os, "open", real_open)
-    kept = _blob(10_000, 2)
+    kept = _blob(1000, 200)
     store.offer(*kept)
     store.flush()
     assert store.get(kept[0], len(kept[1])) == kept[1]
-    assert [p.name for p in _logs(root)] == [p.name for p in store._disk.logs.paths()]
+    assert sorted(_logs(root)) == sorted(logs.paths())
+    for row in store.entries():
+        got = store.get(bytes.fromhex(row["digest"]), row["size"])
+        assert got is None or content_digest(got).hex() == row["digest"]
     store.close()
 
 
@@ -446,4 +458,33 @@ def test_a_false_claim_sighted_again_after_probation_dropped_it_never_becomes_a_
     assert not (root / d.hex()[:2] / d.hex()).exists()
     assert store.get(d, len(b)) is None
     assert store.stats()["torn"] == 0
+    store.close()
+
+
+def test_true_bytes_that_replace_a_claim_while_the_writer_checks_it_are_written(tmp_path):
+    """The writer checks a claim outside the store's lock; a resend of the true
+    bytes may replace it meanwhile. Those are written, not dropped with the claim."""
+    root = tmp_path / "b"
+    store = _store(root, disk_cap=512 << 10)
+    d, b = _blob(10_000, 1)
+    junk = os.urandom(len(b))
+
+    def claim() -> ShelfBlob:
+        return ShelfBlob(lib.gl_shelf_blob_claimed(d, ffi.from_buffer(junk), len(b)))
+
+    store.offer(d, claim())
+    store.flush()
+    for i in range(40):  # probation trims it: a ghost, promoted when sighted again
+        store.offer(*_blob(10_000, 100 + i))
+    store.flush()
+    real_check = store.shelf.check
+
+    def check_while_the_true_bytes_arrive(blob: ShelfBlob) -> bool:
+        store.offer(d, b)  # a resend: checked bytes replace the waiting claim
+        return real_check(blob)
+
+    store.shelf.check = check_while_the_true_bytes_arrive  # type: ignore[method-assign]
+    store.offer(d, claim())
+    store.flush()
+    assert (root / d.hex()[:2] / d.hex()).read_bytes() == b
     store.close()
