@@ -134,7 +134,11 @@ def test_frames_round_trip_both_ways(tcp: bool) -> None:
 
 @pytest.mark.parametrize("tcp", [False, True], ids=["socketpair", "tcp"])
 def test_many_frames_of_many_sizes_arrive_in_order(tcp: bool) -> None:
-    sizes = [1, 2, 15, 16, 17, 4096, 65535, 65536, 131071, 131072, 131073, 300_000, 1, 7]
+    # Around the seal piece (GL_GCM_PIECE) and the open piece (GL_GCM_OPEN_PIECE):
+    # a frame of one piece, one byte more (the tag and a byte in a second send), ...
+    pieces = [int(lib.GL_GCM_PIECE), int(lib.GL_GCM_OPEN_PIECE), 131072]
+    sizes = [1, 2, 15, 16, 17, 4096, 65535, 65536, 300_000, 1, 7]
+    sizes += [p + d for p in pieces for d in (-1, 0, 1)]
     frames = [secrets.token_bytes(n) for n in sizes]
     with stream_pair(tcp) as (client, server, _, _):
         # A sender thread, so that a frame larger than the socket's buffers
@@ -155,6 +159,17 @@ def test_a_frame_of_max_frame_bytes_round_trips(tcp: bool) -> None:
         got = server.recv()
         t.join()
     assert got == big
+
+
+@pytest.mark.parametrize("max_frame", [1, 17, 4096])
+def test_a_stream_of_small_frames_seals_each_whole_frame_in_one_piece(max_frame: int) -> None:
+    """The send buffer holds a frame of max_frame bytes (the seal piece is then
+    max_frame), its header and its tag: every size up to it round-trips."""
+    frames = [secrets.token_bytes(n) for n in sorted({1, max(1, max_frame - 1), max_frame})]
+    with stream_pair(max_frame=max_frame) as (client, server, _, _):
+        for f in frames:
+            client.sendv([f[:1], f[1:]])
+            assert server.recv() == f
 
 
 def test_send_leaves_the_callers_buffer_plaintext() -> None:

@@ -57,7 +57,7 @@ def aes_gcm(total: int) -> dict[str, float]:
     """CPU seconds per GB to seal and to open ``total`` bytes in copy-chunk frames."""
     frame = int(lib.GL_COPY_CHUNK)
     seal = float(lib.gl_crypto_gcm_rate(frame, lib.GL_GCM_PIECE, total, 0))
-    open_ = float(lib.gl_crypto_gcm_rate(frame, lib.GL_GCM_PIECE, total, 1))
+    open_ = float(lib.gl_crypto_gcm_rate(frame, lib.GL_GCM_OPEN_PIECE, total, 1))
     if seal <= 0 or open_ <= 0:
         raise RuntimeError("the native core could not load AES-256-GCM from libcrypto")
     return {"seal": GB / seal, "open": GB / open_}

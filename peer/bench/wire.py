@@ -98,7 +98,7 @@ def _cipher_cost(chunk: int) -> dict[str, float]:
     link uses (its own, newer OpenSSL)."""
     total = max(256 << 20, chunk)
     seal = lib.gl_crypto_gcm_rate(chunk, lib.GL_GCM_PIECE, total, 0)
-    open_ = lib.gl_crypto_gcm_rate(chunk, lib.GL_GCM_PIECE, total, 1)
+    open_ = lib.gl_crypto_gcm_rate(chunk, lib.GL_GCM_OPEN_PIECE, total, 1)
     aead, frame, frames = AESGCM(bytes(32)), bytes(chunk), -(-total // chunk)
     start = time.thread_time()
     for seq in range(frames):

@@ -19,9 +19,11 @@
 enum { GL_EVP_GCM_SET_IVLEN = 0x9, GL_EVP_GCM_GET_TAG = 0x10, GL_EVP_GCM_SET_TAG = 0x11 };
 
 /* cdef: begin */
-/* Bytes a stream seals between two writes, at most (dpstream.c, SEAL_PIECE_MAX):
- * large enough that a send(2) is cheap beside it, small enough to stay in L2. */
+/* Bytes a stream seals between two writes, at most (dpstream.c, SEAL_PIECE_MAX),
+ * and opens per read (OPEN_PIECE): large enough that the syscall is cheap
+ * beside it; sizes chosen by measurement (docs/data-connection.md). */
 #define GL_GCM_PIECE (1024u * 1024u)
+#define GL_GCM_OPEN_PIECE (512u * 1024u)
 /* cdef: end */
 
 typedef struct gl_evp_ctx gl_evp_ctx; /* EVP_CIPHER_CTX */

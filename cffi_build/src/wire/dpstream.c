@@ -30,18 +30,18 @@
 /* gl_sha256's failure and the stream's are one code (dpcrypto.h). */
 _Static_assert(GL_STREAM_E_CRYPTO == GL_CRYPTO_E_FAIL, "one libcrypto failure code");
 
-/* Bytes sealed between two writes: a whole frame up to this, which still fits
- * a core's L2 while the send copies it out. Each send(2) of loopback TCP pays
- * for a push through the receiver's stack: on the project's VM (bench wire)
- * the sender cost 0.58-0.59 CPU-s per GB of 1 MiB frames in 128 KiB pieces,
- * 0.49-0.51 in 1 MiB ones, and the receiver 0.38 against 0.33-0.35; whole
- * frames (1 MiB and a few hundred bytes) were no better. */
+/* Bytes sealed between two writes: a whole frame up to this, about one L2
+ * (this VM's CPU has 1 MiB) for the send to copy out. Each send(2) of
+ * loopback TCP pays for a push through the receiver's stack: on the project's
+ * VM (bench wire) the sender cost 0.58-0.59 CPU-s per GB of 1 MiB frames in
+ * 128 KiB pieces, 0.49-0.51 in 1 MiB ones, and the receiver 0.38 against
+ * 0.33-0.35; whole frames (1 MiB and a few hundred bytes) were no better. */
 #define SEAL_PIECE_MAX GL_GCM_PIECE
 /* Bytes asked of one recv(2) inside a frame's body, opened as soon as they are
  * in. Each recv of loopback TCP also pays for the window update it sends: on
  * the development VM 512 KiB reads cost the receiver about a fifth less CPU
  * per GB than 128 KiB ones; 1 and 2 MiB reads were no better. */
-#define OPEN_PIECE (512u * 1024u)
+#define OPEN_PIECE GL_GCM_OPEN_PIECE
 /* Bytes asked for beyond the current frame, so that the next small frame (or
  * the next header) usually comes with the same recv(2). */
 #define READ_AHEAD (64u * 1024u)
