@@ -160,7 +160,6 @@ class ProbationLogs:
         """Writes ``blob`` as the tail's next record (the store's writer thread only)."""
         size = record_size(len(blob))
         with self._lock:
-            self._close_retired_locked()
             log = self._tail
             if log is None or (log.end > 0 and log.end + size > self.log_bytes):
                 log = self._next_tail_locked()
@@ -175,14 +174,12 @@ class ProbationLogs:
         return Placement(log, offset, claimed)
 
     def close_retired(self) -> None:
-        """Closes the files of the tails a clear let go of (the writer thread only)."""
+        """Closes the files of the tails a clear let go of (the writer thread only:
+        the store queues this after every clear)."""
         with self._lock:
-            self._close_retired_locked()
-
-    def _close_retired_locked(self) -> None:
-        for old in self._retired:
-            _close(old)
-        self._retired.clear()
+            for old in self._retired:
+                _close(old)
+            self._retired.clear()
 
     def _next_tail_locked(self) -> Log:
         old = self._tail
@@ -282,7 +279,7 @@ class ProbationLogs:
 
     def clear(self) -> list[Path]:
         """Forgets every log; their paths, to delete (the tail's file is closed by
-        the writer thread: ``close_retired``, its next append, or ``close``)."""
+        the writer thread: ``close_retired``, or ``close``)."""
         with self._lock:
             paths = [log.path for log in self._logs.values()]
             if self._tail is not None:
